@@ -1,0 +1,31 @@
+# bosun: two commands for a new user, `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## run: install into .venv and run the main job (schedule the example manifests)
+run: $(STAMP)
+	$(BIN)/bosun schedule --nodes examples/nodes.yaml --pods examples/pods.yaml \
+		--config examples/scheduler-config.yaml --explain
+
+## test: lint, type-check and run the test suite (slow tests excluded)
+test: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/pytest -m "not slow"
+
+## bench: print the benchmark tables
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_scheduling.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
