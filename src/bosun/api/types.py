@@ -393,6 +393,10 @@ class ClusterObjects:
     priority_classes: list[PriorityClass] = field(default_factory=list)
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     namespaces: list[Namespace] = field(default_factory=list)
+    #: Objects of well-known kinds that do not affect scheduling (``Service``,
+    #: ``ConfigMap``, ...), as ``"<Kind> <namespace>/<name>"`` (``"<Kind> <name>"`` for
+    #: cluster-scoped kinds).
+    skipped: list[str] = field(default_factory=list)
 
     def extend(self, other: ClusterObjects) -> None:
         """Append every object of ``other``."""
@@ -401,3 +405,4 @@ class ClusterObjects:
         self.priority_classes += other.priority_classes
         self.pdbs += other.pdbs
         self.namespaces += other.namespaces
+        self.skipped += other.skipped

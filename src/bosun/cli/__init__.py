@@ -1,0 +1,1 @@
+"""The ``bosun`` command line (typer + rich)."""

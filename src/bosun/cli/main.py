@@ -1,0 +1,25 @@
+"""Entry point of the ``bosun`` command: command groups live in their own modules."""
+
+from __future__ import annotations
+
+import typer
+
+from bosun.cli.schedule import schedule
+
+app = typer.Typer(
+    name="bosun",
+    help="bosun: a Kubernetes-faithful, vectorized scheduler and cluster digital twin.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command(name="schedule")(schedule)
+
+
+@app.callback()
+def main() -> None:
+    """bosun: a Kubernetes-faithful, vectorized scheduler and cluster digital twin."""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

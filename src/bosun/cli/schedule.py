@@ -1,0 +1,184 @@
+"""``bosun schedule``: place pending pods on nodes as kube-scheduler would, in queue order."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from bosun.api.manifest import load_manifests
+from bosun.api.types import ClusterObjects
+from bosun.errors import BosunError, InputError
+from bosun.framework.config import (
+    SchedulerConfiguration,
+    default_configuration,
+    load_configuration,
+)
+from bosun.framework.interface import Code
+from bosun.framework.scheduler import Scheduler, SchedulingResult
+from bosun.framework.snapshot import Snapshot, SnapshotError
+from bosun.plugins.registry import in_tree_registry, registry_points
+
+EXIT_BAD_INPUT = 2
+
+
+class OutputFormat(StrEnum):
+    """``-o`` formats."""
+
+    TABLE = "table"
+    JSON = "json"
+    YAML = "yaml"
+
+
+def _fail(message: str) -> typer.Exit:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    return typer.Exit(EXIT_BAD_INPUT)
+
+
+def load_cluster(
+    nodes: list[Path], pods: list[Path], config: Path | None
+) -> tuple[ClusterObjects, SchedulerConfiguration, Snapshot]:
+    """Read manifests and configuration, build the snapshot of bound pods.
+
+    Raises:
+        InputError: every problem in the manifests, or in the configuration.
+        SnapshotError: a bound pod on a node that does not exist, or that does not fit.
+    """
+    registry = in_tree_registry()
+    objects = load_manifests([*nodes, *pods])
+    cfg = (
+        load_configuration(config, registry_points(registry))
+        if config is not None
+        else default_configuration(registry_points(registry))
+    )
+    bound = [p for p in objects.pods if p.node_name]
+    snapshot = Snapshot(objects.nodes, bound)
+    return objects, cfg, snapshot
+
+
+def result_record(res: SchedulingResult) -> dict[str, Any]:
+    """A plain-data view of one result (for JSON and YAML output)."""
+    rec: dict[str, Any] = {
+        "pod": res.pod.key,
+        "node": res.node_name or None,
+        "status": "Scheduled" if res.code == Code.SUCCESS else "Unschedulable",
+        "attempts": res.attempts,
+    }
+    if res.code != Code.SUCCESS:
+        rec["status"] = "Error" if res.code == Code.ERROR else "Unschedulable"
+        rec["message"] = res.message
+    if res.nominated_node_name:
+        rec["nominatedNodeName"] = res.nominated_node_name
+    if res.victims:
+        rec["preempted"] = list(res.victims)
+    if res.scores:
+        rec["scores"] = [
+            {
+                "node": ns.node,
+                "total": ns.total,
+                "plugins": {
+                    p.plugin: {"raw": p.raw, "score": p.normalized, "weight": p.weight,
+                               "weighted": p.weighted}
+                    for p in ns.plugins
+                },
+            }
+            for ns in res.scores
+        ]
+    return rec
+
+
+def _render_table(
+    console: Console, results: list[SchedulingResult], evicted: dict[str, str], explain: bool
+) -> None:
+    table = Table(title="Placements", header_style="bold")
+    table.add_column("Pod")
+    table.add_column("Node")
+    table.add_column("Attempts", justify="right")
+    table.add_column("Reason")
+    for res in results:
+        if res.pod.key in evicted:
+            table.add_row(res.pod.key, "[yellow]preempted[/]", str(res.attempts),
+                          f"evicted by {evicted[res.pod.key]}")
+        elif res.code == Code.SUCCESS:
+            table.add_row(res.pod.key, f"[green]{res.node_name}[/]", str(res.attempts), "")
+        else:
+            table.add_row(res.pod.key, "[red]<pending>[/]", str(res.attempts), res.message)
+    console.print(table)
+    extra = [k for k in evicted if k not in {r.pod.key for r in results}]
+    for key in extra:
+        console.print(f"[yellow]preempted[/] {key} (evicted by {evicted[key]})")
+    if not explain:
+        return
+    for res in results:
+        if not res.scores:
+            continue
+        t = Table(title=f"Scores for {res.pod.key}", header_style="bold")
+        t.add_column("Node")
+        t.add_column("Total", justify="right")
+        plugins = [p.plugin for p in res.scores[0].plugins]
+        for name in plugins:
+            t.add_column(f"{name}\nscore x weight", justify="right")
+        for i, ns in enumerate(res.scores):
+            label = f"[green]{ns.node}[/] (chosen)" if i == 0 else ns.node
+            cells = [f"{p.normalized} x {p.weight} = {p.weighted}" for p in ns.plugins]
+            t.add_row(label, str(ns.total), *cells)
+        console.print(t)
+
+
+def schedule(
+    nodes: Annotated[list[Path], typer.Option("--nodes", help="Node manifests (and bound pods); repeatable.")],
+    pods: Annotated[list[Path], typer.Option("--pods", help="Pod or workload manifests; repeatable.")],
+    config: Annotated[
+        Path | None, typer.Option("--config", help="KubeSchedulerConfiguration file.")
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show per-plugin scores of the chosen node and runners-up.")
+    ] = False,
+    output: Annotated[OutputFormat, typer.Option("-o", "--output", help="Output format.")] = OutputFormat.TABLE,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for score ties.")] = 0,
+) -> None:
+    """Place pending pods on nodes in scheduling-queue order, as kube-scheduler would.
+
+    Pods with spec.nodeName are already bound and only take capacity. Exit code 2 on bad
+    input (every problem is listed), 0 otherwise, whether or not every pod was placed.
+    """
+    try:
+        objects, cfg, snapshot = load_cluster(nodes, pods, config)
+        scheduler = Scheduler(
+            cfg, snapshot, seed=seed, namespaces=objects.namespaces, pdbs=objects.pdbs,
+            explain=explain,
+        )
+        pending = [p for p in objects.pods if not p.node_name]
+        results = list(scheduler.run(pending).values())
+    except InputError as e:
+        raise _fail(str(e)) from None
+    except SnapshotError as e:
+        raise _fail(f"bound pods: {e}") from None
+    except BosunError as e:
+        raise _fail(str(e)) from None
+    ignored = [p.key for p in pending if p.scheduler_name not in scheduler.profiles]
+    evicted = dict(scheduler.evicted)
+    if output == OutputFormat.TABLE:
+        console = Console()
+        _render_table(console, results, evicted, explain)
+        for key in ignored:
+            console.print(f"[dim]skipped {key}: no profile for its schedulerName[/]")
+        placed = sum(1 for r in results if r.code == Code.SUCCESS and r.pod.key not in evicted)
+        console.print(f"{placed}/{len(pending)} pods scheduled on {snapshot.num_nodes} nodes")
+        return
+    doc = {
+        "results": [result_record(r) for r in results],
+        "preempted": [{"pod": k, "by": v} for k, v in evicted.items()],
+        "skipped": ignored,
+    }
+    if output == OutputFormat.JSON:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))

@@ -1,0 +1,1 @@
+"""The scheduling framework: interfaces, columnar snapshot, runtime, queue, cache, config."""

@@ -1,0 +1,395 @@
+"""The framework runtime: one configured profile, running its plugins point by point.
+
+Counterpart of kube-scheduler's ``pkg/scheduler/framework/runtime/framework.go``. A
+:class:`Framework` instantiates each enabled plugin once (with its ``pluginConfig`` args)
+and runs the extension points in the order the profile lists them. Filters and Scores run
+over all nodes at once (see :mod:`bosun.framework.interface`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bosun.api.types import Pod, PodDisruptionBudget
+from bosun.errors import BosunError
+from bosun.framework.interface import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    BoolArray,
+    Code,
+    CycleState,
+    Diagnosis,
+    IndexArray,
+    IntArray,
+    PluginArgsError,
+    PostFilterResult,
+    Status,
+)
+from bosun.framework.snapshot import Snapshot
+
+#: Extension point (KubeSchedulerConfiguration name) -> the method a plugin implements.
+POINT_METHODS: Mapping[str, str] = {
+    "preEnqueue": "pre_enqueue",
+    "queueSort": "sort_key",
+    "preFilter": "pre_filter",
+    "filter": "filter",
+    "postFilter": "post_filter",
+    "preScore": "pre_score",
+    "score": "score",
+    "reserve": "reserve",
+    "permit": "permit",
+    "preBind": "pre_bind",
+    "bind": "bind",
+    "postBind": "post_bind",
+}
+
+#: kube's reason for nodes left out by a PreFilterResult (schedule_one.go, v1.31+:
+#: ``SetAbsentNodesStatus``; the plugin names are sorted, printed as a Go slice).
+PREFILTER_RESULT_REASON = "node(s) didn't satisfy plugin(s) [{plugins}]"
+
+PluginClass = Callable[..., Any]
+Registry = Mapping[str, PluginClass]
+
+
+def extension_points(plugin_cls: PluginClass) -> frozenset[str]:
+    """The extension points a plugin class implements (by the methods it defines)."""
+    return frozenset(p for p, m in POINT_METHODS.items() if callable(getattr(plugin_cls, m, None)))
+
+
+class FrameworkError(BosunError):
+    """A profile that cannot be built (bad plugin args, no bind plugin)."""
+
+
+@dataclass
+class FilterOutcome:
+    """What running the Filter plugins over the candidate nodes produced.
+
+    Attributes:
+        feasible: bool (num_nodes,): passed every Filter (and was a candidate).
+        diagnosis: reasons and codes for the rejected nodes.
+        status: Success, or Error/Unschedulable for a whole-pod verdict (PreFilter).
+    """
+
+    feasible: BoolArray
+    diagnosis: Diagnosis
+    status: Status = field(default_factory=Status.success)
+
+
+@dataclass
+class ScoreOutcome:
+    """Per-plugin scores of the scored nodes and the weighted total.
+
+    Attributes:
+        nodes: the scored node rows.
+        total: int64 weighted sum per node.
+        per_plugin: plugin name -> (raw, normalized, weight); raw is the Score output
+            before NormalizeScore.
+    """
+
+    nodes: IndexArray
+    total: IntArray
+    per_plugin: dict[str, tuple[IntArray, IntArray, int]]
+
+
+class Framework:
+    """One scheduling profile (kube's ``frameworkImpl``), which is also the plugins' Handle.
+
+    Args:
+        scheduler_name: the profile's ``schedulerName``.
+        plugins: extension point -> ordered ``(plugin name, weight)`` pairs.
+        plugin_args: plugin name -> args dict from ``pluginConfig``.
+        registry: plugin name -> class, constructed as ``cls(args, handle)``.
+        snapshot: the shared cluster state.
+        rng: the scheduler's seeded generator (score ties, sampling).
+        namespace_labels: namespace -> labels, for namespaceSelector.
+        pdbs: PodDisruptionBudgets (DefaultPreemption).
+        bind_pod: what the DefaultBinder calls to bind (the CLI and twin confirm the assumed
+            pod; live mode posts a Binding).
+        evict_pod: what preemption calls to delete a victim (default: drop it from the
+            snapshot).
+        percentage_of_nodes_to_score: the profile's value, None = the global one.
+
+    Raises:
+        FrameworkError: bad plugin args (names the plugin and the field), an unknown plugin.
+    """
+
+    def __init__(
+        self,
+        scheduler_name: str,
+        plugins: Mapping[str, Sequence[tuple[str, int]]],
+        plugin_args: Mapping[str, Mapping[str, Any]],
+        registry: Registry,
+        snapshot: Snapshot,
+        rng: np.random.Generator,
+        *,
+        namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+        pdbs: Sequence[PodDisruptionBudget] = (),
+        bind_pod: Callable[[Pod, str], Status] | None = None,
+        evict_pod: Callable[[str, Pod], Status] | None = None,
+        percentage_of_nodes_to_score: int | None = None,
+    ) -> None:
+        self.scheduler_name = scheduler_name
+        self._snapshot = snapshot
+        self._rng = rng
+        self._namespace_labels: Mapping[str, Mapping[str, str]] = namespace_labels or {}
+        self._pdbs = tuple(pdbs)
+        self._bind_pod = bind_pod
+        self._evict_pod = evict_pod
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.instances: dict[str, Any] = {}
+        self.points: dict[str, list[Any]] = {p: [] for p in POINT_METHODS}
+        self.score_weights: dict[str, int] = {}
+        for point, refs in plugins.items():
+            for name, weight in refs:
+                plugin = self._instance(name, plugin_args.get(name, {}), registry)
+                if point not in POINT_METHODS:
+                    raise FrameworkError(f"profile {scheduler_name}: unknown point {point!r}")
+                if not callable(getattr(plugin, POINT_METHODS[point], None)):
+                    raise FrameworkError(
+                        f"profile {scheduler_name}: plugin {name} does not implement {point}"
+                    )
+                self.points[point].append(plugin)
+                if point == "score":
+                    self.score_weights[name] = weight or 1
+        if not self.points["bind"]:
+            raise FrameworkError(f"profile {scheduler_name}: at least one bind plugin is needed")
+
+    def _instance(self, name: str, args: Mapping[str, Any], registry: Registry) -> Any:
+        if name in self.instances:
+            return self.instances[name]
+        cls = registry.get(name)
+        if cls is None:
+            raise FrameworkError(f"profile {self.scheduler_name}: unknown plugin {name!r}")
+        try:
+            plugin = cls(dict(args), self)
+        except PluginArgsError as e:
+            raise FrameworkError(
+                f"profile {self.scheduler_name}: pluginConfig {name}: args.{e}"
+            ) from e
+        self.instances[name] = plugin
+        return plugin
+
+    # ------------------------------------------------------------- Handle
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The shared cluster snapshot."""
+        return self._snapshot
+
+    @property
+    def namespace_labels(self) -> Mapping[str, Mapping[str, str]]:
+        """Namespace name -> labels."""
+        return self._namespace_labels
+
+    @property
+    def pdbs(self) -> Sequence[PodDisruptionBudget]:
+        """The cluster's PodDisruptionBudgets."""
+        return self._pdbs
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The scheduler's seeded random generator."""
+        return self._rng
+
+    def bind_pod(self, pod: Pod, node_name: str) -> Status:
+        """Bind ``pod`` to ``node_name`` through the configured backend (DefaultBinder)."""
+        if self._bind_pod is None:
+            return Status.success()
+        return self._bind_pod(pod, node_name)
+
+    def evict_pod(self, pod_key: str, preemptor: Pod) -> Status:
+        """Delete a bound pod for ``preemptor`` (see ``Handle.evict_pod``)."""
+        if self._evict_pod is None:
+            self._snapshot.remove_pod(pod_key)
+            return Status.success()
+        return self._evict_pod(pod_key, preemptor)
+
+    def run_filters(self, state: CycleState, pod: Pod) -> tuple[BoolArray, Diagnosis]:
+        """PreFilter + Filter over every node of the current snapshot (see ``Handle``)."""
+        out = self.find_feasible(state, pod)
+        return out.feasible, out.diagnosis
+
+    # ------------------------------------------------------- queue points
+
+    def run_pre_enqueue(self, pod: Pod) -> Status:
+        """PreEnqueue plugins in order; the first non-success status wins."""
+        for p in self.points["preEnqueue"]:
+            status: Status = p.pre_enqueue(pod)
+            if not status.ok:
+                return status.with_plugin(p.name)
+        return Status.success()
+
+    def sort_key(self, pod: Pod, timestamp: float) -> tuple[Any, ...]:
+        """The QueueSort plugin's key (kube requires exactly one QueueSort plugin)."""
+        sorters = self.points["queueSort"]
+        if not sorters:
+            return (timestamp,)
+        key: tuple[Any, ...] = sorters[0].sort_key(pod, timestamp)
+        return key
+
+    # ------------------------------------------------ scheduling cycle
+
+    def find_feasible(self, state: CycleState, pod: Pod) -> FilterOutcome:
+        """Run PreFilter, then every Filter over all (pre-filtered) nodes.
+
+        Each node is attributed to the first Filter that rejects it, with all of that
+        plugin's reasons for it, as kube reports them.
+        """
+        snap = self._snapshot
+        n = snap.num_nodes
+        diagnosis = Diagnosis(num_all_nodes=n, node_codes=np.zeros(n, dtype=np.int8))
+        candidates = np.ones(n, dtype=bool)
+        skipped: set[str] = set()
+        restricting: list[str] = []
+        for p in self.points["preFilter"]:
+            result, status = p.pre_filter(state, pod, snap)
+            if status.code == Code.SKIP:
+                skipped.add(p.name)
+                continue
+            if not status.ok:
+                if status.code == Code.ERROR:
+                    return FilterOutcome(candidates & False, diagnosis, status.with_plugin(p.name))
+                diagnosis.pre_filter_msg = status.message
+                diagnosis.unschedulable_plugins.add(p.name)
+                assert diagnosis.node_codes is not None
+                diagnosis.node_codes[:] = status.code
+                return FilterOutcome(candidates & False, diagnosis, status.with_plugin(p.name))
+            if result is not None and result.node_mask is not None:
+                candidates &= result.node_mask
+                restricting.append(p.name)
+        state["__skipped_filters__"] = skipped
+        if restricting and not candidates.all():
+            outside = ~candidates
+            reason = PREFILTER_RESULT_REASON.format(plugins=" ".join(sorted(restricting)))
+            diagnosis.node_reasons[reason] = int(outside.sum())
+            assert diagnosis.node_codes is not None
+            diagnosis.node_codes[outside] = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            diagnosis.unschedulable_plugins.update(restricting)
+        alive = candidates.copy()
+        for p in self.points["filter"]:
+            if p.name in skipped or not alive.any():
+                continue
+            res = p.filter(state, pod, snap)
+            if res.error:
+                return FilterOutcome(alive & False, diagnosis, Status.error(res.error))
+            rejected = np.zeros(n, dtype=bool)
+            for f in res.failures:
+                hit = f.mask & alive
+                count = int(hit.sum())
+                if not count:
+                    continue
+                diagnosis.node_reasons[f.reason] = diagnosis.node_reasons.get(f.reason, 0) + count
+                assert diagnosis.node_codes is not None
+                codes = diagnosis.node_codes
+                codes[hit] = np.maximum(codes[hit], int(f.code))
+                rejected |= hit
+            if rejected.any():
+                diagnosis.unschedulable_plugins.add(p.name)
+                alive &= ~rejected
+        return FilterOutcome(alive, diagnosis)
+
+    def run_post_filter(
+        self, state: CycleState, pod: Pod, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status]:
+        """PostFilter plugins in order until one succeeds or rejects for good (kube)."""
+        last = Status.unschedulable()
+        result: PostFilterResult | None = None
+        messages: list[str] = []
+        for p in self.points["postFilter"]:
+            res, status = p.post_filter(state, pod, self._snapshot, diagnosis)
+            if status.ok:
+                return res, status.with_plugin(p.name)
+            if status.code == Code.ERROR:
+                return None, status.with_plugin(p.name)
+            if status.message:
+                messages.append(status.message)
+            result, last = res, status.with_plugin(p.name)
+            if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                break
+        if messages:
+            diagnosis.post_filter_msg = " ".join(messages)
+        return result, last
+
+    def run_score(self, state: CycleState, pod: Pod, nodes: IndexArray) -> ScoreOutcome:
+        """PreScore, Score, NormalizeScore and weights over the feasible ``nodes``.
+
+        Raises:
+            BosunError: a plugin returned an Error or a score outside 0..100 after
+                normalization (kube fails the cycle the same way).
+        """
+        snap = self._snapshot
+        skipped: set[str] = set()
+        for p in self.points["preScore"]:
+            status = p.pre_score(state, pod, snap, nodes)
+            if status.code == Code.SKIP:
+                skipped.add(p.name)
+            elif not status.ok:
+                raise BosunError(f"PreScore {p.name} for pod {pod.key}: {status.message}")
+        total = np.zeros(len(nodes), dtype=np.int64)
+        per_plugin: dict[str, tuple[IntArray, IntArray, int]] = {}
+        for p in self.points["score"]:
+            if p.name in skipped:
+                continue
+            raw = np.asarray(p.score(state, pod, snap, nodes), dtype=np.int64)
+            norm = raw
+            normalize = getattr(p, "normalize_score", None)
+            if normalize is not None:
+                norm = np.asarray(normalize(state, pod, snap, raw), dtype=np.int64)
+            if len(norm) and (norm.min() < MIN_NODE_SCORE or norm.max() > MAX_NODE_SCORE):
+                raise BosunError(
+                    f"plugin {p.name} returned a score outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}"
+                    f" for pod {pod.key}"
+                )
+            weight = self.score_weights[p.name]
+            per_plugin[p.name] = (raw, norm, weight)
+            total += norm * weight
+        return ScoreOutcome(nodes, total, per_plugin)
+
+    def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Reserve in order; on failure the caller runs :meth:`run_unreserve`."""
+        for p in self.points["reserve"]:
+            status: Status = p.reserve(state, pod, node_name)
+            if not status.ok:
+                return status.with_plugin(p.name)
+        return Status.success()
+
+    def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Unreserve in reverse order (kube)."""
+        for p in reversed(self.points["reserve"]):
+            p.unreserve(state, pod, node_name)
+
+    def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Permit plugins; bosun's synchronous cycle treats Wait as a rejection."""
+        for p in self.points["permit"]:
+            status: Status
+            status, timeout_s = p.permit(state, pod, node_name)
+            if status.code == Code.WAIT:
+                return Status.unschedulable(
+                    f"permit plugin {p.name} asked to wait {timeout_s:g}s; waiting is not "
+                    "supported by the synchronous binding cycle"
+                ).with_plugin(p.name)
+            if not status.ok:
+                return status.with_plugin(p.name)
+        return Status.success()
+
+    def run_bind_cycle(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """PreBind, the first non-Skip Bind, then PostBind (kube's binding cycle)."""
+        for p in self.points["preBind"]:
+            status: Status = p.pre_bind(state, pod, node_name)
+            if not status.ok:
+                return status.with_plugin(p.name)
+        bound = Status.skip()
+        for p in self.points["bind"]:
+            bound = p.bind(state, pod, node_name)
+            if bound.code != Code.SKIP:
+                bound = bound.with_plugin(p.name)
+                break
+        if not bound.ok:
+            return bound
+        for p in self.points["postBind"]:
+            p.post_bind(state, pod, node_name)
+        return bound

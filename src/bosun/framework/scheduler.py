@@ -1,0 +1,467 @@
+"""The scheduler loop: kube-scheduler's ``schedule_one.go`` over the columnar framework.
+
+One attempt (:meth:`Scheduler.schedule_one`) reads top to bottom like kube's:
+
+1. pop the next pod from the scheduling queue (priority, then arrival);
+2. PreFilter and Filter over every node; if the pod has a nominated node that passes, it is
+   taken without scoring;
+3. keep the first ``numFeasibleNodesToFind`` feasible nodes in node-tree order, starting at
+   the node after the previous cycle's last examined one (percentageOfNodesToScore);
+4. no feasible node: PostFilter (preemption), the kube-style FitError message, and the pod
+   goes back to the queue; one feasible node: take it; more: PreScore, Score, NormalizeScore,
+   weights, and the highest total wins, ties broken by the seeded RNG;
+5. assume the pod on the node, Reserve, Permit, then the binding cycle (PreBind, Bind,
+   PostBind); any failure un-reserves and forgets the assumed pod.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bosun.api.types import Namespace, Pod, PodDisruptionBudget
+from bosun.errors import BosunError
+from bosun.framework.cache import AssumeCache
+from bosun.framework.config import SchedulerConfiguration
+from bosun.framework.interface import Code, CycleState, IndexArray, Status
+from bosun.framework.queue import Clock, ManualClock, QueuedPodInfo, SchedulingQueue
+from bosun.framework.runtime import Framework, Registry, ScoreOutcome
+from bosun.framework.snapshot import Snapshot
+
+#: kube-scheduler constants (pkg/scheduler/schedule_one.go).
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+#: how many nodes ``--explain`` shows: the chosen one and its runners-up.
+EXPLAIN_TOP = 3
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
+    """How many feasible nodes kube looks for before it stops filtering.
+
+    kube's ``numFeasibleNodesToFind``: all nodes below 100; otherwise ``percentage`` of
+    them (adaptive when unset or 0: ``50 - numAllNodes/125``, at least 5%), and never fewer
+    than 100.
+
+    Args:
+        percentage: percentageOfNodesToScore (0..100), None or 0 for adaptive.
+        num_all_nodes: nodes in the snapshot.
+    """
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    pct = percentage or 0
+    if pct == 0:
+        pct = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    num = num_all_nodes * pct // 100
+    return max(num, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+@dataclass(frozen=True, slots=True)
+class PluginScore:
+    """One plugin's contribution to one node's score."""
+
+    plugin: str
+    raw: int
+    normalized: int
+    weight: int
+
+    @property
+    def weighted(self) -> int:
+        """``normalized * weight``."""
+        return self.normalized * self.weight
+
+
+@dataclass(frozen=True, slots=True)
+class NodeScore:
+    """A scored node with its total and per-plugin breakdown."""
+
+    node: str
+    total: int
+    plugins: tuple[PluginScore, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingResult:
+    """The outcome of one scheduling attempt.
+
+    Attributes:
+        pod: the pod.
+        node_name: where it was bound; ``""`` when it was not.
+        code: SUCCESS, UNSCHEDULABLE (no node fits; see ``message``), or ERROR.
+        message: kube's FailedScheduling message (``0/5 nodes are available: ...``).
+        attempts: scheduling attempts so far, this one included.
+        feasible_nodes: nodes that passed Filter (before the percentageOfNodesToScore cut).
+        nominated_node_name: set when preemption nominated a node.
+        victims: pods (``namespace/name``) this attempt's preemption evicted.
+        scores: the chosen node and runners-up with per-plugin scores (``explain`` only).
+        decision_s: wall-clock seconds of the scheduling cycle.
+    """
+
+    pod: Pod
+    node_name: str
+    code: Code
+    message: str = ""
+    attempts: int = 1
+    feasible_nodes: int = 0
+    nominated_node_name: str = ""
+    victims: tuple[str, ...] = ()
+    scores: tuple[NodeScore, ...] = ()
+    decision_s: float = 0.0
+    profile: str = ""
+
+
+@dataclass
+class _Stats:
+    evicted: dict[str, str] = field(default_factory=dict)  # victim key -> preemptor key
+
+
+class Scheduler:
+    """Schedules pending pods onto the snapshot, one attempt at a time.
+
+    Args:
+        config: the KubeSchedulerConfiguration (profiles by schedulerName).
+        snapshot: the cluster state; bound pods must already be in it.
+        registry: plugin name -> class (default: every in-tree plugin).
+        seed: seeds the RNG for score ties and preemption offsets.
+        clock: the queue's clock (default: a manual clock starting at 0, for simulation).
+        namespaces: Namespace objects (labels for namespaceSelector).
+        pdbs: PodDisruptionBudgets respected by preemption.
+        explain: keep per-plugin scores of the chosen node and runners-up.
+
+    Raises:
+        FrameworkError: a profile cannot be built.
+    """
+
+    def __init__(
+        self,
+        config: SchedulerConfiguration,
+        snapshot: Snapshot,
+        *,
+        registry: Registry | None = None,
+        seed: int = 0,
+        clock: Clock | None = None,
+        namespaces: Sequence[Namespace] = (),
+        pdbs: Sequence[PodDisruptionBudget] = (),
+        explain: bool = False,
+    ) -> None:
+        if registry is None:
+            from bosun.plugins.registry import in_tree_registry
+
+            registry = in_tree_registry()
+        self.config = config
+        self.snapshot = snapshot
+        self.cache = AssumeCache(snapshot)
+        self.rng = np.random.default_rng(seed)
+        self.clock: Clock = clock or ManualClock()
+        self.explain = explain
+        self._stats = _Stats()
+        ns_labels = {ns.name: dict(ns.labels) for ns in namespaces}
+        self.profiles: dict[str, Framework] = {}
+        for prof in config.profiles:
+            plugins = {pt: [(r.name, r.weight) for r in refs] for pt, refs in prof.plugins.items()}
+            pct = prof.percentage_of_nodes_to_score
+            self.profiles[prof.scheduler_name] = Framework(
+                prof.scheduler_name,
+                plugins,
+                prof.plugin_args,
+                registry,
+                snapshot,
+                self.rng,
+                namespace_labels=ns_labels,
+                pdbs=pdbs,
+                evict_pod=self._evict,
+                percentage_of_nodes_to_score=(
+                    pct if pct is not None else config.percentage_of_nodes_to_score
+                ),
+            )
+        first = next(iter(self.profiles.values()))
+        self._interests = {
+            name: self._plugin_events(fwk) for name, fwk in self.profiles.items()
+        }
+        self.queue = SchedulingQueue(
+            sort_key=first.sort_key,
+            pre_enqueue=self._pre_enqueue,
+            clock=self.clock,
+            initial_backoff_s=config.pod_initial_backoff_seconds,
+            max_backoff_s=config.pod_max_backoff_seconds,
+            event_interest=self._interested,
+        )
+        self.next_start_node_index = 0
+        self.nominated: dict[str, str] = {}
+
+    # --------------------------------------------------------------- events
+
+    @staticmethod
+    def _plugin_events(fwk: Framework) -> dict[str, frozenset[str]]:
+        out: dict[str, frozenset[str]] = {}
+        for name, plugin in fwk.instances.items():
+            events = getattr(plugin, "events_to_register", None)
+            out[name] = frozenset(events()) if callable(events) else frozenset({"*"})
+        return out
+
+    def _interested(self, qpi: QueuedPodInfo, event: str) -> bool:
+        interests = self._interests.get(qpi.pod.scheduler_name, {})
+        if not qpi.unschedulable_plugins:
+            return True
+        for plugin in qpi.unschedulable_plugins:
+            events = interests.get(plugin, frozenset({"*"}))
+            if "*" in events or event in events:
+                return True
+        return False
+
+    def _pre_enqueue(self, pod: Pod) -> Status:
+        fwk = self.profiles.get(pod.scheduler_name)
+        if fwk is None:
+            return Status.unschedulable(
+                f"no profile for schedulerName {pod.scheduler_name!r}", resolvable=False
+            )
+        return fwk.run_pre_enqueue(pod)
+
+    def _evict(self, pod_key: str, preemptor: Pod) -> Status:
+        self.snapshot.remove_pod(pod_key)
+        self._stats.evicted[pod_key] = preemptor.key
+        return Status.success()
+
+    # ------------------------------------------------------------- cluster
+
+    def add_pod(self, pod: Pod) -> None:
+        """A pod appears: bound pods are accounted, pending ones queued.
+
+        Pods whose ``schedulerName`` has no profile are left alone, as kube-scheduler
+        leaves pods for other schedulers.
+        """
+        if pod.node_name:
+            self.snapshot.add_pod(pod, pod.node_name)
+            self.queue.move_all_to_active_or_backoff("PodAdd")
+        elif pod.scheduler_name in self.profiles:
+            self.queue.add(pod)
+
+    def delete_pod(self, pod_key: str) -> None:
+        """A pod is deleted: released from the snapshot or dropped from the queue."""
+        if self.snapshot.pods.get(pod_key) is not None:
+            self.snapshot.remove_pod(pod_key)
+            self.queue.move_all_to_active_or_backoff("PodDelete")
+        else:
+            self.queue.delete(pod_key)
+        self.nominated.pop(pod_key, None)
+
+    @property
+    def evicted(self) -> Mapping[str, str]:
+        """Pods evicted by preemption: victim key -> preemptor key."""
+        return self._stats.evicted
+
+    # ----------------------------------------------------------- scheduling
+
+    def schedule_one(self) -> SchedulingResult | None:
+        """Pop one pod and run one scheduling + binding attempt; None if activeQ is empty."""
+        qpi = self.queue.pop()
+        if qpi is None:
+            return None
+        try:
+            return self._attempt(qpi)
+        finally:
+            self.queue.done(qpi.pod.key)
+
+    def _attempt(self, qpi: QueuedPodInfo) -> SchedulingResult:
+        pod = qpi.pod
+        fwk = self.profiles[pod.scheduler_name]
+        snap = self.snapshot
+        started = time.perf_counter()
+        cycle = self.queue.scheduling_cycle
+        state = CycleState()
+        outcome = fwk.find_feasible(state, pod)
+        if outcome.status.code == Code.ERROR:
+            self.queue.requeue_after_error(qpi)
+            return self._result(qpi, "", Code.ERROR, outcome.status.message, started, fwk)
+        feasible = outcome.feasible
+        n_feasible = int(feasible.sum())
+        chosen_row: int | None = None
+        scored: ScoreOutcome | None = None
+        nominated = self.nominated.get(pod.key)
+        if nominated is not None and nominated in snap.node_index and feasible[
+            snap.node_index[nominated]
+        ]:
+            chosen_row = snap.node_index[nominated]
+        elif n_feasible:
+            rows = self._feasible_in_order(feasible, fwk.percentage_of_nodes_to_score)
+            if len(rows) == 1:
+                chosen_row = int(rows[0])
+            else:
+                scored = fwk.run_score(state, pod, rows)
+                chosen_row = self._select_host(scored)
+        if chosen_row is None:
+            return self._fail(qpi, fwk, state, outcome.diagnosis, cycle, started)
+        node_name = snap.node_names[chosen_row]
+        scores = self._explain(scored, chosen_row) if self.explain and scored else ()
+        decided = time.perf_counter()
+        status = self._reserve_and_bind(fwk, state, pod, node_name)
+        if not status.ok:
+            if status.code == Code.ERROR:
+                self.queue.requeue_after_error(qpi)
+            else:
+                qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
+                self.queue.add_unschedulable_if_not_present(qpi, cycle)
+            return self._result(qpi, "", status.code, status.message, started, fwk)
+        self.nominated.pop(pod.key, None)
+        self.queue.move_all_to_active_or_backoff("PodAdd")
+        return SchedulingResult(
+            pod=pod,
+            node_name=node_name,
+            code=Code.SUCCESS,
+            attempts=qpi.attempts,
+            feasible_nodes=n_feasible,
+            scores=scores,
+            decision_s=decided - started,
+            profile=fwk.scheduler_name,
+        )
+
+    def _feasible_in_order(self, feasible: np.ndarray[Any, Any], pct: int | None) -> IndexArray:
+        """The feasible rows kube would score, and the next cycle's start index."""
+        snap = self.snapshot
+        n = snap.num_nodes
+        start = self.next_start_node_index % n
+        order = np.roll(snap.node_order, -start)
+        hits = np.flatnonzero(feasible[order])
+        k = num_feasible_nodes_to_find(pct, n)
+        if len(hits) > k:
+            processed = int(hits[k - 1]) + 1
+            hits = hits[:k]
+        else:
+            processed = n
+        self.next_start_node_index = (start + processed) % n
+        rows: IndexArray = order[hits]
+        return rows
+
+    def _select_host(self, scored: ScoreOutcome) -> int:
+        """Highest total; ties broken uniformly at random by the seeded RNG (kube's
+        reservoir sampling picks uniformly among the top scorers)."""
+        best = scored.total.max()
+        ties = np.flatnonzero(scored.total == best)
+        pick = ties[0] if len(ties) == 1 else ties[int(self.rng.integers(len(ties)))]
+        return int(scored.nodes[pick])
+
+    def _explain(self, scored: ScoreOutcome, chosen_row: int) -> tuple[NodeScore, ...]:
+        order = np.argsort(-scored.total, kind="stable")
+        pos_chosen = int(np.flatnonzero(scored.nodes == chosen_row)[0])
+        picks = [pos_chosen] + [int(i) for i in order if int(i) != pos_chosen][: EXPLAIN_TOP - 1]
+        out = []
+        for i in picks:
+            plugins = tuple(
+                PluginScore(name, int(raw[i]), int(norm[i]), w)
+                for name, (raw, norm, w) in scored.per_plugin.items()
+            )
+            row = int(scored.nodes[i])
+            out.append(NodeScore(self.snapshot.node_names[row], int(scored.total[i]), plugins))
+        return tuple(out)
+
+    def _reserve_and_bind(
+        self, fwk: Framework, state: CycleState, pod: Pod, node_name: str
+    ) -> Status:
+        self.cache.assume(pod, node_name)
+        status = fwk.run_reserve(state, pod, node_name)
+        if status.ok:
+            status = fwk.run_permit(state, pod, node_name)
+        if status.ok:
+            status = fwk.run_bind_cycle(state, pod, node_name)
+        if not status.ok:
+            fwk.run_unreserve(state, pod, node_name)
+            self.cache.forget(pod)
+            return status
+        self.cache.confirm(pod)
+        return status
+
+    def _fail(
+        self,
+        qpi: QueuedPodInfo,
+        fwk: Framework,
+        state: CycleState,
+        diagnosis: Any,
+        cycle: int,
+        started: float,
+    ) -> SchedulingResult:
+        pod = qpi.pod
+        before = set(self._stats.evicted)
+        nominated = ""
+        if fwk.points["postFilter"]:
+            result, _status = fwk.run_post_filter(state, pod, diagnosis)
+            if result is not None:
+                nominated = result.nominated_node_name
+        victims = tuple(k for k in self._stats.evicted if k not in before)
+        if nominated:
+            self.nominated[pod.key] = nominated
+        else:
+            self.nominated.pop(pod.key, None)
+        qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
+        if victims:
+            self.queue.move_all_to_active_or_backoff("PodDelete")
+        self.queue.add_unschedulable_if_not_present(qpi, cycle)
+        res = self._result(
+            qpi, "", Code.UNSCHEDULABLE, diagnosis.message(), started, fwk,
+            feasible=0, nominated=nominated, victims=victims,
+        )
+        return res
+
+    def _result(
+        self,
+        qpi: QueuedPodInfo,
+        node: str,
+        code: Code,
+        message: str,
+        started: float,
+        fwk: Framework,
+        *,
+        feasible: int = 0,
+        nominated: str = "",
+        victims: tuple[str, ...] = (),
+    ) -> SchedulingResult:
+        return SchedulingResult(
+            pod=qpi.pod,
+            node_name=node,
+            code=code,
+            message=message,
+            attempts=qpi.attempts,
+            feasible_nodes=feasible,
+            nominated_node_name=nominated,
+            victims=victims,
+            decision_s=time.perf_counter() - started,
+            profile=fwk.scheduler_name,
+        )
+
+    # ---------------------------------------------------------------- runs
+
+    def run(self, pods: Iterable[Pod] = (), *, max_attempts: int = 1_000_000) -> dict[str, SchedulingResult]:
+        """Queue ``pods`` and schedule until nothing can change any more.
+
+        Pods are attempted in queue order; a pod that fails waits for a cluster event (a
+        bind, an eviction) and its backoff, with the clock advanced over backoff waits, and
+        is retried. The run ends when activeQ and backoffQ are empty: what is left in the
+        unschedulable pool cannot be placed without a new event.
+
+        Returns:
+            pod key -> the result of its last attempt, in the order pods were first attempted.
+
+        Raises:
+            BosunError: more than ``max_attempts`` attempts (a livelock guard).
+        """
+        for pod in pods:
+            self.add_pod(pod)
+        results: dict[str, SchedulingResult] = {}
+        attempts = 0
+        while True:
+            res = self.schedule_one()
+            if res is None:
+                wake = self.queue.next_backoff_time()
+                if wake is None:
+                    break
+                if isinstance(self.clock, ManualClock):
+                    self.clock.set(max(wake, self.clock.now()))
+                self.queue.flush_backoff_completed()
+                continue
+            results[res.pod.key] = res
+            attempts += 1
+            if attempts > max_attempts:
+                raise BosunError(f"scheduling did not settle after {max_attempts} attempts")
+        return results

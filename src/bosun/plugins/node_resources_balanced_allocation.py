@@ -1,0 +1,162 @@
+"""NodeResourcesBalancedAllocation: prefer nodes whose resources fill up evenly.
+
+Counterpart of kube-scheduler's
+``pkg/scheduler/framework/plugins/noderesources/balanced_allocation.go`` (with
+``resource_allocation.go`` and the args in ``pkg/scheduler/apis/config``).
+
+Extension points: PreScore, Score (no NormalizeScore).
+
+* Inputs: the same per-resource ``(requested, allocatable)`` pairs as NodeResourcesFit's
+  scorer, but with ``useRequested = true``: ``cpu``/``memory`` are the node's real
+  ``Requested`` plus the pod's real request (no 100m / 200Mi defaults); scalar resources the
+  pod does not request and resources the node has 0 allocatable of are skipped.
+* Per resource the fraction ``requested / allocatable`` (float64), capped at 1.
+* ``std``: with two fractions ``|f1 - f2| / 2``; with more, the population standard
+  deviation ``sqrt(sum((f - mean)^2) / n)``; with fewer, 0.
+* Score ``int64((1 - std) * 100)`` (truncated).
+* PreScore returns Skip when the pod requests none of the configured resources (a
+  best-effort pod; kubernetes/kubernetes#129138), so the pod gets 0 from this plugin.
+
+Args (``NodeResourcesBalancedAllocationArgs``): ``resources: [{name, weight}]``, default
+``cpu``, ``memory``; a missing weight is 1; names must be unique and every weight must be 1
+(``ValidateNodeResourcesBalancedAllocationArgs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bosun.framework.interface import (
+    MAX_NODE_SCORE,
+    CycleState,
+    IndexArray,
+    IntArray,
+    PluginArgsError,
+    Status,
+)
+from bosun.plugins.node_resources_fit import (
+    ResourceSpec,
+    allocation_matrices,
+    as_mapping,
+    check_known_fields,
+    parse_resource_specs,
+    pod_resource_requests,
+)
+
+if TYPE_CHECKING:
+    from bosun.api.types import Pod
+    from bosun.framework.interface import Handle
+    from bosun.framework.snapshot import Snapshot
+
+NAME = "NodeResourcesBalancedAllocation"
+PRE_SCORE_STATE_KEY = "PreScore" + NAME
+
+
+def parse_balanced_allocation_args(args: Mapping[str, Any] | None) -> tuple[ResourceSpec, ...]:
+    """Default and validate ``NodeResourcesBalancedAllocationArgs``; returns the resources.
+
+    Raises:
+        PluginArgsError: unknown field, a duplicate resource name, or a weight other than 1.
+    """
+    raw = as_mapping(args or {}, "")
+    check_known_fields(raw, ("resources",), "")
+    resources = parse_resource_specs(raw.get("resources"), "resources")
+    seen: set[str] = set()
+    for i, spec in enumerate(resources):
+        if spec.name in seen:
+            raise PluginArgsError(f"resources[{i}].name", f"duplicate value {spec.name!r}")
+        seen.add(spec.name)
+        if spec.weight != 1:
+            raise PluginArgsError(f"resources[{i}].weight", "must be 1")
+    return resources
+
+
+def balanced_resource_scores(requested: IntArray, allocatable: IntArray) -> IntArray:
+    """``balancedResourceScorer`` for each row of ``(requested, allocatable)`` (n, k).
+
+    Columns with ``allocatable == 0`` are skipped. The float64 operations are done in the same
+    order as kube's loop (sums over resources in column order), so results match bit for bit.
+
+    Returns:
+        int64 (n,) scores in 0..100.
+    """
+    n, k = requested.shape
+    active = allocatable > 0
+    safe = np.where(active, allocatable, 1).astype(np.float64)
+    fractions = np.minimum(requested.astype(np.float64) / safe, 1.0)
+    count = active.sum(axis=1)
+    total = np.zeros(n, dtype=np.float64)
+    first = np.zeros(n, dtype=np.float64)
+    second = np.zeros(n, dtype=np.float64)
+    seen = np.zeros(n, dtype=np.int64)
+    for i in range(k):
+        on = active[:, i]
+        f = np.where(on, fractions[:, i], 0.0)
+        total = total + f
+        first = np.where(on & (seen == 0), f, first)
+        second = np.where(on & (seen == 1), f, second)
+        seen = seen + on
+    mean = total / np.maximum(count, 1)
+    squares = np.zeros(n, dtype=np.float64)
+    for i in range(k):
+        dev = fractions[:, i] - mean
+        squares = squares + np.where(active[:, i], dev * dev, 0.0)
+    std = np.where(
+        count == 2,
+        np.abs((first - second) / 2),
+        np.where(count > 2, np.sqrt(squares / np.maximum(count, 1)), 0.0),
+    )
+    return np.trunc((1.0 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class PreScoreState:
+    """What PreScore stores: the pod's requests for the configured resources (k,)."""
+
+    pod_requests: IntArray
+
+
+class NodeResourcesBalancedAllocation:
+    """kube's ``NodeResourcesBalancedAllocation`` score plugin (see the module docstring).
+
+    Args:
+        args: ``{"resources": [{"name": ..., "weight": 1}, ...]}`` or None for cpu + memory.
+        handle: unused.
+
+    Raises:
+        PluginArgsError: invalid args.
+    """
+
+    name = NAME
+
+    def __init__(self, args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> None:
+        self.resources = parse_balanced_allocation_args(args)
+        self.handle = handle
+
+    def pre_score(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, nodes: IndexArray
+    ) -> Status:
+        """Store the pod's requests; Skip for a pod that requests none of the resources."""
+        pod_requests = pod_resource_requests(pod, self.resources, use_requested=True)
+        if not pod_requests.any():
+            return Status.skip()
+        state[PRE_SCORE_STATE_KEY] = PreScoreState(pod_requests)
+        return Status.success()
+
+    def score(self, state: CycleState, pod: Pod, snapshot: Snapshot, nodes: IndexArray) -> IntArray:
+        """``(1 - std of the resource fractions) * 100`` for each node of ``nodes``."""
+        s = state.get(PRE_SCORE_STATE_KEY)
+        if isinstance(s, PreScoreState):
+            pod_requests = s.pod_requests
+        else:
+            pod_requests = pod_resource_requests(pod, self.resources, use_requested=True)
+            if not pod_requests.any():
+                return np.zeros(len(nodes), dtype=np.int64)
+        requested, allocatable = allocation_matrices(
+            snapshot, nodes, self.resources, pod_requests, use_requested=True
+        )
+        return balanced_resource_scores(requested, allocatable)
