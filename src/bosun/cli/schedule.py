@@ -98,10 +98,10 @@ def _render_table(
     console: Console, results: list[SchedulingResult], evicted: dict[str, str], explain: bool
 ) -> None:
     table = Table(title="Placements", header_style="bold")
-    table.add_column("Pod")
-    table.add_column("Node")
+    table.add_column("Pod", no_wrap=True)
+    table.add_column("Node", no_wrap=True)
     table.add_column("Attempts", justify="right")
-    table.add_column("Reason")
+    table.add_column("Reason", ratio=1)
     for res in results:
         if res.pod.key in evicted:
             table.add_row(res.pod.key, "[yellow]preempted[/]", str(res.attempts),
@@ -119,16 +119,20 @@ def _render_table(
     for res in results:
         if not res.scores:
             continue
-        t = Table(title=f"Scores for {res.pod.key}", header_style="bold")
-        t.add_column("Node")
-        t.add_column("Total", justify="right")
-        plugins = [p.plugin for p in res.scores[0].plugins]
-        for name in plugins:
-            t.add_column(f"{name}\nscore x weight", justify="right")
+        t = Table(
+            title=f"Scores for {res.pod.key} (normalized score x weight = weighted)",
+            header_style="bold",
+        )
+        t.add_column("Plugin", no_wrap=True)
         for i, ns in enumerate(res.scores):
-            label = f"[green]{ns.node}[/] (chosen)" if i == 0 else ns.node
-            cells = [f"{p.normalized} x {p.weight} = {p.weighted}" for p in ns.plugins]
-            t.add_row(label, str(ns.total), *cells)
+            t.add_column(f"{ns.node}\n(chosen)" if i == 0 else ns.node, justify="right")
+        for j, first in enumerate(res.scores[0].plugins):
+            cells = [
+                f"{p.normalized}x{p.weight}={p.weighted}"
+                for p in (ns.plugins[j] for ns in res.scores)
+            ]
+            t.add_row(first.plugin, *cells)
+        t.add_row("[bold]Total[/]", *(f"[bold]{ns.total}[/]" for ns in res.scores))
         console.print(t)
 
 

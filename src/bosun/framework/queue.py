@@ -31,9 +31,9 @@ Deviations from kube, all on purpose:
   max_in_unschedulable_s`` (kube: strictly ``>``, then the next 30 s tick), so a simulator
   waking at :meth:`next_event_time` always makes progress.
 - The pool remembers when each pod entered it. kube uses ``QueuedPodInfo.Timestamp``,
-  which is the same instant for every failed pod; only for a gated pod that is re-gated by
-  PreEnqueue during a move does the pool entry time differ (kube would re-check it on every
-  30 s tick, here it is re-checked ``max_in_unschedulable_s`` later).
+  which is that same instant for a failed pod and for a pod gated when added; only for a
+  pod gated again by PreEnqueue on its way out of the pool do they differ (kube would
+  re-check it on every 30 s tick, here it is re-checked ``max_in_unschedulable_s`` later).
 - Pods gated by the ``SchedulingGates`` plugin are skipped by moves (kube's hotfix in
   ``movePodsToActiveOrBackoffQueue``), so they are also left out of the leftover flush and
   of :meth:`next_event_time`: only an :meth:`update` removing the gates releases them.
@@ -350,6 +350,15 @@ class SchedulingQueue:
         if qpi.gated:
             return False
         return self.backoff_expiry(qpi) > self._clock.now()
+
+    def next_backoff_time(self) -> float | None:
+        """The earliest backoff expiry in backoffQ (None when it is empty).
+
+        Unlike :meth:`next_event_time` it ignores the leftover flush: a batch run that
+        stops once only the unschedulable pool is left waits on this.
+        """
+        head = self._backoff.peek()
+        return None if head is None else float(head[0])
 
     def next_event_time(self) -> float | None:
         """The earliest time a flush would move a pod: the first backoff expiry or the first

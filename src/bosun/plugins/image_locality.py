@@ -15,6 +15,11 @@ For a node ``n`` and the pod's init and app containers:
 * score ``100 * (sum - minThreshold) / (maxThreshold - minThreshold)`` (Go int64 division).
 
 ``total_num_nodes`` is every node in the snapshot, not only the feasible ones.
+
+Deviation: kube's cache keeps one size per image name (the size reported by the first node
+that listed it); bosun uses each node's own reported size. They differ only when nodes
+report different sizes for the same image name. A node listing an image with size 0 is not
+counted as holding it (bosun's ``image_sizes`` columns use 0 for "absent").
 """
 
 from __future__ import annotations

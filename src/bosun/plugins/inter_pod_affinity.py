@@ -564,7 +564,7 @@ class InterPodAffinity:
             contributions: list[tuple[int, PodAffinityTerm]] = []
             if self.hard_pod_affinity_weight > 0:
                 contributions += [(self.hard_pod_affinity_weight, t) for t in o_req]
-            contributions += list(o_pref)
+            pass
             contributions += [(-w, t) for w, t in o_pref_anti]
             for value, t in contributions:
                 term = existing_pod_term(owner, t)

@@ -45,6 +45,10 @@ then the strategy combines the per-resource scores (integer arithmetic as in Go)
   with ``f`` the piecewise-linear ``shape`` (scores scaled from 0..10 to 0..100); resources
   whose score is 0 are left out of the mean, which is rounded half away from zero
   (``math.Round``).
+
+Not modeled: DRA-backed extended resources (``DRAExtendedResource``), pod-level resources
+(``PodLevelResources``), the pre-1.28 sidecar rejection (SidecarContainers is GA). kube
+iterates scalar resources in Go map order; bosun reports them in snapshot column order.
 """
 
 from __future__ import annotations
