@@ -5,8 +5,8 @@ Workloads (after kubernetes/test/integration/scheduler_perf, config/performance-
 * ``SchedulingBasic``: 5000 nodes (4 CPU, 32Gi, 110 pods, 10 zones), 10000 pods requesting
   100m CPU and 500Mi memory, default profile.
 * ``SpreadAndAffinity``: the same cluster; every pod carries a zone-level topology spread
-  constraint (maxSkew 1, DoNotSchedule), a preferred hostname-level anti-affinity to its own
-  group, and half the pods a required zone-level affinity to their group.
+  constraint (maxSkew 5, DoNotSchedule), a required hostname anti-affinity and a preferred
+  zone affinity to its own group (50 groups).
 * ``Memory``: RSS of 5000 nodes with 150000 bound pods in a snapshot, measured in a fresh
   subprocess.
 
@@ -66,19 +66,25 @@ def basic_pods(num_pods: int) -> list[Pod]:
 
 
 def constrained_pods(num_pods: int, groups: int = 50) -> list[Pod]:
-    """Pods with zone spreading, preferred host anti-affinity, and (half) zone affinity."""
+    """Pods in ``groups`` groups, each pod with:
+
+    * a zone topology spread constraint on its group (maxSkew 5, DoNotSchedule, as in
+      scheduler_perf's TopologySpreading pods);
+    * a required hostname anti-affinity to its group (one replica per node);
+    * a preferred zone affinity (weight 50) to its group.
+    """
     pods = []
     for i in range(num_pods):
         group = {"group": f"g{i % groups}"}
         sel = LabelSelector(match_labels=tuple(group.items()))
-        term_host = PodAffinityTerm(label_selector=sel, topology_key=HOST)
-        term_zone = PodAffinityTerm(label_selector=sel, topology_key=ZONE)
         affinity = Affinity(
-            pod_affinity=PodAffinity(required=(term_zone,)) if i % 2 else None,
-            pod_anti_affinity=PodAffinity(preferred=(WeightedPodAffinityTerm(100, term_host),)),
+            pod_affinity=PodAffinity(
+                preferred=(WeightedPodAffinityTerm(50, PodAffinityTerm(sel, ZONE)),)
+            ),
+            pod_anti_affinity=PodAffinity(required=(PodAffinityTerm(sel, HOST),)),
         )
         spread = TopologySpreadConstraint(
-            max_skew=1, topology_key=ZONE, when_unsatisfiable="DoNotSchedule", label_selector=sel
+            max_skew=5, topology_key=ZONE, when_unsatisfiable="DoNotSchedule", label_selector=sel
         )
         pods.append(
             make_pod(

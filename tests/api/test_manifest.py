@@ -1358,3 +1358,17 @@ def test_all_problems_reported_together(tmp_path: Path) -> None:
     message = str(info.value)
     assert message.startswith("6 problems in the input:")
     assert "duplicate Pod default/fine" in message
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"], ids=["succeeded", "failed"])
+def test_terminated_pods_hold_nothing(tmp_path: Path, phase: str) -> None:
+    # kube-scheduler's cache drops pods in a terminal phase: they do not take capacity.
+    path = tmp_path / "done.yaml"
+    path.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: done}\n"
+        "spec: {nodeName: n1, containers: [{name: c, image: busybox}]}\n"
+        f"status: {{phase: {phase}}}\n"
+    )
+    objects = load_manifests([path])
+    assert objects.pods == []
+    assert objects.skipped == [f"Pod default/done (phase {phase})"]

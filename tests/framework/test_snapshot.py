@@ -127,3 +127,12 @@ def test_add_remove_sequence_matches_recount(ops: list[tuple[int, int, bool]]) -
     labels = snap.pods.labels.column("i")[: snap.pods.size]
     occupied = snap.pods.occupied()
     assert ((labels >= 0) == occupied).all()
+
+
+def test_pod_with_resource_no_node_has_adds_a_column() -> None:
+    snap = Snapshot([make_node("a")])
+    snap.add_pod(make_pod("p", extra={"example.com/foo": 2}), "a")
+    col = snap.resource_index["example.com/foo"]
+    assert snap.requested[0, col] == 2 and snap.allocatable[0, col] == 0
+    snap.remove_pod("default/p")
+    assert snap.requested[0, col] == 0

@@ -666,6 +666,35 @@ SCORE_CASES: list[
         [4, 1], [25, 100],
     ),
     (
+        # hostname + zone with node5 (no zone) ignored: the hostname size counts only the
+        # 4 non-ignored nodes -> log 6 = 1.791759; zone 2 domains -> log 4 = 1.386294.
+        # Pods: 2 on node1, 1 on node3 -> zone A=2, B=1.
+        # node1: 2*1.791759 + 2*1.386294 = 6.36 -> 6; node2: 0 + 2.77 -> 3;
+        # node3: 1.791759 + 1.386294 = 3.18 -> 3; node4: 1.386 -> 1; node5: 0.
+        # max 6, min 1: 100*1//6 = 16, 100*4//6 = 66, 100*4//6 = 66, 100*6//6 = 100.
+        "hostname-size-excludes-ignored-nodes",
+        None, [*host4_nodes(), host_node("node5")],
+        [bound("p1", "node1"), bound("p2", "node1"), bound("p3", "node3")],
+        incoming(spread(HOSTNAME, when="ScheduleAnyway"), spread(ZONE, when="ScheduleAnyway")),
+        None, [6, 3, 3, 1, 0], [16, 66, 66, 100, 0],
+    ),
+    (
+        # System defaults; n2 has an explicit empty zone value, n3 no zone label. Go reads
+        # a missing label as "", so n2 and n3 form one zone domain "" (pods 1 + 2 = 3),
+        # zoneA has 1. Hostname size 3 -> log 5 = 1.609438; zone domains {zoneA, ""} ->
+        # log 4 = 1.386294.
+        # n1: 1.609438 + 2 + 1*1.386294 + 4 = 9.00 -> 9;
+        # n2: 1.609438 + 2 + 3*1.386294 + 4 = 11.77 -> 12;
+        # n3: 2*1.609438 + 2 = 5.22 -> 5 (no zone label: zone term skipped).
+        # max 12, min 5: 100*8//12 = 66, 100*5//12 = 41, 100*12//12 = 100.
+        "system-defaults-missing-zone-joins-empty-zone-value",
+        None, [host_node("n1", "zoneA"), host_node("n2", ""), host_node("n3")],
+        [bound("a", "n1", {"app": "web"}), bound("b", "n2", {"app": "web"}),
+         bound("c", "n3", {"app": "web"}), bound("d", "n3", {"app": "web"})],
+        make_pod("web-new", labels={"app": "web"}, owner="ReplicaSet/web"), None,
+        [9, 12, 5], [66, 41, 100],
+    ),
+    (
         # no matching pod anywhere: raw 0 everywhere -> max 0 -> every node 100.
         "no-matching-pods-all-100",
         None, doc4_nodes(), [], incoming(spread("zone", when="ScheduleAnyway")), None,

@@ -143,6 +143,13 @@ def test_filter(
     assert got == {n: [r] for n, r in expected.items()}  # exactly one reason per node
 
 
+def test_filter_after_taint_removed() -> None:
+    # the snapshot's taint vocabulary keeps {dedicated: gpu} after the node drops it
+    snap = Snapshot([make_node("n0", taints=[("dedicated", "gpu", NS)]), make_node("n1")])
+    snap.update_node(make_node("n0"))
+    assert not TaintToleration().filter(CycleState(), make_pod("p"), snap).failures
+
+
 # ------------------------------------------------------------------ score
 
 SCORE_NODES: list[tuple[TaintSpec, ...]] = [

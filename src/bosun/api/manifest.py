@@ -116,6 +116,9 @@ API_VERSIONS: Mapping[str, str] = MappingProxyType(
     }
 )
 
+#: Pod phases whose pods hold no resources (kube-scheduler skips them).
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
 #: Well-known kinds that do not affect scheduling: recorded in ``skipped``, not read.
 SKIPPED_KINDS = frozenset(
     {
@@ -256,18 +259,19 @@ class _StrictLoader(_BaseLoader):
     }
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        seen: set[Hashable] = set()
+        seen: set[str] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, Hashable) and key in seen:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue  # complex keys are rejected later (kube keys are strings)
+            key = key_node.value
+            if key in seen:
                 raise ConstructorError(
                     "while constructing a mapping",
                     node.start_mark,
                     f"found duplicate key {key!r}",
                     key_node.start_mark,
                 )
-            if isinstance(key, Hashable):
-                seen.add(key)
+            seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
 
@@ -1484,6 +1488,11 @@ class _Loader:
 
     def _read_pod(self, where: _Where, f: _Fields) -> None:
         meta = _metadata(f, namespaced=True, allow_generate=True)
+        phase = f.obj_or_empty("status").get_str("phase")
+        if phase in TERMINAL_PHASES:
+            # kube-scheduler's cache ignores terminated pods: they hold no resources.
+            self.out.skipped.append(f"Pod {meta.namespace}/{meta.name} (phase {phase})")
+            return
         template = _pod_spec(f.obj_or_empty("spec"))
         name = meta.name or self._generate_name(meta)
         if not name:

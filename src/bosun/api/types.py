@@ -313,7 +313,7 @@ class Pod:
 
     @property
     def images(self) -> tuple[str, ...]:
-        """Images of the app containers (what ImageLocality scores)."""
+        """Images of the app containers (ImageLocality also counts init containers)."""
         return tuple(c.image for c in self.containers if c.image)
 
 

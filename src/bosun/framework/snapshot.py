@@ -495,7 +495,8 @@ class Snapshot:
                 raise SnapshotError(f"pod {pod.key}: no GPU device {d} on node {node!r}")
             if self.gpu_used_milli[row, d] + pod.gpu_milli > GPU_MILLI_PER_GPU:
                 raise SnapshotError(f"pod {pod.key}: GPU device {d} on node {node!r} is full")
-        self.requested[row] += self.request_vector(pod)
+        vec = self.request_vector(pod)  # may add a column: compute before indexing
+        self.requested[row] += vec
         self.nonzero_requested[row, 0] += pod.nonzero_milli_cpu
         self.nonzero_requested[row, 1] += pod.nonzero_memory_bytes
         for d in devices:
@@ -515,7 +516,8 @@ class Snapshot:
             raise SnapshotError(f"pod {key} is not bound or assumed")
         entry = self.pods.remove(key)
         pod, row = entry.pod, entry.node_row
-        self.requested[row] -= self.request_vector(pod)
+        vec = self.request_vector(pod)
+        self.requested[row] -= vec
         self.nonzero_requested[row, 0] -= pod.nonzero_milli_cpu
         self.nonzero_requested[row, 1] -= pod.nonzero_memory_bytes
         for d in entry.gpu_devices:

@@ -448,8 +448,9 @@ class DefaultPreemption:
         Returns:
             ``(victims, num_pdb_violations, status)``: victims most important first.
             Status is UnschedulableAndUnresolvable :data:`MSG_NO_VICTIMS` when the node has
-            no lower-priority pod, Unschedulable :data:`MSG_NO_VICTIMS` when removing them
-            all is not enough (kube gives the Filter's reasons there), Success otherwise.
+            no lower-priority pod, :data:`MSG_NO_VICTIMS` with the node's Filter code when
+            removing them all is not enough (kube gives the Filter's reasons there),
+            Success otherwise.
         """
         eligible = [e for e in snapshot.pods.on(row) if e.pod.priority < pod.priority]
         if not eligible:
@@ -459,8 +460,9 @@ class DefaultPreemption:
         try:
             for entry in eligible:
                 removed.append(snapshot.remove_pod(entry.pod.key))
-            if not self._fits(pod, row):
-                return [], 0, Status.unschedulable(MSG_NO_VICTIMS)
+            fits, code = self._fit_on(pod, row)
+            if not fits:
+                return [], 0, Status(code, (MSG_NO_VICTIMS,))
             ordered = sorted(removed, key=lambda e: -e.pod.priority)  # stable: slot order
             flags = budgets.violating([e.slot for e in ordered])
             groups = (
@@ -473,7 +475,7 @@ class DefaultPreemption:
                 for entry, violates in group:
                     snapshot.add_pod(entry.pod, row, entry.gpu_devices)
                     present.append(entry)
-                    if self._fits(pod, row):
+                    if self._fit_on(pod, row)[0]:
                         continue
                     snapshot.remove_pod(entry.pod.key)
                     present.pop()
@@ -485,10 +487,15 @@ class DefaultPreemption:
         finally:
             _restore(snapshot, row, removed, present)
 
-    def _fits(self, pod: Pod, row: int) -> bool:
-        """Whether ``pod`` passes PreFilter and every Filter on node ``row`` now."""
-        feasible, _ = self._require_handle().run_filters(CycleState(), pod)
-        return bool(feasible[row])
+    def _fit_on(self, pod: Pod, row: int) -> tuple[bool, Code]:
+        """Whether ``pod`` passes PreFilter and every Filter on node ``row`` now, and the
+        code the node failed with (Unschedulable when the diagnosis has none)."""
+        feasible, diagnosis = self._require_handle().run_filters(CycleState(), pod)
+        codes = diagnosis.node_codes
+        code = Code.UNSCHEDULABLE
+        if codes is not None and int(codes[row]) == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        return bool(feasible[row]), code
 
     # ---------------------------------------------------------- choice
 

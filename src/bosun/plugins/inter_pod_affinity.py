@@ -347,9 +347,9 @@ class InterPodAffinity:
     Args:
         args: ``InterPodAffinityArgs`` as a dict: ``hardPodAffinityWeight`` (int 0..100,
             default 1), ``ignorePreferredTermsOfExistingPods`` (bool, default False).
-        handle: supplies ``namespace_labels`` for ``namespaceSelector``; without a handle no
-            Namespace objects are known (a namespace selector then selects only via the
-            incoming pod's own, label-less namespace for existing pods' terms).
+        handle: supplies ``namespace_labels`` (namespace -> labels) for
+            ``namespaceSelector``; without a handle no Namespace object is known and every
+            namespace has no labels.
 
     Raises:
         PluginArgsError: an unknown field, a non-integer or out-of-range weight, a
@@ -557,26 +557,30 @@ class InterPodAffinity:
                     touched = True
                     add(t.topology_key, sign * weight * counts)
 
-        # existing pods' terms toward the incoming pod
+        # existing pods' terms toward the incoming pod: (code, value) marks per key
         ns_labels = self._namespace_labels(pod.namespace)
+        marks: dict[str, tuple[list[int], list[int]]] = {}
         for owner, row in self._existing_pods(snapshot):
             o_req, _, o_pref, o_pref_anti = _pod_terms(owner)
             contributions: list[tuple[int, PodAffinityTerm]] = []
             if self.hard_pod_affinity_weight > 0:
                 contributions += [(self.hard_pod_affinity_weight, t) for t in o_req]
-            pass
+            contributions += list(o_pref)
             contributions += [(-w, t) for w, t in o_pref_anti]
             for value, t in contributions:
                 term = existing_pod_term(owner, t)
                 if not term.matches(pod, ns_labels):
                     continue
                 code = int(snapshot.domain_codes(t.topology_key)[row])
-                if code < 0:
-                    continue
-                touched = True
-                counts = np.zeros(snapshot.node_labels.num_values(t.topology_key), np.int64)
-                counts[code] = value
-                add(t.topology_key, counts)
+                if code >= 0:
+                    codes, values = marks.setdefault(t.topology_key, ([], []))
+                    codes.append(code)
+                    values.append(value)
+        for key, (codes, values) in marks.items():
+            touched = True
+            counts = np.zeros(snapshot.node_labels.num_values(key), dtype=np.int64)
+            np.add.at(counts, np.asarray(codes, dtype=np.intp), np.asarray(values, np.int64))
+            add(key, counts)
 
         if not touched:
             return Status.skip()

@@ -117,6 +117,7 @@ from bosun.framework.interface import (
     PreFilterResult,
     Status,
 )
+from bosun.plugins.node_affinity import required_node_affinity_mask
 
 if TYPE_CHECKING:
     from bosun.framework.snapshot import Snapshot
@@ -266,40 +267,6 @@ def resolve_constraints(
 # --------------------------------------------------------------------- node masks
 
 
-def _required_node_affinity_mask(pod: Pod, snapshot: Snapshot) -> BoolArray:
-    """Nodes matching the pod's ``nodeSelector`` and required node affinity, ``(N,)``.
-
-    kube's ``nodeaffinity.GetRequiredNodeAffinity(pod).Match``: every ``nodeSelector``
-    label must be present with that value, and, when ``required`` is set, at least one
-    term must match (an empty term matches nothing; ``matchFields`` supports only
-    ``metadata.name`` with ``In``/``NotIn``).
-
-    Temporary stand-in for ``bosun.plugins.node_affinity.required_node_affinity_mask``.
-    """
-    labels = snapshot.node_labels
-    n = snapshot.num_nodes
-    out = np.ones(n, dtype=bool)
-    for key, value in pod.node_selector.items():
-        out &= labels.match(Requirement(key, "In", (value,)))
-    node_affinity = pod.affinity.node_affinity if pod.affinity is not None else None
-    if node_affinity is None or node_affinity.required is None:
-        return out
-    names = np.array(snapshot.node_names, dtype=object)
-    any_term = np.zeros(n, dtype=bool)
-    for term in node_affinity.required:
-        if not term.match_expressions and not term.match_fields:
-            continue
-        term_ok = labels.match_all(term.match_expressions)
-        for f in term.match_fields:
-            if f.key != "metadata.name" or f.operator not in ("In", "NotIn"):
-                term_ok = np.zeros(n, dtype=bool)
-                break
-            hit = np.isin(names, list(f.values)) if n else np.zeros(0, dtype=bool)
-            term_ok &= hit if f.operator == "In" else ~hit
-        any_term |= term_ok
-    return out & any_term
-
-
 def tolerated_node_mask(pod: Pod, snapshot: Snapshot) -> BoolArray:
     """Nodes without a NoSchedule/NoExecute taint the pod does not tolerate, ``(N,)``.
 
@@ -333,7 +300,7 @@ def _inclusion_masks(
         mask = np.ones(n, dtype=bool)
         if c.node_affinity_policy == HONOR:
             if affinity is None:
-                affinity = _required_node_affinity_mask(pod, snapshot)
+                affinity = required_node_affinity_mask(pod, snapshot)
             mask &= affinity
         if c.node_taints_policy == HONOR:
             if taints is None:

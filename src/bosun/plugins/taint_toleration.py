@@ -104,24 +104,33 @@ class TaintToleration:
             return FilterResult.passed()
         bad = bad_taint[ids]  # (N, M); -1 -> the trailing False
         rejected = bad.any(axis=1)
-        first_col = bad.argmax(axis=1)  # first True per row (0 where none)
-        first_tid = np.where(rejected, ids[np.arange(ids.shape[0]), first_col], -1)
+        rows = np.flatnonzero(rejected)
+        if rows.size == 0:  # untolerated taints that no node carries any more
+            return FilterResult.passed()
+        first_col = bad[rows].argmax(axis=1)  # first untolerated column of each rejected row
+        first_tid = ids[rows, first_col]
         # One failure per distinct reason string: two taints that differ only by effect
         # (``{k: v}`` NoSchedule and NoExecute) print alike, and kube counts them as one.
-        masks: dict[str, BoolArray] = {}
-        for tid in np.unique(first_tid[rejected]):
-            reason = untolerated_reason(snapshot.taints[int(tid)])
-            mask = first_tid == tid
-            if reason in masks:
-                masks[reason] = masks[reason] | mask
-            else:
-                masks[reason] = mask
-        return FilterResult.of(
-            *(
-                NodeFailure(reason, mask, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
-                for reason, mask in masks.items()
-            )
+        tids, inverse = np.unique(first_tid, return_inverse=True)
+        reason_index: dict[str, int] = {}
+        reason_of_tid = np.array(
+            [
+                reason_index.setdefault(
+                    untolerated_reason(snapshot.taints[int(t)]), len(reason_index)
+                )
+                for t in tids
+            ],
+            dtype=np.intp,
         )
+        reason_of_row = reason_of_tid[inverse.reshape(-1)]
+        order = np.argsort(reason_of_row, kind="stable")
+        bounds = np.cumsum(np.bincount(reason_of_row, minlength=len(reason_index)))[:-1]
+        failures = []
+        for reason, group in zip(reason_index, np.split(rows[order], bounds), strict=True):
+            mask = np.zeros(snapshot.num_nodes, dtype=bool)
+            mask[group] = True
+            failures.append(NodeFailure(reason, mask, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        return FilterResult.of(*failures)
 
     # ----------------------------------------------------------------- Score
 
