@@ -167,17 +167,27 @@ def main() -> None:
     ]
     for name, make, target in workloads:
         r = run_workload(cluster(args.nodes), make(args.pods))
-        rows.append((
-            name,
-            f"{args.nodes} nodes, {r['pods']:.0f} pods ({r['scheduled']:.0f} placed)",
-            f"{r['pods_per_s']:.0f} pods/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms",
-            f">= {target:.0f} pods/s" + (", p99 <= 2 ms" if name == "SchedulingBasic" else ""),
-        ))
+        rows.append(
+            (
+                name,
+                f"{args.nodes} nodes, {r['pods']:.0f} pods ({r['scheduled']:.0f} placed)",
+                f"{r['pods_per_s']:.0f} pods/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms",
+                f">= {target:.0f} pods/s" + (", p99 <= 2 ms" if name == "SchedulingBasic" else ""),
+            )
+        )
     rss = measure_memory(args.nodes, args.bound)
-    rows.append(("Memory", f"{args.nodes} nodes, {args.bound} bound pods",
-                 f"{rss:.0f} MiB peak RSS", "< 1024 MiB"))
-    widths = [max(len(r[i]) for r in [*rows, ("workload", "shape", "measured", "target")])
-              for i in range(4)]
+    rows.append(
+        (
+            "Memory",
+            f"{args.nodes} nodes, {args.bound} bound pods",
+            f"{rss:.0f} MiB peak RSS",
+            "< 1024 MiB",
+        )
+    )
+    widths = [
+        max(len(r[i]) for r in [*rows, ("workload", "shape", "measured", "target")])
+        for i in range(4)
+    ]
     header = ("workload", "shape", "measured", "target")
     print(" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
     print("-+-".join("-" * w for w in widths))

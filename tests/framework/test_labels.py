@@ -37,8 +37,17 @@ def columns() -> LabelColumns:
         (Requirement("gen", "Gt", ("five",)), [False, False, False, False]),
         (Requirement("missing", "NotIn", ("a",)), [True, True, True, True]),
     ],
-    ids=["in", "in-unknown-value", "notin-absent", "exists", "doesnotexist", "gt", "lt",
-         "gt-bad-bound", "notin-unknown-key"],
+    ids=[
+        "in",
+        "in-unknown-value",
+        "notin-absent",
+        "exists",
+        "doesnotexist",
+        "gt",
+        "lt",
+        "gt-bad-bound",
+        "notin-unknown-key",
+    ],
 )
 def test_requirement(req: Requirement, expected: list[bool]) -> None:
     assert columns().match(req).tolist() == expected
@@ -48,8 +57,9 @@ def test_selectors() -> None:
     cols = columns()
     assert cols.match_selector(None).tolist() == [False] * 4
     assert cols.match_selector(LabelSelector()).tolist() == [True] * 4
-    sel = LabelSelector(match_labels=(("app", "web"),),
-                        match_expressions=(Requirement("tier", "In", ("front",)),))
+    sel = LabelSelector(
+        match_labels=(("app", "web"),), match_expressions=(Requirement("tier", "In", ("front",)),)
+    )
     assert cols.match_selector(sel).tolist() == [True, False, False, False]
 
 
@@ -60,3 +70,21 @@ def test_clear_and_reset_row() -> None:
     assert cols.match(Requirement("app", "In", ("db",))).tolist() == [True, True, False, False]
     cols.clear_row(1)
     assert cols.match(Requirement("gen", "Exists")).tolist() == [False, False, True, False]
+
+
+@pytest.mark.parametrize(
+    ("value", "bound", "op", "expected"),
+    [
+        ("1_000", "5", "Gt", False),  # Go's ParseInt rejects underscores
+        (" 7", "5", "Gt", False),  # and surrounding spaces
+        ("9223372036854775807", "9223372036854775806", "Gt", True),  # exact at int64 max
+        ("9223372036854775808", "5", "Gt", False),  # out of int64 range: parse error
+        ("+7", "5", "Gt", True),
+        ("-3", "-2", "Lt", True),
+    ],
+    ids=["underscore", "space", "int64-max-exact", "overflow", "plus-sign", "negative"],
+)
+def test_gt_lt_follow_go_parse_int(value: str, bound: str, op: str, expected: bool) -> None:
+    cols = LabelColumns(2)
+    cols.set_row(0, {"n": value})
+    assert cols.match(Requirement("n", op, (bound,))).tolist() == [expected, False]

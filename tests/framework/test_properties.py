@@ -62,10 +62,16 @@ def nodes(draw: Any) -> list[Node]:
         if disk:
             labels["disk"] = disk
         taints = draw(st.lists(st.sampled_from(TAINTS), unique=True, max_size=2))
-        out.append(make_node(
-            f"n{i}", cpu=str(draw(st.integers(1, 4))), memory=f"{draw(st.integers(1, 8))}Gi",
-            pods=draw(st.integers(2, 10)), labels=labels, taints=taints,
-        ))
+        out.append(
+            make_node(
+                f"n{i}",
+                cpu=str(draw(st.integers(1, 4))),
+                memory=f"{draw(st.integers(1, 8))}Gi",
+                pods=draw(st.integers(2, 10)),
+                labels=labels,
+                taints=taints,
+            )
+        )
     return out
 
 
@@ -79,25 +85,36 @@ def pods(draw: Any) -> list[Pod]:
         spread = draw(st.booleans())
         node_aff = None
         if draw(st.booleans()):
-            zones = tuple(draw(st.lists(st.sampled_from(["z0", "z1", "z2"]), min_size=1,
-                                        max_size=2, unique=True)))
+            zones = tuple(
+                draw(
+                    st.lists(
+                        st.sampled_from(["z0", "z1", "z2"]), min_size=1, max_size=2, unique=True
+                    )
+                )
+            )
             node_aff = NodeAffinity(required=(NodeSelectorTerm((Requirement(ZONE, "In", zones),)),))
         affinity = Affinity(
             node_affinity=node_aff,
             pod_anti_affinity=PodAffinity(required=(PodAffinityTerm(sel, HOST),)) if anti else None,
         )
-        out.append(make_pod(
-            f"p{i}",
-            cpu=f"{draw(st.integers(1, 20)) * 100}m",
-            memory=f"{draw(st.integers(1, 16)) * 256}Mi",
-            labels={"group": group},
-            node_selector={"disk": "ssd"} if draw(st.integers(0, 3)) == 0 else {},
-            tolerations=tuple(draw(st.lists(st.sampled_from(TOLERATIONS), unique=True,
-                                            max_size=2))),
-            affinity=affinity,
-            topology_spread_constraints=(
-                TopologySpreadConstraint(1, ZONE, "DoNotSchedule", sel),) if spread else (),
-        ))
+        out.append(
+            make_pod(
+                f"p{i}",
+                cpu=f"{draw(st.integers(1, 20)) * 100}m",
+                memory=f"{draw(st.integers(1, 16)) * 256}Mi",
+                labels={"group": group},
+                node_selector={"disk": "ssd"} if draw(st.integers(0, 3)) == 0 else {},
+                tolerations=tuple(
+                    draw(st.lists(st.sampled_from(TOLERATIONS), unique=True, max_size=2))
+                ),
+                affinity=affinity,
+                topology_spread_constraints=(
+                    TopologySpreadConstraint(1, ZONE, "DoNotSchedule", sel),
+                )
+                if spread
+                else (),
+            )
+        )
     return out
 
 
@@ -117,8 +134,9 @@ def node_affinity_ok(pod: Pod, node: Node) -> bool:
     )
 
 
-def check_placement(pod: Pod, node: Node, all_nodes: list[Node], placed: list[tuple[Pod, Node]],
-                    snap: Snapshot) -> None:
+def check_placement(
+    pod: Pod, node: Node, all_nodes: list[Node], placed: list[tuple[Pod, Node]], snap: Snapshot
+) -> None:
     row = snap.node_index[node.name]
     assert (snap.requested[row] <= snap.allocatable[row]).all(), "over allocatable"
     for t in node.taints:
@@ -135,7 +153,8 @@ def check_placement(pod: Pod, node: Node, all_nodes: list[Node], placed: list[tu
                 for term in aa.required:
                     assert term.label_selector is not None
                     assert not selector_matches(term.label_selector, dict(q.labels)), (
-                        f"anti-affinity between {p.name} and {q.name} on {host}")
+                        f"anti-affinity between {p.name} and {q.name} on {host}"
+                    )
     for c in pod.topology_spread_constraints:
         assert c.label_selector is not None
         eligible = {n.labels[ZONE] for n in all_nodes if node_affinity_ok(pod, n)}
@@ -148,8 +167,12 @@ def check_placement(pod: Pod, node: Node, all_nodes: list[Node], placed: list[tu
         assert counts[zone] + 1 - min(counts.values()) <= c.max_skew, "spread skew exceeded"
 
 
-@settings(max_examples=80, derandomize=True, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=80,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(cluster=nodes(), workload=pods(), seed=st.integers(0, 3))
 def test_every_placement_respects_hard_constraints(
     cluster: list[Node], workload: list[Pod], seed: int

@@ -27,8 +27,9 @@ def scheduler(nodes: list, bound: tuple[Pod, ...] = (), seed: int = 0, **kw: obj
     return Scheduler(cfg, Snapshot(nodes, bound), registry=registry, seed=seed, **kw)  # type: ignore[arg-type]
 
 
-def run(nodes: list, pods: list[Pod], bound: tuple[Pod, ...] = (), seed: int = 0
-        ) -> tuple[Scheduler, dict[str, SchedulingResult]]:
+def run(
+    nodes: list, pods: list[Pod], bound: tuple[Pod, ...] = (), seed: int = 0
+) -> tuple[Scheduler, dict[str, SchedulingResult]]:
     s = scheduler(nodes, bound, seed)
     return s, s.run(pods)
 
@@ -45,8 +46,16 @@ def run(nodes: list, pods: list[Pod], bound: tuple[Pod, ...] = (), seed: int = 0
         (1, 1000, 100),  # 10 nodes, raised to 100
         (100, 5000, 5000),
     ],
-    ids=["small", "hundred", "adaptive-1000", "adaptive-5000", "adaptive-floor", "explicit-30",
-         "explicit-min", "explicit-all"],
+    ids=[
+        "small",
+        "hundred",
+        "adaptive-1000",
+        "adaptive-5000",
+        "adaptive-floor",
+        "explicit-30",
+        "explicit-min",
+        "explicit-all",
+    ],
 )
 def test_num_feasible_nodes_to_find(percentage: int | None, nodes: int, expected: int) -> None:
     assert num_feasible_nodes_to_find(percentage, nodes) == expected
@@ -74,11 +83,11 @@ def test_queue_order_priority_first_and_snapshot_updates() -> None:
     nodes = [make_node("n1", cpu="4")]
     low = make_pod("low", cpu="3")
     high = make_pod("high", cpu="3", priority=10)
-    s, results = run(nodes, [low, high])
+    _, results = run(nodes, [low, high])
     assert results["default/high"].node_name == "n1"
     assert results["default/low"].code == Code.UNSCHEDULABLE
     assert results["default/low"].message.startswith("0/1 nodes are available: 1 Insufficient cpu.")
-    assert list(results)[0] == "default/high"
+    assert next(iter(results)) == "default/high"
 
 
 def test_preemption_evicts_lower_priority_and_binds_on_retry() -> None:
@@ -119,8 +128,12 @@ def test_default_profile_spreads_replicas() -> None:
     # BalancedAllocation and the system default spreading all favour the emptier nodes,
     # so kube puts one replica on each node.
     nodes = [make_node(f"n{i}", labels={HOST: f"n{i}"}) for i in range(3)]
-    pods = [make_pod(f"web-{i}", cpu="500m", memory="1Gi", labels={"app": "web"},
-                     owner="ReplicaSet/web") for i in range(3)]
+    pods = [
+        make_pod(
+            f"web-{i}", cpu="500m", memory="1Gi", labels={"app": "web"}, owner="ReplicaSet/web"
+        )
+        for i in range(3)
+    ]
     _, results = run(nodes, pods)
     assert sorted(r.node_name for r in results.values()) == ["n0", "n1", "n2"]
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bosun.api.build import make_node, make_pod
-from bosun.api.types import ContainerImage, ContainerPort, Container
+from bosun.api.types import Container, ContainerImage, ContainerPort
 from bosun.framework.snapshot import Snapshot, SnapshotError, normalized_image_name
 
 GiB = 1024**3
@@ -37,7 +37,9 @@ def test_gpu_share_devices_best_fit() -> None:
     assert snap.allocatable[0, gpu] == 2000  # milli-GPU
     half = {"alibabacloud.com/gpu-milli": 500}
     snap.add_pod(make_pod("a", extra=half), "g")  # both free: lowest index, device 0
-    snap.add_pod(make_pod("b", extra={"alibabacloud.com/gpu-milli": 300}), "g")  # fullest that fits: 0
+    snap.add_pod(
+        make_pod("b", extra={"alibabacloud.com/gpu-milli": 300}), "g"
+    )  # fullest that fits: 0
     assert snap.gpu_used_milli[0].tolist() == [800, 0]
     snap.add_pod(make_pod("c", extra=half), "g")  # device 0 has 200 free: goes to 1
     assert snap.gpu_used_milli[0].tolist() == [800, 500]
@@ -115,8 +117,9 @@ def test_add_remove_sequence_matches_recount(ops: list[tuple[int, int, bool]]) -
     for pod_i, node_i, add in ops:
         key = f"default/p{pod_i}"
         if add and snap.pods.get(key) is None:
-            snap.add_pod(make_pod(f"p{pod_i}", cpu=f"{pod_i + 1}00m", labels={"i": str(pod_i)}),
-                         node_i)
+            snap.add_pod(
+                make_pod(f"p{pod_i}", cpu=f"{pod_i + 1}00m", labels={"i": str(pod_i)}), node_i
+            )
         elif not add and snap.pods.get(key) is not None:
             snap.remove_pod(key)
     expected = np.zeros_like(snap.requested)

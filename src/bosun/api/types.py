@@ -303,12 +303,12 @@ class Pod:
 
     @property
     def host_ports(self) -> tuple[ContainerPort, ...]:
-        """Every container port (app and init) that asks for a host port."""
+        """Host ports the pod holds: app containers and sidecars (restartable init
+        containers); plain init containers have exited by the time the pod runs
+        (kube's ``schedutil.GetHostPorts`` / NodePorts)."""
+        sidecars = tuple(c for c in self.init_containers if c.restart_policy == "Always")
         return tuple(
-            p
-            for c in (*self.init_containers, *self.containers)
-            for p in c.ports
-            if p.host_port > 0
+            p for c in (*sidecars, *self.containers) for p in c.ports if p.host_port > 0
         )
 
     @property

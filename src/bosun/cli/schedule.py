@@ -84,8 +84,12 @@ def result_record(res: SchedulingResult) -> dict[str, Any]:
                 "node": ns.node,
                 "total": ns.total,
                 "plugins": {
-                    p.plugin: {"raw": p.raw, "score": p.normalized, "weight": p.weight,
-                               "weighted": p.weighted}
+                    p.plugin: {
+                        "raw": p.raw,
+                        "score": p.normalized,
+                        "weight": p.weight,
+                        "weighted": p.weighted,
+                    }
                     for p in ns.plugins
                 },
             }
@@ -104,8 +108,12 @@ def _render_table(
     table.add_column("Reason", ratio=1)
     for res in results:
         if res.pod.key in evicted:
-            table.add_row(res.pod.key, "[yellow]preempted[/]", str(res.attempts),
-                          f"evicted by {evicted[res.pod.key]}")
+            table.add_row(
+                res.pod.key,
+                "[yellow]preempted[/]",
+                str(res.attempts),
+                f"evicted by {evicted[res.pod.key]}",
+            )
         elif res.code == Code.SUCCESS:
             table.add_row(res.pod.key, f"[green]{res.node_name}[/]", str(res.attempts), "")
         else:
@@ -137,15 +145,22 @@ def _render_table(
 
 
 def schedule(
-    nodes: Annotated[list[Path], typer.Option("--nodes", help="Node manifests (and bound pods); repeatable.")],
-    pods: Annotated[list[Path], typer.Option("--pods", help="Pod or workload manifests; repeatable.")],
+    nodes: Annotated[
+        list[Path], typer.Option("--nodes", help="Node manifests (and bound pods); repeatable.")
+    ],
+    pods: Annotated[
+        list[Path], typer.Option("--pods", help="Pod or workload manifests; repeatable.")
+    ],
     config: Annotated[
         Path | None, typer.Option("--config", help="KubeSchedulerConfiguration file.")
     ] = None,
     explain: Annotated[
-        bool, typer.Option("--explain", help="Show per-plugin scores of the chosen node and runners-up.")
+        bool,
+        typer.Option("--explain", help="Show per-plugin scores of the chosen node and runners-up."),
     ] = False,
-    output: Annotated[OutputFormat, typer.Option("-o", "--output", help="Output format.")] = OutputFormat.TABLE,
+    output: Annotated[
+        OutputFormat, typer.Option("-o", "--output", help="Output format.")
+    ] = OutputFormat.TABLE,
     seed: Annotated[int, typer.Option("--seed", help="Seed for score ties.")] = 0,
 ) -> None:
     """Place pending pods on nodes in scheduling-queue order, as kube-scheduler would.
@@ -156,7 +171,11 @@ def schedule(
     try:
         objects, cfg, snapshot = load_cluster(nodes, pods, config)
         scheduler = Scheduler(
-            cfg, snapshot, seed=seed, namespaces=objects.namespaces, pdbs=objects.pdbs,
+            cfg,
+            snapshot,
+            seed=seed,
+            namespaces=objects.namespaces,
+            pdbs=objects.pdbs,
             explain=explain,
         )
         pending = [p for p in objects.pods if not p.node_name]

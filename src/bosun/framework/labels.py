@@ -8,11 +8,13 @@ every row with one ``numpy`` operation, following ``k8s.io/apimachinery/pkg/labe
 * ``NotIn``: the label is absent, or its value is none of ``values``;
 * ``Exists`` / ``DoesNotExist``: presence of the key;
 * ``Gt`` / ``Lt`` (node selectors only): the label's value and the single requirement value
-  both parse as base-10 int64 and compare; anything else does not match.
+  both parse as base-10 int64 (Go's ``strconv.ParseInt`` rules) and compare exactly;
+  anything else does not match.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -24,11 +26,17 @@ Codes = npt.NDArray[np.int32]
 BoolArray = npt.NDArray[np.bool_]
 
 
-def _parse_int(text: str) -> float:
-    try:
-        return float(int(text, 10))
-    except ValueError:
-        return float("nan")
+_GO_INT = re.compile(r"^[+-]?[0-9]+$")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def parse_go_int64(text: str) -> int | None:
+    """``strconv.ParseInt(text, 10, 64)``: ASCII digits with an optional sign, within int64;
+    None when Go would return an error."""
+    if not _GO_INT.match(text):
+        return None
+    value = int(text)
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
 
 
 class LabelColumns:
@@ -127,16 +135,16 @@ class LabelColumns:
         if op == "DoesNotExist":
             return col < 0
         if op in ("Gt", "Lt"):
-            if len(req.values) != 1:
+            bound = parse_go_int64(req.values[0]) if len(req.values) == 1 else None
+            if bound is None:
                 return np.zeros(self._capacity, dtype=bool)
-            bound = _parse_int(req.values[0])
-            # one extra NaN so that code -1 (absent) indexes NaN
-            numeric = np.array(
-                [_parse_int(v) for v in self._values.get(req.key, [])] + [float("nan")]
-            )
-            vals = numeric[col]
-            with np.errstate(invalid="ignore"):
-                return vals > bound if op == "Gt" else vals < bound
+            # decide once per distinct value (exact integers), then index by code;
+            # the extra False at the end is what code -1 (absent) picks
+            verdict = []
+            for v in self._values.get(req.key, []):
+                n = parse_go_int64(v)
+                verdict.append(n is not None and (n > bound if op == "Gt" else n < bound))
+            return np.array([*verdict, False], dtype=bool)[col]
         raise ValueError(f"unknown selector operator {op!r}")
 
     def match_all(self, reqs: Iterable[Requirement]) -> BoolArray:

@@ -178,9 +178,7 @@ class Scheduler:
                 ),
             )
         first = next(iter(self.profiles.values()))
-        self._interests = {
-            name: self._plugin_events(fwk) for name, fwk in self.profiles.items()
-        }
+        self._interests = {name: self._plugin_events(fwk) for name, fwk in self.profiles.items()}
         self.queue = SchedulingQueue(
             sort_key=first.sort_key,
             pre_enqueue=self._pre_enqueue,
@@ -281,9 +279,11 @@ class Scheduler:
         chosen_row: int | None = None
         scored: ScoreOutcome | None = None
         nominated = self.nominated.get(pod.key)
-        if nominated is not None and nominated in snap.node_index and feasible[
-            snap.node_index[nominated]
-        ]:
+        if (
+            nominated is not None
+            and nominated in snap.node_index
+            and feasible[snap.node_index[nominated]]
+        ):
             chosen_row = snap.node_index[nominated]
         elif n_feasible:
             rows = self._feasible_in_order(feasible, fwk.percentage_of_nodes_to_score)
@@ -346,7 +346,8 @@ class Scheduler:
     def _explain(self, scored: ScoreOutcome, chosen_row: int) -> tuple[NodeScore, ...]:
         order = np.argsort(-scored.total, kind="stable")
         pos_chosen = int(np.flatnonzero(scored.nodes == chosen_row)[0])
-        picks = [pos_chosen] + [int(i) for i in order if int(i) != pos_chosen][: EXPLAIN_TOP - 1]
+        runners_up = [int(i) for i in order if int(i) != pos_chosen][: EXPLAIN_TOP - 1]
+        picks = [pos_chosen, *runners_up]
         out = []
         for i in picks:
             plugins = tuple(
@@ -399,8 +400,15 @@ class Scheduler:
             self.queue.move_all_to_active_or_backoff("PodDelete")
         self.queue.add_unschedulable_if_not_present(qpi, cycle)
         res = self._result(
-            qpi, "", Code.UNSCHEDULABLE, diagnosis.message(), started, fwk,
-            feasible=0, nominated=nominated, victims=victims,
+            qpi,
+            "",
+            Code.UNSCHEDULABLE,
+            diagnosis.message(),
+            started,
+            fwk,
+            feasible=0,
+            nominated=nominated,
+            victims=victims,
         )
         return res
 
@@ -432,7 +440,9 @@ class Scheduler:
 
     # ---------------------------------------------------------------- runs
 
-    def run(self, pods: Iterable[Pod] = (), *, max_attempts: int = 1_000_000) -> dict[str, SchedulingResult]:
+    def run(
+        self, pods: Iterable[Pod] = (), *, max_attempts: int = 1_000_000
+    ) -> dict[str, SchedulingResult]:
         """Queue ``pods`` and schedule until nothing can change any more.
 
         Pods are attempted in queue order; a pod that fails waits for a cluster event (a

@@ -27,14 +27,14 @@ as columns, so "pods matching a selector, counted per node or per topology domai
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from bosun.api.types import CPU, GPU, GPU_MILLI_PER_GPU, PODS, Node, Pod, Taint
+from bosun.api.types import CPU, GPU, GPU_MILLI_PER_GPU, PODS, Affinity, Node, Pod, Taint
 from bosun.errors import BosunError
 from bosun.framework.labels import LabelColumns
 
@@ -48,7 +48,8 @@ BASE_RESOURCES = (CPU, "memory", "ephemeral-storage", PODS)
 REGION_LABEL = "topology.kubernetes.io/region"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
-WILDCARD_IPS = ("", "0.0.0.0", "::")
+#: kube's ``HostPortInfo`` treats only an empty or ``0.0.0.0`` host IP as "all addresses".
+WILDCARD_IPS = ("", "0.0.0.0")
 
 
 class SnapshotError(BosunError):
@@ -135,6 +136,19 @@ class HostPorts:
         self._n = rows if isinstance(rows, int) else len(rows)
 
 
+def _label_key_values(pod: Pod, aff: Affinity) -> tuple[tuple[str, str | None], ...]:
+    """The pod's values of the labels its affinity terms' matchLabelKeys and
+    mismatchLabelKeys name (they make the pod's effective terms depend on its labels)."""
+    keys: set[str] = set()
+    for pa in (aff.pod_affinity, aff.pod_anti_affinity):
+        if pa is None:
+            continue
+        terms = [*pa.required, *(w.term for w in pa.preferred)]
+        for t in terms:
+            keys.update(t.match_label_keys, t.mismatch_label_keys)
+    return tuple((k, pod.labels.get(k)) for k in sorted(keys))
+
+
 @dataclass(frozen=True, slots=True)
 class BoundPod:
     """A pod in the snapshot: where it is and which GPU devices it holds."""
@@ -164,6 +178,11 @@ class PodTable:
         self.on_node: list[set[int]] = []
         #: slots of pods that carry pod affinity or anti-affinity terms
         self.with_affinity: set[int] = set()
+        #: the same pods grouped by (namespace, affinity, label values the terms'
+        #: matchLabelKeys/mismatchLabelKeys read): pods of one template share a group, so
+        #: InterPodAffinity evaluates each distinct set of terms once per cycle.
+        self.affinity_groups: dict[Hashable, set[int]] = {}
+        self._slot_group: dict[int, Hashable] = {}
         self._free: list[int] = []
 
     def __len__(self) -> int:
@@ -203,6 +222,9 @@ class PodTable:
         aff = pod.affinity
         if aff is not None and (aff.pod_affinity or aff.pod_anti_affinity):
             self.with_affinity.add(slot)
+            group = (pod.namespace, aff, _label_key_values(pod, aff))
+            self.affinity_groups.setdefault(group, set()).add(slot)
+            self._slot_group[slot] = group
         return slot
 
     def remove(self, key: str) -> BoundPod:
@@ -216,6 +238,12 @@ class PodTable:
         self.namespace[slot] = -1
         self.labels.clear_row(slot)
         self.with_affinity.discard(slot)
+        group = self._slot_group.pop(slot, None)
+        if group is not None:
+            members = self.affinity_groups[group]
+            members.discard(slot)
+            if not members:
+                del self.affinity_groups[group]
         self._free.append(slot)
         return entry
 

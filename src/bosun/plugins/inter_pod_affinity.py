@@ -391,13 +391,17 @@ class InterPodAffinity:
         return self._all_namespace_labels().get(namespace, {})
 
     @staticmethod
-    def _existing_pods(snapshot: Snapshot) -> list[tuple[Pod, int]]:
-        """``(pod, node_row)`` of the bound pods that carry pod (anti-)affinity, slot order."""
-        out: list[tuple[Pod, int]] = []
-        for slot in sorted(snapshot.pods.with_affinity):
-            entry = snapshot.pods.entries[slot]
+    def _existing_groups(snapshot: Snapshot) -> list[tuple[Pod, IndexArray]]:
+        """Bound pods that carry pod (anti-)affinity, grouped by identical effective terms:
+        ``(representative pod, node rows of every member)``. Terms are evaluated once per
+        group, and the members' nodes are handled as one array."""
+        pods = snapshot.pods
+        out: list[tuple[Pod, IndexArray]] = []
+        for members in pods.affinity_groups.values():
+            slots = np.fromiter(members, dtype=np.intp, count=len(members))
+            entry = pods.entries[int(slots[0])]
             if entry is not None:
-                out.append((entry.pod, entry.node_row))
+                out.append((entry.pod, pods.node[slots].astype(np.intp)))
         return out
 
     def events_to_register(self) -> tuple[str, ...]:
@@ -461,20 +465,21 @@ class InterPodAffinity:
         """Domains forbidden by existing pods' required anti-affinity terms that match
         ``pod`` (``getExistingAntiAffinityCounts``); only keys with a forbidden domain."""
         ns_labels = self._namespace_labels(pod.namespace)
-        marks: dict[str, list[int]] = {}
-        for owner, row in self._existing_pods(snapshot):
+        marks: dict[str, list[npt.NDArray[np.int32]]] = {}
+        for owner, rows in self._existing_groups(snapshot):
             _, anti, _, _ = _pod_terms(owner)
             for t in anti:
                 term = existing_pod_term(owner, t)
                 if not term.matches(pod, ns_labels):
                     continue
-                code = int(snapshot.domain_codes(term.topology_key)[row])
-                if code >= 0:
-                    marks.setdefault(term.topology_key, []).append(code)
+                codes = snapshot.domain_codes(term.topology_key)[rows]
+                codes = codes[codes >= 0]
+                if len(codes):
+                    marks.setdefault(term.topology_key, []).append(codes)
         out: dict[str, DomainTable] = {}
-        for key, codes in marks.items():
+        for key, code_lists in marks.items():
             table = np.zeros(snapshot.node_labels.num_values(key), dtype=bool)
-            table[codes] = True
+            table[np.concatenate(code_lists)] = True
             out[key] = table
         return out
 
@@ -559,8 +564,8 @@ class InterPodAffinity:
 
         # existing pods' terms toward the incoming pod: (code, value) marks per key
         ns_labels = self._namespace_labels(pod.namespace)
-        marks: dict[str, tuple[list[int], list[int]]] = {}
-        for owner, row in self._existing_pods(snapshot):
+        marks: dict[str, list[tuple[npt.NDArray[np.int32], int]]] = {}
+        for owner, rows in self._existing_groups(snapshot):
             o_req, _, o_pref, o_pref_anti = _pod_terms(owner)
             contributions: list[tuple[int, PodAffinityTerm]] = []
             if self.hard_pod_affinity_weight > 0:
@@ -571,15 +576,15 @@ class InterPodAffinity:
                 term = existing_pod_term(owner, t)
                 if not term.matches(pod, ns_labels):
                     continue
-                code = int(snapshot.domain_codes(t.topology_key)[row])
-                if code >= 0:
-                    codes, values = marks.setdefault(t.topology_key, ([], []))
-                    codes.append(code)
-                    values.append(value)
-        for key, (codes, values) in marks.items():
+                codes = snapshot.domain_codes(t.topology_key)[rows]
+                codes = codes[codes >= 0]
+                if len(codes):
+                    marks.setdefault(t.topology_key, []).append((codes, value))
+        for key, parts in marks.items():
             touched = True
             counts = np.zeros(snapshot.node_labels.num_values(key), dtype=np.int64)
-            np.add.at(counts, np.asarray(codes, dtype=np.intp), np.asarray(values, np.int64))
+            for codes, value in parts:
+                counts += value * np.bincount(codes, minlength=len(counts)).astype(np.int64)
             add(key, counts)
 
         if not touched:
