@@ -11,11 +11,13 @@ from typing import Annotated, Any
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from bosun.api.manifest import load_manifests
 from bosun.api.types import ClusterObjects
-from bosun.errors import BosunError, InputError
+from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.config import (
     SchedulerConfiguration,
     default_configuration,
@@ -38,33 +40,53 @@ class OutputFormat(StrEnum):
 
 
 def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    console = Console(stderr=True, soft_wrap=True, highlight=False)
+    console.print(Text("error: ", style="bold red") + Text(message))
     return typer.Exit(EXIT_BAD_INPUT)
 
 
 def load_cluster(
     nodes: list[Path], pods: list[Path], config: Path | None
 ) -> tuple[ClusterObjects, SchedulerConfiguration, Snapshot]:
-    """Read manifests and configuration, build the snapshot of bound pods.
+    """Read manifests and configuration and account the bound pods, or report everything
+    that is wrong with them at once.
 
     Raises:
-        InputError: every problem in the manifests, or in the configuration.
-        SnapshotError: a bound pod on a node that does not exist, or that does not fit.
+        InputError: every problem in the manifests, the configuration (plugin args
+            included) and the bound pods (unknown node, GPUs over capacity).
     """
     registry = in_tree_registry()
-    objects = load_manifests([*nodes, *pods])
-    cfg = (
-        load_configuration(config, registry_points(registry))
-        if config is not None
-        else default_configuration(registry_points(registry))
-    )
-    bound = [p for p in objects.pods if p.node_name]
-    snapshot = Snapshot(objects.nodes, bound)
+    problems: list[InputProblem] = []
+    objects = ClusterObjects()
+    cfg = None
+    try:
+        objects = load_manifests([*nodes, *pods])
+    except InputError as e:
+        problems.extend(e.problems)
+    try:
+        points = registry_points(registry)
+        cfg = load_configuration(config, points) if config else default_configuration(points)
+        Scheduler(cfg, Snapshot(), registry=registry)  # validates every plugin's args
+    except InputError as e:
+        problems.extend(e.problems)
+    snapshot = Snapshot(objects.nodes)
+    files = ", ".join(str(p) for p in [*nodes, *pods])
+    for pod in objects.pods:
+        if not pod.node_name:
+            continue
+        try:
+            snapshot.add_pod(pod, pod.node_name)
+        except SnapshotError as e:
+            problems.append(InputProblem(files, f"Pod {pod.key}", "spec.nodeName", str(e)))
+    if problems:
+        raise InputError(problems)
+    assert cfg is not None
     return objects, cfg, snapshot
 
 
-def result_record(res: SchedulingResult) -> dict[str, Any]:
-    """A plain-data view of one result (for JSON and YAML output)."""
+def result_record(res: SchedulingResult, evicted: dict[str, str]) -> dict[str, Any]:
+    """A plain-data view of one result (for JSON and YAML output); ``evicted`` maps each
+    preempted pod to its preemptor."""
     rec: dict[str, Any] = {
         "pod": res.pod.key,
         "node": res.node_name or None,
@@ -76,8 +98,12 @@ def result_record(res: SchedulingResult) -> dict[str, Any]:
         rec["message"] = res.message
     if res.nominated_node_name:
         rec["nominatedNodeName"] = res.nominated_node_name
-    if res.victims:
-        rec["preempted"] = list(res.victims)
+    if res.pod.key in evicted:
+        rec["status"] = "Preempted"
+        rec["preemptedBy"] = evicted[res.pod.key]
+    victims = [victim for victim, by in evicted.items() if by == res.pod.key]
+    if victims:
+        rec["preempted"] = victims
     if res.scores:
         rec["scores"] = [
             {
@@ -117,7 +143,7 @@ def _render_table(
         elif res.code == Code.SUCCESS:
             table.add_row(res.pod.key, f"[green]{res.node_name}[/]", str(res.attempts), "")
         else:
-            table.add_row(res.pod.key, "[red]<pending>[/]", str(res.attempts), res.message)
+            table.add_row(res.pod.key, "[red]<pending>[/]", str(res.attempts), escape(res.message))
     console.print(table)
     extra = [k for k in evicted if k not in {r.pod.key for r in results}]
     for key in extra:
@@ -180,26 +206,32 @@ def schedule(
         )
         pending = [p for p in objects.pods if not p.node_name]
         results = list(scheduler.run(pending).values())
-    except InputError as e:
-        raise _fail(str(e)) from None
-    except SnapshotError as e:
-        raise _fail(f"bound pods: {e}") from None
     except BosunError as e:
         raise _fail(str(e)) from None
     ignored = [p.key for p in pending if p.scheduler_name not in scheduler.profiles]
+    attempted = {r.pod.key for r in results}
+    gated = [
+        p for p in pending if p.scheduler_name in scheduler.profiles and p.key not in attempted
+    ]
     evicted = dict(scheduler.evicted)
     if output == OutputFormat.TABLE:
         console = Console()
         _render_table(console, results, evicted, explain)
         for key in ignored:
             console.print(f"[dim]skipped {key}: no profile for its schedulerName[/]")
+        for pod in gated:
+            gates = " ".join(pod.scheduling_gates)
+            console.print(
+                f"[dim]{pod.key}: waiting for scheduling gates: {escape(f'[{gates}]')}[/]"
+            )
         placed = sum(1 for r in results if r.code == Code.SUCCESS and r.pod.key not in evicted)
         console.print(f"{placed}/{len(pending)} pods scheduled on {snapshot.num_nodes} nodes")
         return
     doc = {
-        "results": [result_record(r) for r in results],
+        "results": [result_record(r, evicted) for r in results],
         "preempted": [{"pod": k, "by": v} for k, v in evicted.items()],
         "skipped": ignored,
+        "gated": [p.key for p in gated],
     }
     if output == OutputFormat.JSON:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")

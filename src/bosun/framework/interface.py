@@ -276,6 +276,7 @@ class PluginArgsError(BosunError):
 
     def __init__(self, field: str, message: str) -> None:
         self.field = field
+        self.message = message
         super().__init__(f"{field}: {message}" if field else message)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from bosun.api.types import Pod, PodDisruptionBudget
-from bosun.errors import BosunError
+from bosun.errors import BosunError, ProblemCollector
 from bosun.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
@@ -112,9 +112,13 @@ class Framework:
         evict_pod: what preemption calls to delete a victim (default: drop it from the
             snapshot).
         percentage_of_nodes_to_score: the profile's value, None = the global one.
+        source: the configuration file, named in errors.
 
     Raises:
-        FrameworkError: bad plugin args (names the plugin and the field), an unknown plugin.
+        InputError: bad plugin args, every one of them, each naming the file, the profile
+            and the field (``pluginConfig[NodeResourcesFit].args.scoringStrategy.type``).
+        FrameworkError: an unknown plugin or a plugin enabled at a point it lacks (the
+            configuration loader rejects both first).
     """
 
     def __init__(
@@ -131,8 +135,10 @@ class Framework:
         bind_pod: Callable[[Pod, str], Status] | None = None,
         evict_pod: Callable[[str, Pod], Status] | None = None,
         percentage_of_nodes_to_score: int | None = None,
+        source: str = "<configuration>",
     ) -> None:
         self.scheduler_name = scheduler_name
+        self.source = source
         self._snapshot = snapshot
         self._rng = rng
         self._namespace_labels: Mapping[str, Mapping[str, str]] = namespace_labels or {}
@@ -143,9 +149,14 @@ class Framework:
         self.instances: dict[str, Any] = {}
         self.points: dict[str, list[Any]] = {p: [] for p in POINT_METHODS}
         self.score_weights: dict[str, int] = {}
+        problems = ProblemCollector()
+        for refs in plugins.values():
+            for name, _ in refs:
+                self._instance(name, plugin_args.get(name, {}), registry, problems)
+        problems.raise_if_any()
         for point, refs in plugins.items():
             for name, weight in refs:
-                plugin = self._instance(name, plugin_args.get(name, {}), registry)
+                plugin = self.instances[name]
                 if point not in POINT_METHODS:
                     raise FrameworkError(f"profile {scheduler_name}: unknown point {point!r}")
                 if not callable(getattr(plugin, POINT_METHODS[point], None)):
@@ -158,20 +169,19 @@ class Framework:
         if not self.points["bind"]:
             raise FrameworkError(f"profile {scheduler_name}: at least one bind plugin is needed")
 
-    def _instance(self, name: str, args: Mapping[str, Any], registry: Registry) -> Any:
+    def _instance(
+        self, name: str, args: Mapping[str, Any], registry: Registry, problems: ProblemCollector
+    ) -> None:
         if name in self.instances:
-            return self.instances[name]
+            return
         cls = registry.get(name)
         if cls is None:
             raise FrameworkError(f"profile {self.scheduler_name}: unknown plugin {name!r}")
         try:
-            plugin = cls(dict(args), self)
+            self.instances[name] = cls(dict(args), self)
         except PluginArgsError as e:
-            raise FrameworkError(
-                f"profile {self.scheduler_name}: pluginConfig {name}: args.{e}"
-            ) from e
-        self.instances[name] = plugin
-        return plugin
+            field = f"pluginConfig[{name}].args" + (f".{e.field}" if e.field else "")
+            problems.add(self.source, f"profile {self.scheduler_name}", field, e.message)
 
     # ------------------------------------------------------------- Handle
 

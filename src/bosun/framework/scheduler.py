@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from bosun.api.types import Namespace, Pod, PodDisruptionBudget
-from bosun.errors import BosunError
+from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.cache import AssumeCache
 from bosun.framework.config import SchedulerConfiguration
 from bosun.framework.interface import Code, CycleState, IndexArray, Status
@@ -160,23 +160,24 @@ class Scheduler:
         self._stats = _Stats()
         ns_labels = {ns.name: dict(ns.labels) for ns in namespaces}
         self.profiles: dict[str, Framework] = {}
+        problems: list[InputProblem] = []
         for prof in config.profiles:
             plugins = {pt: [(r.name, r.weight) for r in refs] for pt, refs in prof.plugins.items()}
             pct = prof.percentage_of_nodes_to_score
-            self.profiles[prof.scheduler_name] = Framework(
-                prof.scheduler_name,
-                plugins,
-                prof.plugin_args,
-                registry,
-                snapshot,
-                self.rng,
-                namespace_labels=ns_labels,
-                pdbs=pdbs,
-                evict_pod=self._evict,
-                percentage_of_nodes_to_score=(
-                    pct if pct is not None else config.percentage_of_nodes_to_score
-                ),
-            )
+            try:
+                self.profiles[prof.scheduler_name] = self._framework(
+                    prof.scheduler_name,
+                    plugins,
+                    prof.plugin_args,
+                    registry,
+                    ns_labels,
+                    pdbs,
+                    pct if pct is not None else config.percentage_of_nodes_to_score,
+                )
+            except InputError as e:
+                problems.extend(e.problems)
+        if problems:
+            raise InputError(problems)
         first = next(iter(self.profiles.values()))
         self._interests = {name: self._plugin_events(fwk) for name, fwk in self.profiles.items()}
         self.queue = SchedulingQueue(
@@ -189,6 +190,30 @@ class Scheduler:
         )
         self.next_start_node_index = 0
         self.nominated: dict[str, str] = {}
+
+    def _framework(
+        self,
+        name: str,
+        plugins: Mapping[str, Sequence[tuple[str, int]]],
+        plugin_args: Mapping[str, Mapping[str, Any]],
+        registry: Registry,
+        ns_labels: Mapping[str, Mapping[str, str]],
+        pdbs: Sequence[PodDisruptionBudget],
+        pct: int | None,
+    ) -> Framework:
+        return Framework(
+            name,
+            plugins,
+            plugin_args,
+            registry,
+            self.snapshot,
+            self.rng,
+            namespace_labels=ns_labels,
+            pdbs=pdbs,
+            evict_pod=self._evict,
+            percentage_of_nodes_to_score=pct,
+            source=self.config.source,
+        )
 
     # --------------------------------------------------------------- events
 
