@@ -35,6 +35,7 @@ from bosun.api.types import (
     PodDisruptionBudget,
     Requirement,
 )
+from bosun.errors import InputError
 from bosun.framework.interface import (
     Code,
     CycleState,
@@ -46,7 +47,7 @@ from bosun.framework.interface import (
     PostFilterResult,
     Status,
 )
-from bosun.framework.runtime import Framework, FrameworkError
+from bosun.framework.runtime import Framework
 from bosun.framework.snapshot import Snapshot
 from bosun.plugins.default_preemption import (
     MSG_NO_VICTIMS,
@@ -702,7 +703,7 @@ def test_invalid_args(args: dict[str, Any], field: str, text: str) -> None:
 
 
 def test_invalid_args_through_framework() -> None:
-    with pytest.raises(FrameworkError, match="minCandidateNodesPercentage"):
+    with pytest.raises(InputError, match="minCandidateNodesPercentage"):
         build([make_node("n1")], [], args={"minCandidateNodesPercentage": 200})
 
 
