@@ -75,6 +75,7 @@ from bosun.framework.interface import (
     PreFilterResult,
     Status,
 )
+from bosun.framework.labels import parse_go_int64
 from bosun.plugins.helper import default_normalize_score
 
 if TYPE_CHECKING:
@@ -96,25 +97,14 @@ OBJECT_NAME_FIELD = "metadata.name"
 
 _LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 _FIELD_OPERATORS = ("In", "NotIn")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 # k8s.io/apimachinery/pkg/util/validation: qualified names, label values, DNS-1123 subdomains.
 _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_GO_DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
 # ------------------------------------------------------------------------- parsing
-
-
-def parse_go_int64(text: str) -> int | None:
-    """Go's ``strconv.ParseInt(text, 10, 64)``: an optional sign and ASCII digits only (no
-    spaces, no ``_``), within int64; ``None`` where Go returns an error."""
-    if _GO_DECIMAL.fullmatch(text) is None:
-        return None
-    value = int(text)
-    return value if _INT64_MIN <= value <= _INT64_MAX else None
 
 
 def _label_key_error(key: str) -> str | None:
@@ -200,22 +190,8 @@ def _is_empty(term: NodeSelectorTerm) -> bool:
 # ------------------------------------------------------------------------ matching
 
 
-def _int_compare_mask(req: Requirement, snapshot: Snapshot) -> BoolArray:
-    """``Gt``/``Lt`` over node labels; evaluated once per distinct value of the key."""
-    labels = snapshot.node_labels
-    bound = parse_go_int64(req.values[0])
-    assert bound is not None  # checked by expression_errors
-    ok = np.zeros(labels.num_values(req.key) + 1, dtype=bool)  # last: absent label (-1)
-    for code in range(len(ok) - 1):
-        value = parse_go_int64(labels.value(req.key, code))
-        if value is not None:
-            ok[code] = value > bound if req.operator == "Gt" else value < bound
-    return ok[labels.column(req.key)]
-
-
 def _expression_mask(req: Requirement, snapshot: Snapshot) -> BoolArray:
-    if req.operator in ("Gt", "Lt"):
-        return _int_compare_mask(req, snapshot)
+    """One match expression over node labels (Gt/Lt with Go's integer parsing)."""
     return snapshot.node_labels.match(req)
 
 
