@@ -73,8 +73,8 @@ metadata:
 spec:
   schedulerName: my-scheduler
   nodeName: n1
-  priority: 7
-  preemptionPolicy: Never
+  priority: 0
+  preemptionPolicy: PreemptLowerPriority
   hostNetwork: false
   overhead: {cpu: 10m}
   nodeSelector: {disk: ssd}
@@ -114,7 +114,12 @@ def test_pod_fields(tmp_path: Path) -> None:
     assert pod.labels == {"app": "web", "tier": "front"}
     assert pod.annotations == {"note": "hello"}
     assert (pod.scheduler_name, pod.node_name) == ("my-scheduler", "n1")
-    assert (pod.priority, pod.priority_class_name, pod.preemption_policy) == (7, "", "Never")
+    # admission accepts explicit values equal to what it computes (no class: 0)
+    assert (pod.priority, pod.priority_class_name, pod.preemption_policy) == (
+        0,
+        "",
+        "PreemptLowerPriority",
+    )
     assert pod.node_selector == {"disk": "ssd"}
     assert pod.overhead == {"cpu": 10}
     assert [c.name for c in pod.init_containers] == ["setup", "proxy"]
@@ -657,13 +662,16 @@ PRIORITY = [
         "priorityClassName: low", False, (-5, "low", "PreemptLowerPriority"), id="negative"
     ),
     pytest.param(
-        "priorityClassName: high\npriority: 3", False, (3, "high", "Never"), id="explicit-wins"
+        "priorityClassName: high\npriority: 1000",
+        False,
+        (1000, "high", "Never"),
+        id="explicit-equal",
     ),
     pytest.param(
-        "priorityClassName: high\npreemptionPolicy: PreemptLowerPriority",
+        "priorityClassName: high\npreemptionPolicy: Never",
         False,
-        (1000, "high", "PreemptLowerPriority"),
-        id="explicit-policy-wins",
+        (1000, "high", "Never"),
+        id="explicit-policy-equal",
     ),
     pytest.param("", True, (10, "normal", "PreemptLowerPriority"), id="global-default"),
     pytest.param("priorityClassName: high", True, (1000, "high", "Never"), id="named-over-default"),
@@ -781,13 +789,7 @@ BAD_POD = [
         "gpu-milli-high",
         res(f"{{requests: {{{GPU_MILLI}: 1001}}}}"),
         f"{RES}.requests[{GPU_MILLI}]",
-        "between 1 and 1000",
-    ),
-    (
-        "gpu-milli-zero",
-        res(f"{{limits: {{{GPU_MILLI}: 0}}}}"),
-        f"{RES}.limits[{GPU_MILLI}]",
-        "between 1 and 1000",
+        "between 0 and 1000",
     ),
     ("non-standard", res("{requests: {gpu: 1}}"), f"{RES}.requests.gpu", "standard resource"),
     ("overhead-negative", one("overhead: {cpu: -1}"), "spec.overhead.cpu", "greater than or equal"),
@@ -1372,3 +1374,101 @@ def test_terminated_pods_hold_nothing(tmp_path: Path, phase: str) -> None:
     objects = load_manifests([path])
     assert objects.pods == []
     assert objects.skipped == [f"Pod default/done (phase {phase})"]
+
+
+def test_owner_selector_is_the_controllers_selector(tmp_path: Path) -> None:
+    # kube-scheduler's default spreading selects the pods of the owning ReplicaSet or
+    # StatefulSet (helper.DefaultSelector): their spec.selector, not the pod's own labels
+    # (a StatefulSet pod's labels include its unique pod-name). Jobs have none.
+    path = tmp_path / "w.yaml"
+    path.write_text(
+        textwrap.dedent("""
+        apiVersion: apps/v1
+        kind: StatefulSet
+        metadata: {name: s}
+        spec:
+          replicas: 1
+          selector: {matchLabels: {a: b}}
+          template:
+            metadata: {labels: {a: b}}
+            spec: {containers: [{name: c, image: x}]}
+        ---
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: d}
+        spec:
+          replicas: 1
+          selector: {matchLabels: {app: d}}
+          template:
+            metadata: {labels: {app: d}}
+            spec: {containers: [{name: c, image: x}]}
+        ---
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {name: j}
+        spec:
+          template:
+            metadata: {labels: {app: j}}
+            spec: {restartPolicy: Never, containers: [{name: c, image: x}]}
+    """)
+    )
+    pods = {p.owner: p for p in load_manifests([path]).pods}
+    assert pods["StatefulSet/s"].owner_selector == LabelSelector(match_labels=(("a", "b"),))
+    dep = pods["Deployment/d"]
+    pod_hash = dep.labels["pod-template-hash"]
+    assert dep.owner_selector == LabelSelector(
+        match_labels=(("app", "d"), ("pod-template-hash", pod_hash))
+    )
+    assert pods["Job/j"].owner_selector is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "fragment"),
+    [
+        (
+            "priorityClassName: high\npriority: 3",
+            "spec.priority",
+            "the integer value of priority (3) must not be provided in pod spec; priority "
+            "admission controller computed 1000",
+        ),
+        ("priority: 7", "spec.priority", "computed 0 from the given PriorityClass name"),
+        (
+            "priorityClassName: high\npreemptionPolicy: PreemptLowerPriority",
+            "spec.preemptionPolicy",
+            "the string value of PreemptionPolicy (PreemptLowerPriority) must not be provided",
+        ),
+    ],
+    ids=["priority-differs-from-class", "priority-without-class", "policy-differs-from-class"],
+)
+def test_priority_admission_rejects_values_the_class_contradicts(
+    tmp_path: Path, spec: str, field: str, fragment: str
+) -> None:
+    # plugin/pkg/admission/priority: explicit values must equal the computed ones.
+    path = write(tmp_path, "p.yaml", CLASSES + "---\n" + pod_yaml(f"{ONE}\n{spec}"))
+    with pytest.raises(InputError) as info:
+        load_manifests([path])
+    (problem,) = info.value.problems
+    assert problem.field == field
+    assert fragment in problem.message
+
+
+def test_workload_too_large_to_expand_is_a_problem_not_a_hang(tmp_path: Path) -> None:
+    text = textwrap.dedent("""
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {name: huge}
+        spec:
+          parallelism: 100000000
+          template:
+            spec: {restartPolicy: Never, containers: [{name: c, image: x}]}
+        ---
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: Bad_Name}
+        spec: {containers: [{name: c, image: x}]}
+    """)
+    with pytest.raises(InputError) as info:
+        load_manifests([write(tmp_path, "w.yaml", text)])
+    fields = {(p.obj, p.field) for p in info.value.problems}
+    assert ("Job default/huge", "spec.parallelism") in fields
+    assert any("Bad_Name" in p.obj or "Bad_Name" in p.message for p in info.value.problems)

@@ -162,3 +162,14 @@ def test_milli_cpu_rounds_up(whole: int, frac: int) -> None:
     # whole.frac milli-CPU: an exact integer when frac is 0, else the next integer up.
     amount = to_amount("cpu", f"{whole}.{frac:03d}m")
     assert amount == whole + (1 if frac else 0)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["1e999999999", "1e31", "99999999999999999999", "10E"],
+    ids=["huge-exponent", "exponent-over-30", "beyond-int64", "exa-beyond-int64-bytes"],
+)
+def test_out_of_range_quantities_are_errors(raw: str) -> None:
+    # bosun stores amounts in int64; kube's Value() would saturate, bosun refuses instead.
+    with pytest.raises(QuantityError):
+        ceil_value(parse_quantity(raw))

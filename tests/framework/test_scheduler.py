@@ -163,3 +163,42 @@ def test_explain_reports_weighted_plugin_scores() -> None:
     # LeastAllocated on big: cpu (8000-1000)*100/8000 = 87, memory (32-1)*100/32 = 96
     # -> (87 + 96) / 2 = 91
     assert (fit.normalized, fit.weight) == (91, 1)
+
+
+def test_nominated_pod_keeps_the_room_preemption_freed() -> None:
+    # kube's RunFilterPluginsWithNominatedPods: "high" preempts "low" and is nominated to
+    # node a; "mid" (lower priority) must not take the freed CPU while "high" backs off.
+    nodes = [make_node("a", cpu="2")]
+    low = make_pod("low", cpu="2", priority=0, node_name="a")
+    high = make_pod("high", cpu="2", priority=100)
+    mid = make_pod("mid", cpu="1", priority=50)
+    s, results = run(nodes, [high, mid], bound=(low,))
+    assert results["default/high"].node_name == "a"
+    assert s.evicted == {"default/low": "default/high"}
+    assert results["default/mid"].code == Code.UNSCHEDULABLE
+    assert "Insufficient cpu" in results["default/mid"].message
+
+
+def test_no_nodes_is_reported_and_the_run_ends() -> None:
+    s, results = run([], [make_pod("p", cpu="1")])
+    res = results["default/p"]
+    assert res.code == Code.UNSCHEDULABLE
+    assert res.message == "no nodes available to schedule pods"
+    assert res.attempts == 1
+    assert s.queue.pending()["unschedulable"] == 1
+
+
+def test_namespace_selector_sees_namespaces_without_objects() -> None:
+    # Every namespace carries kubernetes.io/metadata.name (KEP-2161), Namespace object or not.
+    from bosun.api.types import Affinity, LabelSelector, PodAffinity, PodAffinityTerm
+
+    nodes = [make_node("a", labels={HOST: "a"}), make_node("b", labels={HOST: "b"})]
+    db = make_pod("db", namespace="prod", labels={"app": "db"}, node_name="b")
+    term = PodAffinityTerm(
+        label_selector=LabelSelector(match_labels=(("app", "db"),)),
+        topology_key=HOST,
+        namespace_selector=LabelSelector(match_labels=(("kubernetes.io/metadata.name", "prod"),)),
+    )
+    web = make_pod("web", affinity=Affinity(pod_affinity=PodAffinity(required=(term,))))
+    _, results = run(nodes, [web], bound=(db,))
+    assert results["default/web"].node_name == "b"

@@ -21,11 +21,15 @@ from bosun.api.types import (
     MEMORY,
     PODS,
     Container,
+    LabelSelector,
     Node,
     Pod,
     Taint,
     TaintEffect,
 )
+
+#: Owners whose selector kube-scheduler's default spreading reads (helper.DefaultSelector).
+CONTROLLERS_WITH_SELECTOR = ("ReplicaSet", "StatefulSet", "Deployment")
 
 
 def to_amount(resource: str, raw: str | int | float) -> int:
@@ -83,6 +87,8 @@ def make_pod(
         namespace, labels: metadata.
         **fields: any other :class:`Pod` field (``tolerations=...``, ``affinity=...``,
             ``priority=...``, ``node_name=...``, ``containers=...`` to replace the container).
+            An ``owner`` of kind ReplicaSet, StatefulSet or Deployment without an
+            ``owner_selector`` gets a controller selector equal to the pod's labels.
     """
     raw: dict[str, str | int] = {}
     if cpu is not None:
@@ -93,6 +99,9 @@ def make_pod(
     containers = fields.pop("containers", None)
     if containers is None:
         containers = (Container(name="main", image=image, requests=resource_map(raw)),)
+    owner = fields.get("owner", "")
+    if owner.split("/")[0] in CONTROLLERS_WITH_SELECTOR and "owner_selector" not in fields:
+        fields["owner_selector"] = LabelSelector(match_labels=tuple(sorted((labels or {}).items())))
     pod = Pod(
         name=name,
         namespace=namespace,

@@ -27,7 +27,7 @@ here too (sources: ``pkg/apis/core/validation/validation.go``,
 * validation: quantities (grammar, ``>= 0``, whole numbers for extended resources),
   ``request <= limit`` (and ``==`` for extended resources and hugepages), names and label
   keys/values, selector operators and their values, taints and tolerations, affinity weights
-  1..100, spread constraints, ``alibabacloud.com/gpu-milli`` in 1..1000;
+  1..100, spread constraints, ``alibabacloud.com/gpu-milli`` in 0..1000;
 * admission: a pod's priority comes from ``spec.priority`` when set, else from its
   ``priorityClassName`` (which must exist, in the load or as a built-in ``system-*``
   class), else from the ``globalDefault`` class, else 0.
@@ -59,8 +59,10 @@ from bosun.api.types import (
     CPU,
     DEFAULT_MAX_PODS,
     EPHEMERAL_STORAGE,
+    GPU,
     GPU_MILLI,
     GPU_MILLI_PER_GPU,
+    MAX_GPUS_PER_NODE,
     MEMORY,
     PODS,
     Affinity,
@@ -115,6 +117,9 @@ API_VERSIONS: Mapping[str, str] = MappingProxyType(
         "Job": "batch/v1",
     }
 )
+
+#: The most pods one workload may expand into (a bound on memory, not a kube rule).
+MAX_PODS_PER_WORKLOAD = 100_000
 
 #: Pod phases whose pods hold no resources (kube-scheduler skips them).
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -610,7 +615,11 @@ def _quantity(f: _Fields, key: str) -> _Quantity | None:
     if (_is_extended(key) or key == PODS) and exact.denominator != 1:
         f.problem(key, f"must be an integer, got {raw}")
         return None
-    return exact, to_amount(key, raw)
+    try:
+        return exact, to_amount(key, raw)
+    except QuantityError as exc:
+        f.problem(key, str(exc))
+        return None
 
 
 def _resource_list(
@@ -664,10 +673,10 @@ def _container_resources(f: _Fields) -> tuple[dict[str, int], dict[str, int]]:
 
 
 def _check_gpu_milli(res: _Fields, requests: Mapping[str, _Quantity], key: str) -> None:
-    if GPU_MILLI in requests and not 1 <= requests[GPU_MILLI][1] <= GPU_MILLI_PER_GPU:
+    if GPU_MILLI in requests and not 0 <= requests[GPU_MILLI][1] <= GPU_MILLI_PER_GPU:
         res.where.add(
             _sub(res.at(key), GPU_MILLI),
-            f"must be between 1 and {GPU_MILLI_PER_GPU} (thousandths of one GPU)",
+            f"must be between 0 and {GPU_MILLI_PER_GPU} (thousandths of one GPU)",
         )
 
 
@@ -1159,16 +1168,22 @@ def _non_negative(spec: _Fields, key: str, default: int) -> int:
 
 def _pod_count(kind: str, spec: _Fields) -> int:
     """Pods the controller creates at once: ``replicas`` (default 1); for a Job,
-    ``parallelism`` (default 1) capped by ``completions``, and none while suspended."""
-    if kind != "Job":
-        return _non_negative(spec, "replicas", 1)
-    parallelism = _non_negative(spec, "parallelism", 1)
-    completions = spec.get_int("completions")
-    if completions is not None and completions < 0:
-        spec.problem("completions", "must be greater than or equal to 0")
-    elif completions is not None:
-        parallelism = min(parallelism, completions)
-    return 0 if spec.get_bool("suspend") else parallelism
+    ``parallelism`` (default 1) capped by ``completions``, and none while suspended.
+    More than :data:`MAX_PODS_PER_WORKLOAD` is a problem (bosun's memory bound)."""
+    key = "replicas" if kind != "Job" else "parallelism"
+    count = _non_negative(spec, key, 1)
+    if kind == "Job":
+        completions = spec.get_int("completions")
+        if completions is not None and completions < 0:
+            spec.problem("completions", "must be greater than or equal to 0")
+        elif completions is not None:
+            count = min(count, completions)
+        if spec.get_bool("suspend"):
+            return 0
+    if count > MAX_PODS_PER_WORKLOAD:
+        spec.problem(key, f"{count} pods is more than bosun expands ({MAX_PODS_PER_WORKLOAD})")
+        return 0
+    return count
 
 
 def _check_selector(spec: _Fields, template_labels: Mapping[str, str]) -> None:
@@ -1198,6 +1213,7 @@ class _Member:
     annotations: Mapping[str, str]
     owner: str
     claims: tuple[str, ...] = ()
+    owner_selector: LabelSelector | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -1222,7 +1238,25 @@ def _member(
         annotations=dict(w.template_annotations),
         owner=f"{w.kind}/{w.meta.name}",
         claims=claims,
+        owner_selector=_owner_selector(w, labels),
     )
+
+
+def _owner_selector(w: _Workload, controller_labels: Mapping[str, str]) -> LabelSelector | None:
+    """The selector kube-scheduler's default spreading takes from the pod's controller
+    (``helper.DefaultSelector``): a ReplicaSet's or StatefulSet's ``spec.selector``; a
+    Deployment's pods belong to a ReplicaSet whose selector adds ``pod-template-hash``.
+    Jobs are not among the owners DefaultSelector reads."""
+    if w.kind not in ("Deployment", "ReplicaSet", "StatefulSet"):
+        return None
+    selector = _label_selector(w.spec.get_obj("selector"))
+    if selector is None:
+        return None
+    pod_hash = controller_labels.get("pod-template-hash")
+    if w.kind == "Deployment" and pod_hash is not None:
+        labels = (*selector.match_labels, ("pod-template-hash", pod_hash))
+        return LabelSelector(labels, selector.match_expressions)
+    return selector
 
 
 def _stateful_members(w: _Workload, count: int) -> list[_Member]:
@@ -1289,6 +1323,12 @@ def _node(f: _Fields) -> Node:
         **_amounts(_resource_list(status, "allocatable")),
     }
     allocatable.setdefault(PODS, DEFAULT_MAX_PODS)
+    if allocatable.get(GPU, 0) > MAX_GPUS_PER_NODE:
+        status.problem(
+            "allocatable", f"{allocatable[GPU]} {GPU} is more than bosun models per node "
+            f"({MAX_GPUS_PER_NODE})",
+        )
+        allocatable[GPU] = 0
     return Node(
         name=meta.name,
         labels=meta.labels,
@@ -1568,7 +1608,9 @@ class _Loader:
         default = next((c for c in self.out.priority_classes if c.global_default), None)
         for group in self.groups:
             resolved = _resolve_priority(group, classes, default)
-            self.out.pods += [_build_pod(group, m, resolved) for m in group.members]
+            pods = [_build_pod(group, m, resolved) for m in group.members]
+            self.out.pods += pods
+            self.out.sources.update((f"Pod {p.key}", group.where.source) for p in pods)
         self.problems.raise_if_any()
         return self.out
 
@@ -1577,8 +1619,10 @@ def _resolve_priority(
     group: _PodGroup, classes: Mapping[str, PriorityClass], default: PriorityClass | None
 ) -> tuple[int, str, str]:
     """(priority, class name, preemption policy), as the Priority admission plugin sets
-    them: explicit ``spec.priority`` wins, then the named class (which must exist), then the
-    global default class, then 0; the policy likewise, default ``PreemptLowerPriority``."""
+    them (plugin/pkg/admission/priority/admission.go): the named class (which must exist),
+    else the global default class, else 0 and ``PreemptLowerPriority``. A ``spec.priority``
+    or ``spec.preemptionPolicy`` written in the pod must equal what the class gives, as
+    admission requires."""
     ask = group.template.priority
     cls = default
     if ask.class_name:
@@ -1588,10 +1632,25 @@ def _resolve_priority(
                 f"{group.spec_path}.priorityClassName",
                 f"no PriorityClass with name {ask.class_name!r} was found",
             )
-    value = ask.value if ask.value is not None else (cls.value if cls else 0)
-    name = ask.class_name or (cls.name if cls else "")
-    policy = ask.preemption_policy or (cls.preemption_policy if cls else "PreemptLowerPriority")
-    return value, name, policy
+            value = ask.value if ask.value is not None else 0
+            policy = ask.preemption_policy or "PreemptLowerPriority"
+            return value, ask.class_name, policy
+    value = cls.value if cls else 0
+    policy = cls.preemption_policy if cls else "PreemptLowerPriority"
+    if ask.value is not None and ask.value != value:
+        group.where.add(
+            f"{group.spec_path}.priority",
+            f"the integer value of priority ({ask.value}) must not be provided in pod spec; "
+            f"priority admission controller computed {value} from the given PriorityClass name",
+        )
+    if ask.preemption_policy and ask.preemption_policy != policy:
+        group.where.add(
+            f"{group.spec_path}.preemptionPolicy",
+            f"the string value of PreemptionPolicy ({ask.preemption_policy}) must not be "
+            f"provided in pod spec; priority admission controller computed {policy} from the "
+            "given PriorityClass name",
+        )
+    return value, ask.class_name or (cls.name if cls else ""), policy
 
 
 def _build_pod(group: _PodGroup, member: _Member, priority: tuple[int, str, str]) -> Pod:
@@ -1609,5 +1668,6 @@ def _build_pod(group: _PodGroup, member: _Member, priority: tuple[int, str, str]
         preemption_policy=priority[2],
         pvc_claims=template.claims + ephemeral + member.claims,
         owner=member.owner,
+        owner_selector=member.owner_selector,
     )
     return finalize_pod(pod)

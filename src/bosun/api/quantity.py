@@ -39,6 +39,12 @@ _QUANTITY_RE = re.compile(
 )
 
 
+#: Largest amount bosun stores (its columns are int64).
+INT64_MAX = 2**63 - 1
+#: Decimal exponents beyond this are rejected before any arithmetic (``1e999999999``).
+MAX_EXPONENT = 30
+
+
 class QuantityError(ValueError):
     """A string or number that is not a valid Kubernetes quantity."""
 
@@ -74,20 +80,37 @@ def parse_quantity(raw: str | int | float) -> Fraction:
         raise QuantityError(f"{raw!r} is not a valid quantity (e.g. 100m, 1.5, 2Gi, 500M, 1e3)")
     value = Fraction(m.group("num"))
     if m.group("exp"):
-        value *= Fraction(10) ** int(m.group("exp")[1:])
+        exponent = int(m.group("exp")[1:])
+        if abs(exponent) > MAX_EXPONENT:
+            raise QuantityError(f"{raw!r}: exponent {exponent} is out of range")
+        value *= Fraction(10) ** exponent
     suffix = m.group("suffix") or ""
     value *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
     return -value if m.group("sign") == "-" else value
 
 
+def _int64(value: int, q: Fraction) -> int:
+    if value > INT64_MAX:
+        raise QuantityError("is too large: bosun keeps amounts in 64-bit integers")
+    return value
+
+
 def ceil_value(q: Fraction) -> int:
-    """``Quantity.Value()``: the value rounded up to an integer (bytes, counts)."""
-    return math.ceil(q)
+    """``Quantity.Value()``: the value rounded up to an integer (bytes, counts).
+
+    Raises:
+        QuantityError: beyond int64 (kube's ``Value()`` would saturate; bosun refuses).
+    """
+    return _int64(math.ceil(q), q)
 
 
 def ceil_milli(q: Fraction) -> int:
-    """``Quantity.MilliValue()``: thousandths, rounded up (milli-CPU)."""
-    return math.ceil(q * 1000)
+    """``Quantity.MilliValue()``: thousandths, rounded up (milli-CPU).
+
+    Raises:
+        QuantityError: beyond int64.
+    """
+    return _int64(math.ceil(q * 1000), q)
 
 
 def format_milli_cpu(milli: int) -> str:

@@ -35,6 +35,9 @@ GPU_MILLI_PER_GPU = 1000
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
+#: The most GPU devices bosun tracks on one node (each is a column of the GPU matrix).
+MAX_GPUS_PER_NODE = 256
+
 #: kubelet's default maxPods; used when a Node manifest omits ``allocatable.pods``.
 DEFAULT_MAX_PODS = 110
 
@@ -264,6 +267,10 @@ class Pod:
         node_name: ``spec.nodeName``: set for a bound pod.
         pvc_claims: names of the PersistentVolumeClaims the pod mounts.
         owner: ``Kind/name`` of the controller the pod was expanded from, or ``""``.
+        owner_selector: the label selector of the pod's ReplicaSet or StatefulSet (for a
+            Deployment's pods: the Deployment's selector plus ``pod-template-hash``), which
+            kube-scheduler's default spreading uses (``helper.DefaultSelector``); None for
+            Jobs and bare pods.
     """
 
     name: str
@@ -290,6 +297,7 @@ class Pod:
     scheduling_gates: tuple[str, ...] = ()
     pvc_claims: tuple[str, ...] = ()
     owner: str = ""
+    owner_selector: LabelSelector | None = None
 
     @property
     def key(self) -> str:
@@ -385,7 +393,8 @@ class Namespace:
 class ClusterObjects:
     """Everything read from a set of manifests, in file order.
 
-    ``pods`` holds both pending pods and bound pods (``node_name`` set).
+    ``pods`` holds both pending pods and bound pods (``node_name`` set); ``sources`` maps
+    ``"Pod namespace/name"`` to the file it came from, for error messages.
     """
 
     nodes: list[Node] = field(default_factory=list)
@@ -397,6 +406,7 @@ class ClusterObjects:
     #: ``ConfigMap``, ...), as ``"<Kind> <namespace>/<name>"`` (``"<Kind> <name>"`` for
     #: cluster-scoped kinds).
     skipped: list[str] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
 
     def extend(self, other: ClusterObjects) -> None:
         """Append every object of ``other``."""
@@ -405,4 +415,5 @@ class ClusterObjects:
         self.priority_classes += other.priority_classes
         self.pdbs += other.pdbs
         self.namespaces += other.namespaces
+        self.sources.update(other.sources)
         self.skipped += other.skipped

@@ -70,14 +70,19 @@ def load_cluster(
     except InputError as e:
         problems.extend(e.problems)
     snapshot = Snapshot(objects.nodes)
-    files = ", ".join(str(p) for p in [*nodes, *pods])
     for pod in objects.pods:
         if not pod.node_name:
             continue
-        try:
-            snapshot.add_pod(pod, pod.node_name)
-        except SnapshotError as e:
-            problems.append(InputProblem(files, f"Pod {pod.key}", "spec.nodeName", str(e)))
+        if pod.node_name not in snapshot.node_index:
+            message = f"bound to node {pod.node_name!r}, which is not among the nodes given"
+        else:
+            try:
+                snapshot.add_pod(pod, pod.node_name)
+                continue
+            except SnapshotError as e:
+                message = str(e)
+        obj = f"Pod {pod.key}"
+        problems.append(InputProblem(objects.sources.get(obj, "?"), obj, "spec.nodeName", message))
     if problems:
         raise InputError(problems)
     assert cfg is not None
@@ -187,7 +192,7 @@ def schedule(
     output: Annotated[
         OutputFormat, typer.Option("-o", "--output", help="Output format.")
     ] = OutputFormat.TABLE,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for score ties.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed for score ties.")] = 0,
 ) -> None:
     """Place pending pods on nodes in scheduling-queue order, as kube-scheduler would.
 

@@ -8,7 +8,7 @@ over all nodes at once (see :mod:`bosun.framework.interface`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,9 @@ from bosun.framework.interface import (
     Status,
 )
 from bosun.framework.snapshot import Snapshot
+
+#: The label the API server puts on every Namespace (KEP-2161).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 #: Extension point (KubeSchedulerConfiguration name) -> the method a plugin implements.
 POINT_METHODS: Mapping[str, str] = {
@@ -58,6 +61,34 @@ Registry = Mapping[str, PluginClass]
 def extension_points(plugin_cls: PluginClass) -> frozenset[str]:
     """The extension points a plugin class implements (by the methods it defines)."""
     return frozenset(p for p, m in POINT_METHODS.items() if callable(getattr(plugin_cls, m, None)))
+
+
+class NamespaceLabels(Mapping[str, Mapping[str, str]]):
+    """Labels of every namespace: those of the Namespace objects given, and for any other
+    namespace (every namespace a pod names exists in a real cluster) the label the API
+    server puts on each one, ``kubernetes.io/metadata.name: <name>`` (KEP-2161).
+
+    Iteration lists the known namespaces and those of bound pods; lookup answers for any
+    name.
+    """
+
+    def __init__(self, known: Mapping[str, Mapping[str, str]], seen: Iterable[str]) -> None:
+        self._known = known
+        self._names = list(dict.fromkeys([*known, *seen]))
+
+    def __getitem__(self, namespace: str) -> Mapping[str, str]:
+        labels = self._known.get(namespace)
+        if labels is None:
+            return {NAMESPACE_NAME_LABEL: namespace}
+        if NAMESPACE_NAME_LABEL in labels:
+            return labels
+        return {**labels, NAMESPACE_NAME_LABEL: namespace}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 class FrameworkError(BosunError):
@@ -150,9 +181,9 @@ class Framework:
         self.points: dict[str, list[Any]] = {p: [] for p in POINT_METHODS}
         self.score_weights: dict[str, int] = {}
         problems = ProblemCollector()
-        for refs in plugins.values():
-            for name, _ in refs:
-                self._instance(name, plugin_args.get(name, {}), registry, problems)
+        names = dict.fromkeys(name for refs in plugins.values() for name, _ in refs)
+        for name in names:
+            self._instance(name, plugin_args.get(name, {}), registry, problems)
         problems.raise_if_any()
         for point, refs in plugins.items():
             for name, weight in refs:
@@ -192,8 +223,8 @@ class Framework:
 
     @property
     def namespace_labels(self) -> Mapping[str, Mapping[str, str]]:
-        """Namespace name -> labels."""
-        return self._namespace_labels
+        """Namespace name -> labels (see :class:`NamespaceLabels`)."""
+        return NamespaceLabels(self._namespace_labels, self._snapshot.pods.namespaces)
 
     @property
     def pdbs(self) -> Sequence[PodDisruptionBudget]:

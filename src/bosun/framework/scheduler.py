@@ -29,12 +29,16 @@ from bosun.framework.cache import AssumeCache
 from bosun.framework.config import SchedulerConfiguration
 from bosun.framework.interface import Code, CycleState, IndexArray, Status
 from bosun.framework.queue import Clock, ManualClock, QueuedPodInfo, SchedulingQueue
-from bosun.framework.runtime import Framework, Registry, ScoreOutcome
-from bosun.framework.snapshot import Snapshot
+from bosun.framework.runtime import FilterOutcome, Framework, Registry, ScoreOutcome
+from bosun.framework.snapshot import Snapshot, SnapshotError
 
 #: kube-scheduler constants (pkg/scheduler/schedule_one.go).
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+#: The pseudo-plugin recorded for pods rejected because the cluster has no node at all.
+NO_NODES = "<no nodes>"
+#: kube's ``ErrNoNodesAvailable`` (schedule_one.go).
+NO_NODES_MESSAGE = "no nodes available to schedule pods"
 #: how many nodes ``--explain`` shows: the chosen one and its runners-up.
 EXPLAIN_TOP = 3
 
@@ -229,6 +233,8 @@ class Scheduler:
         interests = self._interests.get(qpi.pod.scheduler_name, {})
         if not qpi.unschedulable_plugins:
             return True
+        if NO_NODES in qpi.unschedulable_plugins:
+            return event == "NodeAdd"
         for plugin in qpi.unschedulable_plugins:
             events = interests.get(plugin, frozenset({"*"}))
             if "*" in events or event in events:
@@ -295,7 +301,12 @@ class Scheduler:
         started = time.perf_counter()
         cycle = self.queue.scheduling_cycle
         state = CycleState()
-        outcome = fwk.find_feasible(state, pod)
+        if not snap.num_nodes:
+            # kube's ErrNoNodesAvailable; only a new node can change that
+            qpi.unschedulable_plugins = {NO_NODES}
+            self.queue.add_unschedulable_if_not_present(qpi, cycle)
+            return self._result(qpi, "", Code.UNSCHEDULABLE, NO_NODES_MESSAGE, started, fwk)
+        outcome = self._find_feasible(fwk, state, pod)
         if outcome.status.code == Code.ERROR:
             self.queue.requeue_after_error(qpi)
             return self._result(qpi, "", Code.ERROR, outcome.status.message, started, fwk)
@@ -341,6 +352,40 @@ class Scheduler:
             scores=scores,
             decision_s=decided - started,
             profile=fwk.scheduler_name,
+        )
+
+    def _find_feasible(self, fwk: Framework, state: CycleState, pod: Pod) -> FilterOutcome:
+        """Filter with the pods nominated by earlier preemptions counted on their nodes.
+
+        kube's ``RunFilterPluginsWithNominatedPods``: pods nominated to a node, with a
+        priority at least the incoming pod's, are added to the snapshot for a first
+        Filter pass, so the room preemption freed is not taken by a lower-priority pod;
+        a node must also pass a second pass without them (a nominated pod may never
+        bind there). The diagnosis is the first pass's.
+        """
+        snap = self.snapshot
+        added: list[str] = []
+        for key, node in self.nominated.items():
+            qpi = self.queue.get(key) if key != pod.key else None
+            if qpi is None or qpi.pod.priority < pod.priority or node not in snap.node_index:
+                continue
+            try:
+                snap.add_pod(qpi.pod, node)
+            except SnapshotError:
+                continue  # e.g. its GPU share no longer fits: kube would not count it either
+            added.append(key)
+        if not added:
+            return fwk.find_feasible(state, pod)
+        try:
+            with_nominated = fwk.find_feasible(state.clone(), pod)
+        finally:
+            for key in added:
+                snap.remove_pod(key)
+        without = fwk.find_feasible(state, pod)
+        return FilterOutcome(
+            with_nominated.feasible & without.feasible,
+            with_nominated.diagnosis,
+            with_nominated.status if not with_nominated.status.ok else without.status,
         )
 
     def _feasible_in_order(self, feasible: np.ndarray[Any, Any], pct: int | None) -> IndexArray:

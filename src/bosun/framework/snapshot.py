@@ -34,7 +34,17 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from bosun.api.types import CPU, GPU, GPU_MILLI_PER_GPU, PODS, Affinity, Node, Pod, Taint
+from bosun.api.types import (
+    CPU,
+    GPU,
+    GPU_MILLI_PER_GPU,
+    MAX_GPUS_PER_NODE,
+    PODS,
+    Affinity,
+    Node,
+    Pod,
+    Taint,
+)
 from bosun.errors import BosunError
 from bosun.framework.labels import LabelColumns
 
@@ -322,6 +332,11 @@ class Snapshot:
         for node in nodes:
             if node.name in self.node_index:
                 raise SnapshotError(f"node {node.name!r} is already in the snapshot")
+            if node.gpu_count > MAX_GPUS_PER_NODE:
+                raise SnapshotError(
+                    f"node {node.name!r}: {node.gpu_count} GPUs, bosun tracks at most "
+                    f"{MAX_GPUS_PER_NODE} per node"
+                )
             for res in node.allocatable:
                 self.resource_column(res)
         start = self.num_nodes

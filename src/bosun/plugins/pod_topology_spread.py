@@ -70,10 +70,10 @@ Deviations from kube-scheduler (bosun has no Services, controllers or terminatin
 
 * Default constraints take their label selector, in kube, from the Services,
   ReplicationControllers, ReplicaSets and StatefulSets that select or own the pod
-  (``helper.DefaultSelector``). bosun has none of those objects, so a pod with an owner
-  (``pod.owner`` non-empty) gets the selector "all of the pod's own labels"
-  (``matchLabels`` = ``pod.labels``), and a pod without an owner, or without labels,
-  gets no default constraints (kube's "empty default selector" case).
+  (``helper.DefaultSelector``). bosun has no Service or ReplicationController objects: it
+  uses the owning ReplicaSet's or StatefulSet's selector (``pod.owner_selector``, set by
+  the manifest loader), and a pod without one (bare pods, Jobs) gets no default
+  constraints (kube's "empty default selector" case).
 * kube skips terminating pods when counting; bosun has none.
 * kube's PreFilterExtensions (AddPod/RemovePod for preemption's what-if) are not
   implemented: bosun's preemption re-runs PreFilter on the changed snapshot
@@ -540,10 +540,12 @@ class PodTopologySpread:
         defaults, err = resolve_constraints(self.default_constraints, pod.labels, action)
         if err or not defaults:
             return (), err
-        if not pod.owner or not pod.labels:
-            # bosun-specific stand-in for helper.DefaultSelector (see the module docstring)
+        if pod.owner_selector is None:
+            # helper.DefaultSelector found no ReplicaSet/StatefulSet selector: no defaults
             return (), ""
-        selector = tuple(Requirement(k, "In", (v,)) for k, v in sorted(pod.labels.items()))
+        selector = pod.owner_selector.requirements()
+        if not selector:
+            return (), ""
         return tuple(
             SpreadConstraint(
                 max_skew=c.max_skew,

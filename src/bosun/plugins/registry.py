@@ -1,5 +1,9 @@
 """The in-tree plugin registry (kube's ``plugins/registry.go``): name -> plugin class.
 
+Besides kube's plugins it lists the GPU-sharing placement policies of Weng et al. (USENIX
+ATC 2023): ``Random``, ``BestFit``, ``DotProduct``, ``GpuPacking``, ``GpuClustering`` and
+``FGD``. They are not in the default profile; enable them in a KubeSchedulerConfiguration.
+
 Out-of-tree plugins are added by passing a larger mapping to
 :class:`bosun.framework.scheduler.Scheduler` (``registry=...``).
 """
@@ -13,8 +17,13 @@ from bosun.framework.runtime import PluginClass, extension_points
 
 def in_tree_registry() -> dict[str, PluginClass]:
     """Every in-tree plugin by its kube name (a new dict each call)."""
+    from bosun.plugins.best_fit import BestFit
     from bosun.plugins.default_binder import DefaultBinder
     from bosun.plugins.default_preemption import DefaultPreemption
+    from bosun.plugins.dot_product import DotProduct
+    from bosun.plugins.fgd import FGD
+    from bosun.plugins.gpu_clustering import GpuClustering
+    from bosun.plugins.gpu_packing import GpuPacking
     from bosun.plugins.image_locality import ImageLocality
     from bosun.plugins.inter_pod_affinity import InterPodAffinity
     from bosun.plugins.node_affinity import NodeAffinity
@@ -27,6 +36,7 @@ def in_tree_registry() -> dict[str, PluginClass]:
     from bosun.plugins.node_unschedulable import NodeUnschedulable
     from bosun.plugins.pod_topology_spread import PodTopologySpread
     from bosun.plugins.priority_sort import PrioritySort
+    from bosun.plugins.random_score import Random
     from bosun.plugins.scheduling_gates import SchedulingGates
     from bosun.plugins.taint_toleration import TaintToleration
     from bosun.plugins.volume_binding import VolumeBinding
@@ -47,6 +57,13 @@ def in_tree_registry() -> dict[str, PluginClass]:
         NodeResourcesBalancedAllocation,
         ImageLocality,
         DefaultBinder,
+        # GPU-sharing placement policies (Weng et al., ATC '23); not in the default profile.
+        Random,
+        BestFit,
+        DotProduct,
+        GpuPacking,
+        GpuClustering,
+        FGD,
     ]
     return {c.name: c for c in classes}  # type: ignore[attr-defined]
 
