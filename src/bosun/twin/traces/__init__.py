@@ -1,0 +1,93 @@
+"""Trace loaders: every source of workload becomes a :class:`bosun.twin.trace.Trace`.
+
+:func:`load_trace` picks the loader from a spec string (what ``--trace`` takes):
+
+==============================  ==========================================================
+spec                            trace
+==============================  ==========================================================
+``openb``                       openb ``default`` pod list on the ``all_node`` node list
+``openb:<variant>``             another pod list (``openb:gpushare40``, ``openb:multigpu50``)
+``openb:<variant>@<nodes>``     with another node list (``openb:default@gpu_node``)
+``synthetic``                   :func:`synthetic_trace` with its defaults and ``seed``
+``synthetic:<key=value,...>``   with arguments (``synthetic:nodes=50,pods=2000,hours=6``)
+``<path>.csv|.parquet``         the generic table schema (``docs/trace-schema.md``)
+``<path>.yaml|.yml|.json|dir``  manifests with ``bosun.io/arrival-s`` annotations
+==============================  ==========================================================
+
+Loaders: :func:`load_openb`, :func:`load_generic`, :func:`load_manifest_trace`,
+:func:`load_snapshot`, :func:`synthetic_trace`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bosun.errors import InputError, InputProblem
+from bosun.twin.trace import Trace
+from bosun.twin.traces.generic import load_generic
+from bosun.twin.traces.manifests import load_manifest_trace, load_snapshot
+from bosun.twin.traces.openb import load_openb, openb_variants
+from bosun.twin.traces.synthetic import parse_synthetic_spec, synthetic_trace
+
+__all__ = [
+    "load_generic",
+    "load_manifest_trace",
+    "load_openb",
+    "load_snapshot",
+    "load_trace",
+    "openb_variants",
+    "synthetic_trace",
+]
+
+_TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+_MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def load_trace(
+    spec: str | Path,
+    *,
+    seed: int = 0,
+    skip_bad_rows: bool = False,
+    nodes_path: str | Path | None = None,
+) -> Trace:
+    """Load the trace a spec names (module docstring for the forms).
+
+    Args:
+        spec: ``openb[:<variant>[@<nodes>]]``, ``synthetic[:<key=value,...>]`` or a path.
+        seed: the synthetic generator's seed (a ``seed=`` in the spec wins); unused by the
+            recorded traces.
+        skip_bad_rows: for table traces (openb, CSV, Parquet): skip bad rows and list them
+            in :attr:`Trace.skipped` instead of raising.
+        nodes_path: the node table of a CSV/Parquet trace (default: ``<stem>.nodes.csv``
+            beside it), or extra manifests (nodes, bound pods) for a manifest trace.
+
+    Raises:
+        InputError: an unknown spec, a missing file, or whatever the loader reports.
+        DataNotFoundError: an openb spec without the shared data.
+    """
+    text = str(spec)
+    name, _, args = text.partition(":")
+    if name == "openb" and not isinstance(spec, Path):
+        if nodes_path is not None:
+            raise _error(text, "nodes_path applies to CSV, Parquet and manifest traces only")
+        variant, _, nodes = args.partition("@")
+        return load_openb(variant or "default", nodes or "all_node", skip_bad_rows=skip_bad_rows)
+    if name == "synthetic" and not isinstance(spec, Path):
+        if nodes_path is not None:
+            raise _error(text, "nodes_path applies to CSV, Parquet and manifest traces only")
+        kwargs = {"seed": seed, **parse_synthetic_spec(args)}
+        return synthetic_trace(**kwargs)
+    path = Path(spec)
+    if not path.exists():
+        raise _error(text, "no such file (and not openb[:variant] or synthetic[:args])")
+    suffix = path.suffix.lower()
+    if suffix in _TABLE_SUFFIXES:
+        return load_generic(path, nodes_path=nodes_path, skip_bad_rows=skip_bad_rows)
+    if suffix in _MANIFEST_SUFFIXES or path.is_dir():
+        extra = [] if nodes_path is None else [Path(nodes_path)]
+        return load_manifest_trace([path, *extra])
+    raise _error(text, "unknown trace file type: expected .csv, .parquet, .yaml, .yml or .json")
+
+
+def _error(spec: str, message: str) -> InputError:
+    return InputError([InputProblem(spec, "trace", "", message)])

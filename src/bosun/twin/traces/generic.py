@@ -1,0 +1,805 @@
+"""Traces in bosun's generic table schema: CSV or Parquet (``docs/trace-schema.md``).
+
+A trace is two tables: a **pod table** (one row per pod arrival) and a **node table** (the
+nodes present at time 0). The node table is a separate file: ``nodes_path``, or by default
+``<stem>.nodes.csv`` / ``<stem>.nodes.parquet`` beside the pod table. ``nodes_path`` may
+also be a manifest file (YAML/JSON) holding Nodes and bound Pods, e.g. a cluster snapshot.
+
+Pod table columns (``?`` = optional column; an empty cell in an optional column means unset):
+
+==================  ===============================================================  ========
+column              meaning                                                          unit
+==================  ===============================================================  ========
+``name``            pod name (DNS-1123 subdomain), unique per namespace              --
+``namespace?``      namespace (DNS-1123 label), default ``default``                  --
+``arrival_s``       creation time; non-decreasing down the table                     seconds
+``departure_s?``    absolute deletion time, ``>= arrival_s``                         seconds
+``duration_s?``     run time after binding (at most one of departure/duration)       seconds
+``cpu_milli``       CPU request                                                      milli-CPU
+``memory_bytes``    memory request (or ``memory_mib``; exactly one of the two)       bytes
+``memory_mib``      memory request, rounded up to whole bytes                        MiB
+``gpu_count?``      GPUs (0..); with ``gpu_milli`` empty or 1000: whole GPUs         count
+``gpu_milli?``      thousandths of each GPU (0..1000); alone: one shared GPU         milli-GPU
+``gpu_model?``      allowed GPU models ``A|B``: required node affinity on the model  --
+``priority?``       pod priority (int32), default 0                                  --
+``qos?``            QoS class, copied to the label ``bosun.io/qos``                  --
+``labels?``         ``key=value`` pairs separated by commas (quote the cell)         --
+==================  ===============================================================  ========
+
+Node table columns: ``name``, ``cpu_milli``, ``memory_bytes`` or ``memory_mib``,
+``gpu_count?`` (default 0), ``gpu_model?`` (becomes the label :data:`GPU_MODEL_LABEL`),
+``pods?`` (max pods, default 110), ``labels?``. Every node gets
+``kubernetes.io/hostname=<name>`` unless its labels set it.
+
+Validation collects every problem before raising :class:`bosun.errors.InputError`. A row
+problem names the file, the row as ``line N`` (the physical line of a CSV file: the header
+is line 1, so data row ``i`` (0-based) is line ``i + 2``; blank lines count; a quoted field
+spanning lines would shift the count) or ``row N`` (Parquet, 1-based data row) and the
+column. Header problems (unknown, missing or duplicated columns) name ``line 1`` (CSV) or
+``header`` (Parquet). With ``skip_bad_rows=True`` rows with problems are skipped and each
+is recorded in :attr:`Trace.skipped`; header problems and unreadable files still raise.
+
+A pod larger than every node is *not* a loader problem: it is kept, and the scheduler
+reports it unschedulable.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from bosun.api.build import make_node, make_pod
+from bosun.api.manifest import load_manifests
+from bosun.api.types import (
+    GPU,
+    GPU_MILLI,
+    GPU_MILLI_PER_GPU,
+    Affinity,
+    Node,
+    NodeAffinity,
+    NodeSelectorTerm,
+    Pod,
+    Requirement,
+)
+from bosun.errors import InputError, InputProblem
+from bosun.twin.trace import GPU_MODEL_LABEL, PodArrival, Trace
+
+__all__ = [
+    "HOSTNAME_LABEL",
+    "NODE_COLUMNS",
+    "POD_COLUMNS",
+    "QOS_LABEL",
+    "load_generic",
+]
+
+#: Pod label carrying the trace's QoS class (openb ``qos``; generic ``qos`` column).
+QOS_LABEL = "bosun.io/qos"
+#: The well-known node label kubelet sets to the node's name.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+#: Pod table columns, required ones first.
+POD_COLUMNS = (
+    "name",
+    "arrival_s",
+    "cpu_milli",
+    "memory_bytes",
+    "memory_mib",
+    "namespace",
+    "departure_s",
+    "duration_s",
+    "gpu_count",
+    "gpu_milli",
+    "gpu_model",
+    "priority",
+    "qos",
+    "labels",
+)
+_POD_REQUIRED = ("name", "arrival_s", "cpu_milli")
+
+#: Node table columns.
+NODE_COLUMNS = (
+    "name",
+    "cpu_milli",
+    "memory_bytes",
+    "memory_mib",
+    "gpu_count",
+    "gpu_model",
+    "pods",
+    "labels",
+)
+_NODE_REQUIRED = ("name", "cpu_milli")
+
+_MIB = 1 << 20
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+_MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+FloatArray = npt.NDArray[np.float64]
+
+
+# --------------------------------------------------------------------------- name rules
+# kube's rules (k8s.io/apimachinery/pkg/util/validation): the messages say which one failed.
+
+
+def pod_name_error(name: str) -> str | None:
+    """Why ``name`` is not a valid object name (DNS-1123 subdomain), or None."""
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        return f"{name!r} is not a valid name (lower-case DNS-1123 subdomain, at most 253)"
+    return None
+
+
+def namespace_error(name: str) -> str | None:
+    """Why ``name`` is not a valid namespace (DNS-1123 label), or None."""
+    if len(name) > 63 or not _DNS_LABEL.match(name):
+        return f"{name!r} is not a valid namespace (lower-case DNS-1123 label, at most 63)"
+    return None
+
+
+def label_value_error(value: str) -> str | None:
+    """Why ``value`` is not a valid label value (empty, or a qualified name <= 63), or None."""
+    if value and (len(value) > 63 or not _QUALIFIED_NAME.match(value)):
+        return f"{value!r} is not a valid label value"
+    return None
+
+
+def label_key_error(key: str) -> str | None:
+    """Why ``key`` is not a valid label key (``[prefix/]name``), or None."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"{key!r} is not a valid label key (bad prefix)"
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return f"{key!r} is not a valid label key"
+    return None
+
+
+def parse_labels(text: str) -> tuple[dict[str, str], list[str]]:
+    """``"a=1,b=2"`` -> ``{"a": "1", "b": "2"}``, with a list of what is wrong (if anything)."""
+    labels: dict[str, str] = {}
+    errors: list[str] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, eq, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq:
+            errors.append(f"{item!r} is not key=value")
+            continue
+        err = label_key_error(key) or label_value_error(value)
+        if err:
+            errors.append(err)
+        elif key in labels:
+            errors.append(f"label {key!r} given twice")
+        else:
+            labels[key] = value
+    return labels, errors
+
+
+def gpu_models(spec: str) -> tuple[str, ...]:
+    """``"V100M16|V100M32|V100M32"`` -> ``("V100M16", "V100M32")``: pipe-separated, blanks and
+    repeats dropped, order kept."""
+    return tuple(dict.fromkeys(m.strip() for m in spec.split("|") if m.strip()))
+
+
+def gpu_model_affinity(models: Sequence[str]) -> NodeAffinity:
+    """Required node affinity ``GPU_MODEL_LABEL In (models)``."""
+    req = Requirement(GPU_MODEL_LABEL, "In", tuple(models))
+    return NodeAffinity(required=(NodeSelectorTerm(match_expressions=(req,)),))
+
+
+# --------------------------------------------------------------------------- tables
+
+
+@dataclass
+class Table:
+    """A pod or node table read as raw cells.
+
+    Attributes:
+        source: the file, for problems.
+        frame: the cells; CSV cells are strings (``""`` when empty); Parquet keeps its types.
+        columns: the header as written (before pandas renames duplicates).
+        parquet: True for Parquet (rows are named ``row N``), False for CSV (``line N``).
+    """
+
+    source: str
+    frame: pd.DataFrame
+    columns: list[str]
+    parquet: bool
+
+    def row_name(self, i: int) -> str:
+        """How problems name data row ``i`` (0-based)."""
+        return f"row {i + 1}" if self.parquet else f"line {i + 2}"
+
+    @property
+    def header_name(self) -> str:
+        """How problems name the header."""
+        return "header" if self.parquet else "line 1"
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+
+def read_table(path: Path) -> Table:
+    """Read a CSV (every cell as text) or Parquet file.
+
+    Raises:
+        InputError: the file cannot be read or parsed (one problem naming the file).
+    """
+    source = str(path)
+    parquet = path.suffix.lower() in (".parquet", ".pq")
+
+    def fail(message: str) -> InputError:
+        return InputError([InputProblem(source, "file", "", message)])
+
+    try:
+        if parquet:
+            frame = pd.read_parquet(path)
+            return Table(
+                source, frame.reset_index(drop=True), [str(c) for c in frame.columns], True
+            )
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            header = next(csv.reader(fh), None)
+        if header is None:
+            raise fail("empty file: no header line")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            frame = pd.read_csv(
+                path,
+                dtype=str,
+                keep_default_na=False,
+                na_filter=False,
+                skip_blank_lines=False,
+                index_col=False,
+                encoding="utf-8-sig",
+            )
+            frame.columns = pd.Index([str(c).strip() for c in frame.columns])
+    except InputError:
+        raise
+    except FileNotFoundError:
+        raise fail("no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise fail(f"cannot read file: {exc}") from None
+    except Exception as exc:  # pandas / pyarrow parser errors carry the line
+        raise fail(f"cannot parse: {exc}") from None
+    if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
+        raise fail("some rows have more fields than the header")
+    return Table(source, frame, [h.strip() for h in header], False)
+
+
+# --------------------------------------------------------------------------- checking
+
+
+@dataclass
+class RowChecker:
+    """Collects problems per data row of one table, column by column.
+
+    Checks are vectorized: :meth:`flag` takes a boolean mask over rows; the message may be
+    a function of the row index (called only for flagged rows).
+    """
+
+    table: Table
+    header_problems: list[InputProblem] = field(default_factory=list)
+    _found: list[tuple[int, int, str, str]] = field(default_factory=list)
+    _bad: npt.NDArray[np.bool_] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._bad = np.zeros(len(self.table), dtype=bool)
+
+    def flag(
+        self,
+        mask: npt.NDArray[np.bool_] | pd.Series[bool],
+        column: str,
+        message: str | Callable[[int], str],
+    ) -> None:
+        """Record a problem in ``column`` for every row where ``mask`` is True."""
+        m = np.asarray(mask, dtype=bool)
+        for i in np.flatnonzero(m).tolist():
+            text = message(i) if callable(message) else message
+            self._found.append((i, len(self._found), column, text))
+        self._bad |= m
+
+    def header(self, column: str, message: str) -> None:
+        """Record a problem with the header (not skippable)."""
+        self.header_problems.append(
+            InputProblem(self.table.source, self.table.header_name, column, message)
+        )
+
+    @property
+    def bad(self) -> npt.NDArray[np.bool_]:
+        """(rows,) True where the row has at least one problem."""
+        return self._bad
+
+    def problems(self) -> list[InputProblem]:
+        """Header problems, then row problems in row order (column order within a row)."""
+        t = self.table
+        rows = [
+            InputProblem(t.source, t.row_name(i), col, msg)
+            for i, _, col, msg in sorted(self._found)
+        ]
+        return [*self.header_problems, *rows]
+
+    def skipped(self) -> list[str]:
+        """One line per bad row: ``file: line N: col: why; col: why``."""
+        by_row: dict[int, list[str]] = {}
+        for i, _, col, msg in sorted(self._found):
+            by_row.setdefault(i, []).append(f"{col}: {msg}")
+        t = self.table
+        return [f"{t.source}: {t.row_name(i)}: {'; '.join(v)}" for i, v in by_row.items()]
+
+    def check_header(
+        self, known: Sequence[str], required: Iterable[str], one_of: Sequence[str] = ()
+    ) -> None:
+        """Unknown, duplicated and missing columns; ``one_of``: exactly one must be present."""
+        seen: set[str] = set()
+        for col in self.table.columns:
+            if col in seen:
+                self.header(col, "column given twice")
+            elif col not in known:
+                self.header(col, f"unknown column (known: {', '.join(known)})")
+            seen.add(col)
+        for col in required:
+            if col not in seen:
+                self.header(col, "required column missing")
+        if one_of:
+            present = [c for c in one_of if c in seen]
+            if not present:
+                self.header(" or ".join(one_of), "required column missing (give one)")
+            elif len(present) > 1:
+                self.header(", ".join(present), "give only one of these columns")
+
+    def has(self, column: str) -> bool:
+        """Whether the table has ``column``."""
+        return column in self.table.frame.columns
+
+    def text(self, column: str, *, required: bool = False) -> npt.NDArray[np.object_]:
+        """The column as stripped strings (``""`` when missing); flags missing if required.
+
+        A column absent from the table reads as all ``""`` (its absence is a header
+        problem when it is required).
+        """
+        n = len(self.table)
+        if not self.has(column):
+            return np.full(n, "", dtype=object)
+        s = self.table.frame[column]
+        missing = s.isna().to_numpy(dtype=bool)
+        values = np.where(missing, "", s.astype(str).str.strip().to_numpy(dtype=object))
+        if required:
+            self.flag(values == "", column, "missing value")
+        return values.astype(object)
+
+    def number(
+        self,
+        column: str,
+        *,
+        required: bool = False,
+        integer: bool = False,
+        minimum: float | None = 0.0,
+        maximum: float | None = None,
+    ) -> FloatArray:
+        """The column as float64, NaN where missing or bad; each bad cell is flagged.
+
+        Checks: missing (when ``required``), not a number, not finite, not whole (when
+        ``integer``), below ``minimum`` (default 0: no negative values), above ``maximum``.
+        """
+        n = len(self.table)
+        if not self.has(column):
+            return np.full(n, np.nan)
+        s = self.table.frame[column]
+        if pd.api.types.is_bool_dtype(s.dtype):
+            raw: pd.Series[Any] = s.astype(object)
+            self.flag(~s.isna().to_numpy(dtype=bool), column, "not a number (true/false)")
+            return np.full(n, np.nan)
+        if pd.api.types.is_numeric_dtype(s.dtype):
+            raw = s
+            values = s.to_numpy(dtype=np.float64, na_value=np.nan)
+            missing = np.isnan(values)
+            notnum = np.zeros(n, dtype=bool)
+        else:
+            raw = s.astype(str).str.strip().where(~s.isna(), "")
+            missing = (raw == "").to_numpy(dtype=bool)
+            values = pd.to_numeric(raw.where(~missing, None), errors="coerce").to_numpy(
+                dtype=np.float64, na_value=np.nan
+            )
+            notnum = ~missing & np.isnan(values)
+        ok = ~missing & ~notnum
+        if required:
+            self.flag(missing, column, "missing value")
+        cells = raw.tolist()
+        self.flag(notnum, column, lambda i: f"not a number: {cells[i]!r}")
+        with np.errstate(invalid="ignore"):
+            inf = ok & ~np.isfinite(values)
+            self.flag(inf, column, "not a finite number")
+            ok &= ~inf
+            if integer:
+                frac = ok & (values != np.floor(values))
+                self.flag(frac, column, lambda i: f"must be a whole number, got {cells[i]}")
+                ok &= ~frac
+            if minimum is not None:
+                low = ok & (values < minimum)
+                what = "negative" if minimum == 0 else f"below {minimum:g}"
+                self.flag(low, column, lambda i: f"must not be {what}, got {cells[i]}")
+                ok &= ~low
+            if maximum is not None:
+                high = ok & (values > maximum)
+                self.flag(high, column, lambda i: f"must be at most {maximum:g}, got {cells[i]}")
+                ok &= ~high
+        return np.where(ok, values, np.nan)
+
+    def names(self, column: str, rule: Callable[[str], str | None]) -> npt.NDArray[np.object_]:
+        """A required name column checked by ``rule``."""
+        values = self.text(column, required=True)
+        errors = {i: err for i, v in enumerate(values.tolist()) if v and (err := rule(v))}
+        mask = np.zeros(len(values), dtype=bool)
+        mask[list(errors)] = True
+        self.flag(mask, column, errors.__getitem__)
+        return values
+
+    def duplicates(self, keys: Sequence[str], column: str, what: str) -> None:
+        """Flag every repeat of a key (non-empty) after its first row."""
+        first: dict[str, int] = {}
+        dup: dict[int, int] = {}
+        for i, k in enumerate(keys):
+            if not k:
+                continue
+            if k in first:
+                dup[i] = first[k]
+            else:
+                first[k] = i
+        mask = np.zeros(len(keys), dtype=bool)
+        mask[list(dup)] = True
+        t = self.table
+        self.flag(mask, column, lambda i: f"duplicate {what} (first at {t.row_name(dup[i])})")
+
+    def labels(self, column: str) -> list[dict[str, str]]:
+        """A ``labels`` column parsed; bad cells flagged."""
+        out: list[dict[str, str]] = []
+        errors: dict[int, str] = {}
+        for i, cell in enumerate(self.text(column).tolist()):
+            labels, errs = parse_labels(cell) if cell else ({}, [])
+            if errs:
+                errors[i] = "; ".join(errs)
+            out.append(labels)
+        mask = np.zeros(len(out), dtype=bool)
+        mask[list(errors)] = True
+        self.flag(mask, column, errors.__getitem__)
+        return out
+
+    def gpu_specs(self, column: str) -> list[tuple[str, ...]]:
+        """A GPU model column (``A|B``) parsed; invalid model names flagged."""
+        out: list[tuple[str, ...]] = []
+        errors: dict[int, str] = {}
+        for i, cell in enumerate(self.text(column).tolist()):
+            models = gpu_models(cell) if cell else ()
+            errs = [e for m in models if (e := label_value_error(m))]
+            if errs:
+                errors[i] = "; ".join(errs)
+            out.append(models)
+        mask = np.zeros(len(out), dtype=bool)
+        mask[list(errors)] = True
+        self.flag(mask, column, errors.__getitem__)
+        return out
+
+    def non_decreasing(self, values: FloatArray, column: str) -> None:
+        """Flag rows whose value is below that of an earlier good row (vectorized).
+
+        Rows already bad do not set the bar, so after skipping the flagged rows the rest
+        is sorted.
+        """
+        usable = ~self._bad & ~np.isnan(values)
+        bar = np.where(usable, values, -np.inf)
+        prev = np.concatenate([[-np.inf], np.maximum.accumulate(bar)[:-1]]) if len(bar) else bar
+        late = usable & (values < prev)
+        self.flag(
+            late,
+            column,
+            lambda i: f"out of order: {values[i]:g} is before an earlier row's {prev[i]:g}",
+        )
+
+    def finish(self, skip_bad_rows: bool) -> tuple[npt.NDArray[np.bool_], list[str]]:
+        """Raise on header problems, and on row problems unless ``skip_bad_rows``.
+
+        Returns:
+            The rows to keep (mask) and the skipped-row descriptions.
+        """
+        if self.header_problems or (self._found and not skip_bad_rows):
+            raise InputError(self.problems())
+        return ~self._bad, self.skipped()
+
+
+def memory_bytes(chk: RowChecker) -> FloatArray:
+    """``memory_bytes`` or ``memory_mib`` (x 2**20, rounded up), whichever the table has."""
+    if chk.has("memory_bytes"):
+        return chk.number("memory_bytes", required=True, integer=True)
+    mib = chk.number("memory_mib", required=True)
+    return np.ceil(mib * _MIB)
+
+
+# --------------------------------------------------------------------------- pods
+
+
+class PodFactory:
+    """Builds pods through :func:`bosun.api.build.make_pod`, once per distinct request.
+
+    Identical ``(cpu, memory, gpus, gpu_milli)`` requests share a template pod; each pod is
+    the template with its own name, labels and affinity, so the request math is the
+    builder's, done once per shape. Pods of one shape share their (read-only) ``requests``
+    and ``containers`` objects.
+    """
+
+    def __init__(self) -> None:
+        self._templates: dict[tuple[int, int, int, int], dict[str, Any]] = {}
+        self._affinity: dict[tuple[str, ...], Affinity] = {}
+
+    def pod(
+        self,
+        name: str,
+        *,
+        namespace: str = "default",
+        milli_cpu: int,
+        memory: int,
+        gpus: int = 0,
+        gpu_milli: int = 0,
+        models: tuple[str, ...] = (),
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+        priority: int = 0,
+    ) -> Pod:
+        """One pod.
+
+        Args:
+            milli_cpu: CPU request, milli-CPU. memory: bytes.
+            gpus: ``nvidia.com/gpu`` (0 = not set); gpu_milli: ``alibabacloud.com/gpu-milli``
+                (0 = not set). The share rule is :func:`bosun.api.build.finalize_pod`'s.
+            models: allowed GPU models (required node affinity), () for any.
+        """
+        key = (milli_cpu, memory, gpus, gpu_milli)
+        template = self._templates.get(key)
+        if template is None:
+            extra: dict[str, str | int] = {}
+            if gpus:
+                extra[GPU] = gpus
+            if gpu_milli:
+                extra[GPU_MILLI] = gpu_milli
+            pod = make_pod("template", cpu=f"{milli_cpu}m", memory=memory, extra=extra)
+            template = {f.name: getattr(pod, f.name) for f in dataclass_fields(Pod)}
+            self._templates[key] = template
+        fields: dict[str, Any] = {
+            **template,
+            "name": name,
+            "namespace": namespace,
+            "uid": f"{namespace}/{name}",
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
+            "priority": priority,
+        }
+        if models:
+            fields["affinity"] = self.affinity(models)
+        return Pod(**fields)
+
+    def affinity(self, models: tuple[str, ...]) -> Affinity:
+        """The (shared) :class:`Affinity` requiring one of ``models``."""
+        aff = self._affinity.get(models)
+        if aff is None:
+            aff = self._affinity[models] = Affinity(node_affinity=gpu_model_affinity(models))
+        return aff
+
+
+def _opt(values: FloatArray, i: int) -> float | None:
+    v = float(values[i])
+    return None if math.isnan(v) else v
+
+
+def _pod_table(table: Table, skip_bad_rows: bool) -> tuple[list[PodArrival], list[str]]:
+    chk = RowChecker(table)
+    chk.check_header(POD_COLUMNS, _POD_REQUIRED, one_of=("memory_bytes", "memory_mib"))
+    names = chk.names("name", pod_name_error)
+    if chk.has("namespace"):
+        ns = chk.text("namespace")
+        ns = np.where(ns == "", "default", ns).astype(object)
+        errs = {i: e for i, v in enumerate(ns.tolist()) if (e := namespace_error(v))}
+        mask = np.zeros(len(ns), dtype=bool)
+        mask[list(errs)] = True
+        chk.flag(mask, "namespace", errs.__getitem__)
+    else:
+        ns = np.full(len(table), "default", dtype=object)
+    arrival = chk.number("arrival_s", required=True)
+    departure = chk.number("departure_s")
+    duration = chk.number("duration_s")
+    cpu = chk.number("cpu_milli", required=True, integer=True)
+    mem = memory_bytes(chk)
+    gpus = chk.number("gpu_count", integer=True)
+    milli = chk.number("gpu_milli", integer=True, maximum=GPU_MILLI_PER_GPU)
+    priority = chk.number("priority", integer=True, minimum=_INT32_MIN, maximum=_INT32_MAX)
+    qos = chk.text("qos")
+    qos_errs = {i: e for i, v in enumerate(qos.tolist()) if v and (e := label_value_error(v))}
+    qmask = np.zeros(len(qos), dtype=bool)
+    qmask[list(qos_errs)] = True
+    chk.flag(qmask, "qos", qos_errs.__getitem__)
+    labels = chk.labels("labels")
+    models = chk.gpu_specs("gpu_model")
+
+    with np.errstate(invalid="ignore"):
+        chk.flag(
+            ~np.isnan(departure) & ~np.isnan(duration),
+            "duration_s",
+            "departure_s and duration_s are both set; give one",
+        )
+        early = departure < arrival
+        chk.flag(
+            early,
+            "departure_s",
+            lambda i: f"departure {departure[i]:g} is before arrival {arrival[i]:g}",
+        )
+        chk.flag(
+            (gpus == 0) & (milli > 0),
+            "gpu_milli",
+            "gpu_milli set but gpu_count is 0 (leave gpu_count empty for one shared GPU)",
+        )
+    keys = [f"{n}/{s}" if n else "" for n, s in zip(ns.tolist(), names.tolist(), strict=True)]
+    chk.duplicates(keys, "name", "pod")
+    chk.non_decreasing(arrival, "arrival_s")
+    keep, skipped = chk.finish(skip_bad_rows)
+
+    factory = PodFactory()
+    arrivals: list[PodArrival] = []
+    gpus_i = np.nan_to_num(gpus).astype(np.int64).tolist()
+    milli_i = np.nan_to_num(milli).astype(np.int64).tolist()
+    prio_i = np.nan_to_num(priority).astype(np.int64).tolist()
+    cpu_i = np.nan_to_num(cpu).astype(np.int64).tolist()
+    mem_i = np.nan_to_num(mem).astype(np.int64).tolist()
+    qos_l = qos.tolist()
+    for i in np.flatnonzero(keep).tolist():
+        pod_labels = labels[i]
+        if qos_l[i]:
+            pod_labels = {**pod_labels, QOS_LABEL: qos_l[i]}
+        pod = factory.pod(
+            names[i],
+            namespace=ns[i],
+            milli_cpu=cpu_i[i],
+            memory=mem_i[i],
+            gpus=gpus_i[i],
+            gpu_milli=milli_i[i],
+            models=models[i],
+            labels=pod_labels,
+            priority=prio_i[i],
+        )
+        arrivals.append(PodArrival(pod, float(arrival[i]), _opt(departure, i), _opt(duration, i)))
+    return arrivals, skipped
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+def node_labels(name: str, labels: Mapping[str, str], model: str) -> dict[str, str]:
+    """``kubernetes.io/hostname`` (unless set), the given labels, and the GPU model label."""
+    out = {HOSTNAME_LABEL: name, **labels}
+    if model:
+        out[GPU_MODEL_LABEL] = model
+    return out
+
+
+def _node_table(table: Table, skip_bad_rows: bool) -> tuple[list[Node], list[str]]:
+    chk = RowChecker(table)
+    chk.check_header(NODE_COLUMNS, _NODE_REQUIRED, one_of=("memory_bytes", "memory_mib"))
+    names = chk.names("name", pod_name_error)
+    cpu = chk.number("cpu_milli", required=True, integer=True)
+    mem = memory_bytes(chk)
+    gpus = chk.number("gpu_count", integer=True)
+    max_pods = chk.number("pods", integer=True)
+    model = chk.text("gpu_model")
+    errs = {i: e for i, v in enumerate(model.tolist()) if v and (e := label_value_error(v))}
+    mask = np.zeros(len(model), dtype=bool)
+    mask[list(errs)] = True
+    chk.flag(mask, "gpu_model", errs.__getitem__)
+    labels = chk.labels("labels")
+    chk.duplicates(names.tolist(), "name", "node")
+    keep, skipped = chk.finish(skip_bad_rows)
+    nodes: list[Node] = []
+    for i in np.flatnonzero(keep).tolist():
+        g = 0 if math.isnan(gpus[i]) else int(gpus[i])
+        nodes.append(
+            make_node(
+                names[i],
+                cpu=f"{int(cpu[i])}m",
+                memory=int(mem[i]),
+                pods=110 if math.isnan(max_pods[i]) else int(max_pods[i]),
+                extra={GPU: g} if g else None,
+                labels=node_labels(names[i], labels[i], model[i] if g else ""),
+            )
+        )
+    return nodes, skipped
+
+
+def default_nodes_path(path: Path) -> Path | None:
+    """``<stem>.nodes.csv`` or ``<stem>.nodes.parquet`` beside ``path``, if one exists."""
+    for suffix in (".csv", ".parquet"):
+        candidate = path.with_name(f"{path.stem}.nodes{suffix}")
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def load_generic(
+    path: str | Path, *, nodes_path: str | Path | None = None, skip_bad_rows: bool = False
+) -> Trace:
+    """Read a trace in the generic schema (module docstring; ``docs/trace-schema.md``).
+
+    Args:
+        path: the pod table, ``.csv`` or ``.parquet``.
+        nodes_path: the node table (``.csv``/``.parquet``), or manifests (``.yaml``/
+            ``.yml``/``.json``: Nodes, and bound Pods which go to :attr:`Trace.bound`).
+            Default: ``<stem>.nodes.csv`` or ``<stem>.nodes.parquet`` beside ``path``.
+        skip_bad_rows: skip rows with problems (recorded in :attr:`Trace.skipped`)
+            instead of raising.
+
+    Returns:
+        A timed trace; arrivals in table order (which validation requires to be sorted).
+
+    Raises:
+        InputError: every problem found in both tables (file, ``line N``/``row N``,
+            column), or an unreadable file; header problems even with ``skip_bad_rows``.
+    """
+    path = Path(path)
+    if nodes_path is None:
+        nodes_path = default_nodes_path(path)
+        if nodes_path is None:
+            raise InputError(
+                [
+                    InputProblem(
+                        str(path),
+                        "file",
+                        "",
+                        f"no node table: pass a nodes path, or put {path.stem}.nodes.csv beside it",
+                    )
+                ]
+            )
+    nodes_path = Path(nodes_path)
+    problems: list[InputProblem] = []
+    arrivals: list[PodArrival] = []
+    skipped: list[str] = []
+    try:
+        arrivals, skipped = _pod_table(read_table(path), skip_bad_rows)
+    except InputError as exc:
+        problems += exc.problems
+    nodes: list[Node] = []
+    bound: list[Pod] = []
+    try:
+        if nodes_path.suffix.lower() in _MANIFEST_SUFFIXES or nodes_path.is_dir():
+            objs = load_manifests([nodes_path])
+            nodes = list(objs.nodes)
+            bound = [p for p in objs.pods if p.node_name]
+            problems += [
+                InputProblem(
+                    str(nodes_path),
+                    f"Pod {p.key}",
+                    "spec.nodeName",
+                    "a pending pod in the node file: put it in the pod table",
+                )
+                for p in objs.pods
+                if not p.node_name
+            ]
+        else:
+            nodes, node_skipped = _node_table(read_table(nodes_path), skip_bad_rows)
+            skipped += node_skipped
+        if not nodes:
+            problems.append(InputProblem(str(nodes_path), "file", "", "no nodes"))
+    except InputError as exc:
+        problems += exc.problems
+    if problems:
+        raise InputError(problems)
+    arrivals.sort(key=lambda a: a.arrival_s)
+    return Trace(name=path.name, nodes=nodes, arrivals=arrivals, bound=bound, skipped=skipped)
