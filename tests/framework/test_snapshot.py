@@ -139,3 +139,8 @@ def test_pod_with_resource_no_node_has_adds_a_column() -> None:
     assert snap.requested[0, col] == 2 and snap.allocatable[0, col] == 0
     snap.remove_pod("default/p")
     assert snap.requested[0, col] == 0
+
+
+def test_duplicate_node_names_in_one_batch_are_rejected() -> None:
+    with pytest.raises(SnapshotError):
+        Snapshot([make_node("a"), make_node("a")])

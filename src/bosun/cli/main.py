@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from bosun.cli.schedule import schedule
+from bosun.cli.simulate import simulate
 
 app = typer.Typer(
     name="bosun",
@@ -14,6 +15,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command(name="schedule")(schedule)
+app.command(name="simulate")(simulate)
 
 
 @app.callback()

@@ -13,10 +13,10 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
 from bosun.api.manifest import load_manifests
 from bosun.api.types import ClusterObjects
+from bosun.cli.common import fail
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.config import (
     SchedulerConfiguration,
@@ -28,8 +28,6 @@ from bosun.framework.scheduler import Scheduler, SchedulingResult
 from bosun.framework.snapshot import Snapshot, SnapshotError
 from bosun.plugins.registry import in_tree_registry, registry_points
 
-EXIT_BAD_INPUT = 2
-
 
 class OutputFormat(StrEnum):
     """``-o`` formats."""
@@ -37,12 +35,6 @@ class OutputFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
     YAML = "yaml"
-
-
-def _fail(message: str) -> typer.Exit:
-    console = Console(stderr=True, soft_wrap=True, highlight=False)
-    console.print(Text("error: ", style="bold red") + Text(message))
-    return typer.Exit(EXIT_BAD_INPUT)
 
 
 def load_cluster(
@@ -212,7 +204,7 @@ def schedule(
         pending = [p for p in objects.pods if not p.node_name]
         results = list(scheduler.run(pending).values())
     except BosunError as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     ignored = [p.key for p in pending if p.scheduler_name not in scheduler.profiles]
     attempted = {r.pod.key for r in results}
     gated = [

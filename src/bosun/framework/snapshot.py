@@ -329,9 +329,11 @@ class Snapshot:
         return col
 
     def _add_nodes(self, nodes: Sequence[Node]) -> None:
+        batch: set[str] = set()
         for node in nodes:
-            if node.name in self.node_index:
+            if node.name in self.node_index or node.name in batch:
                 raise SnapshotError(f"node {node.name!r} is already in the snapshot")
+            batch.add(node.name)
             if node.gpu_count > MAX_GPUS_PER_NODE:
                 raise SnapshotError(
                     f"node {node.name!r}: {node.gpu_count} GPUs, bosun tracks at most "

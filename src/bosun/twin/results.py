@@ -10,6 +10,7 @@ Units: times in simulated seconds (``*_s``), wall-clock decision times in millis
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,11 @@ POD_COLUMNS = (
 OUTCOMES = ("Completed", "Deleted", "Running", "Pending", "Preempted", "Evicted")
 
 
+def _json_number(value: float) -> float | None:
+    """NaN and infinities have no JSON form: they become ``null``."""
+    return value if isinstance(value, int) or math.isfinite(value) else None
+
+
 @dataclass
 class SimulationResult:
     """One replay of one trace under one configuration.
@@ -73,15 +79,20 @@ class SimulationResult:
         """Write ``summary.json``, ``timeseries.csv`` and ``pods.csv`` into ``out_dir``.
 
         Files are written to temporary names and renamed at the end, so an interrupted
-        write never leaves a partial file under the final name.
+        write never leaves a partial file under the final name. Summary values that are
+        not finite (a wait percentile when no pod was bound) are written as ``null``.
 
         Returns:
             The paths written.
         """
         out_dir.mkdir(parents=True, exist_ok=True)
+        summary = {k: _json_number(v) for k, v in self.summary.items()}
         targets = {
             out_dir / "summary.json": json.dumps(
-                {"name": self.name, "meta": self.meta, "summary": self.summary}, indent=2
+                {"name": self.name, "meta": self.meta, "summary": summary},
+                indent=2,
+                allow_nan=False,
+                default=str,
             ),
             out_dir / "timeseries.csv": self.timeseries.to_csv(index=False),
             out_dir / "pods.csv": self.pods.to_csv(index=False),

@@ -1,0 +1,18 @@
+"""What every ``bosun`` command shares: how bad input is reported and the exit code."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+#: Exit code for bad input (manifests, configuration, traces, options).
+EXIT_BAD_INPUT = 2
+
+
+def fail(message: str) -> typer.Exit:
+    """Print ``error: <message>`` on stderr, unwrapped and without markup, and return the
+    ``typer.Exit`` to raise (exit code :data:`EXIT_BAD_INPUT`)."""
+    console = Console(stderr=True, soft_wrap=True, highlight=False)
+    console.print(Text("error: ", style="bold red") + Text(message))
+    return typer.Exit(EXIT_BAD_INPUT)

@@ -1,0 +1,809 @@
+"""The digital twin's discrete-event engine: a trace replayed through bosun's scheduling core.
+
+The core is simpy's (``simpy/core.py``): a heap of ``(time_s, priority, sequence, event)``.
+Popping it gives events in time order; at one time, in priority order; at one time and
+priority, in the order they were scheduled (``sequence``). Nothing else decides the order,
+and the scheduler's RNG is seeded, so a run is a pure function of (trace, configuration,
+seed) -- except the wall-clock decision times, which are measurements. Scheduling an event
+before the current time raises :class:`SimulationError`; scheduling one *at* the current
+time is allowed, also with a smaller priority than the event being processed (it is then
+the next one processed: e.g. a pod whose ``departure_s`` equals its ``arrival_s`` is
+deleted right after it arrives, before the scheduling pass).
+
+Event order at equal times (:class:`Priority`), and why:
+
+1. **node ADD / RETURN**: capacity that appears at ``t`` is there for everything at ``t``;
+2. **pod completions and deletions**: capacity freed at ``t`` is free for pods that arrive
+   or wait at ``t``. A pod waiting for room binds at exactly the completion time;
+3. **node DRAIN / FAIL**: after (1) and (2), so pods evicted at ``t`` are requeued into a
+   cluster that already has ``t``'s new and freed capacity, and a pod that ends at ``t`` on
+   a node that fails at ``t`` counts as completed, not evicted;
+4. **pod arrivals**: a pod created at ``t`` sees every node and capacity change of ``t``;
+5. **one scheduling pass**: flush the backoff queue and the 5-minute unschedulable leftovers
+   that are due, then ``schedule_one()`` until activeQ is empty, so every pod of ``t`` is
+   considered against the final cluster of ``t``, in the queue's order (priority, then
+   arrival), exactly as kube-scheduler would pop them;
+6. **the metrics sample**: the state after everything that happened at ``t``.
+
+Scheduling takes no simulated time by default: a pass at ``t`` binds pods at ``t``. With
+``decision_latency_s = L > 0`` the scheduler is busy for ``L`` per attempt: the pass makes
+one attempt, the capacity is taken at once (kube's *assume*), the pod is bound at ``t + L``
+(its ``duration_s`` counts from there) and the next attempt is made at ``t + L``.
+
+Between passes the scheduler sleeps until ``queue.next_event_time()`` (the first backoff
+expiry or 5-minute leftover deadline): a wake-up is a scheduling pass at that time.
+
+Pod lifecycle (one record per *incarnation*, i.e. per row of the pod table):
+
+* arrival: :meth:`Scheduler.add_pod`; with ``departure_s``, a deletion is scheduled then;
+* bind: the pod runs; with ``duration_s``, its completion is scheduled at bind + duration;
+* completion, or deletion of a running pod: :meth:`Scheduler.delete_pod` frees the node and
+  raises ``PodDelete`` in the queue; outcome ``Completed``;
+* deletion of a pending pod: it leaves the queue; outcome ``Deleted``;
+* preemption victim (removed by the core): outcome ``Preempted``, its completion cancelled;
+  it is not requeued (a victim's controller is not modelled);
+* node DRAIN (cordon, ``NodeUpdate``) or FAIL (node removed, ``NodeDelete``): each pod on
+  it is deleted (``PodDelete``), its incarnation ends ``Evicted``, and it is requeued as a
+  fresh pending pod (a new incarnation, same pod key, arrival = the eviction time; its
+  ``departure_s`` still applies, its ``duration_s`` starts again at its next bind);
+* RETURN: a drained node is un-cordoned (``NodeUpdate``), a failed one re-created empty
+  (``NodeAdd``); ADD adds a node (``NodeAdd``).
+
+The run ends at ``until_s`` when given. By default it ends when the trace is exhausted:
+every arrival, departure, completion and node event has been processed and no pod is in
+backoff, so only the 5-minute leftover flush could still wake the scheduler (as
+:meth:`Scheduler.run` stops when only the unschedulable pool is left). Pods still pending
+then are reported with their last FailedScheduling message.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+from bosun.api.types import Node, Pod
+from bosun.errors import BosunError, InputError, InputProblem
+from bosun.framework.config import SchedulerConfiguration
+from bosun.framework.interface import Code
+from bosun.framework.queue import ACTIVE, ManualClock
+from bosun.framework.runtime import Registry
+from bosun.framework.scheduler import Scheduler, SchedulingResult
+from bosun.framework.snapshot import Snapshot, SnapshotError
+from bosun.twin.fragmentation import TaskClasses, with_task_classes
+from bosun.twin.metrics import Counters, MetricsRecorder, PodRecord, pod_table, summarize
+from bosun.twin.results import SimulationResult
+from bosun.twin.trace import NodeEvent, NodeEventKind, PodArrival, Trace
+
+ProgressCallback = Callable[[float, float], None]
+"""``progress(sim_time_s, end_time_s)``, called now and then during :meth:`Simulator.run`."""
+
+#: By default GPU fragmentation is recomputed at most once per ``horizon / this`` simulated
+#: seconds (see :class:`Simulator`): on openb's 149-day trace, about once per 54 minutes.
+FRAGMENTATION_POINTS = 4000
+
+#: Wall seconds between two progress callbacks.
+PROGRESS_EVERY_WALL_S = 0.1
+
+
+class SimulationError(BosunError):
+    """The simulation cannot go on: an event in the past, or a run asked for twice."""
+
+
+class Priority(IntEnum):
+    """Order of events at equal times (smaller first); see the module docstring."""
+
+    NODE_UP = 0  # node ADD / RETURN
+    POD_END = 1  # pod completion / deletion
+    NODE_DOWN = 2  # node DRAIN / FAIL
+    ARRIVAL = 3  # pod arrival
+    SCHEDULE = 4  # one scheduling pass (also a queue wake-up)
+    SAMPLE = 5  # the metrics sample
+
+
+class EventKind(IntEnum):
+    """What an :class:`Event` does."""
+
+    NODE_UP = 0
+    COMPLETION = 1
+    DELETION = 2
+    NODE_DOWN = 3
+    ARRIVAL = 4
+    SCHEDULE = 5
+    SAMPLE = 6
+
+
+PRIORITY: dict[EventKind, Priority] = {
+    EventKind.NODE_UP: Priority.NODE_UP,
+    EventKind.COMPLETION: Priority.POD_END,
+    EventKind.DELETION: Priority.POD_END,
+    EventKind.NODE_DOWN: Priority.NODE_DOWN,
+    EventKind.ARRIVAL: Priority.ARRIVAL,
+    EventKind.SCHEDULE: Priority.SCHEDULE,
+    EventKind.SAMPLE: Priority.SAMPLE,
+}
+
+#: Events that come from the trace (or from a bind: completions). The default end of a
+#: run is when none of these is left.
+DRIVING = frozenset(
+    {
+        EventKind.NODE_UP,
+        EventKind.COMPLETION,
+        EventKind.DELETION,
+        EventKind.NODE_DOWN,
+        EventKind.ARRIVAL,
+    }
+)
+
+
+@dataclass(slots=True, eq=False)
+class Event:
+    """One thing that happens at one time.
+
+    Attributes:
+        kind: what it does; its :data:`PRIORITY` orders it among events at equal times.
+        payload: a :class:`PodArrival` (ARRIVAL), the pod key (DELETION), the pod's
+            :class:`PodRecord` (COMPLETION), a :class:`NodeEvent` (NODE_UP/DOWN) or None.
+        cancelled: a cancelled event is popped and ignored (lazy deletion).
+    """
+
+    kind: EventKind
+    payload: Any = None
+    cancelled: bool = False
+
+
+class EventHeap:
+    """The simulation core: a heap of ``(time_s, priority, sequence, event)``.
+
+    ``sequence`` increases with every :meth:`schedule`, so events at equal time and
+    priority pop first-scheduled first, and the event objects are never compared.
+    """
+
+    __slots__ = ("_heap", "_seq", "now")
+
+    def __init__(self, start_s: float = 0.0) -> None:
+        self._heap: list[tuple[float, int, int, Event]] = []
+        self._seq = 0
+        #: the time of the last popped event, seconds
+        self.now = float(start_s)
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def schedule(self, time_s: float, event: Event) -> None:
+        """Add ``event`` at ``time_s`` (seconds, >= :attr:`now`).
+
+        Raises:
+            SimulationError: ``time_s`` is before :attr:`now` or not a finite number.
+        """
+        if not math.isfinite(time_s):
+            raise SimulationError(f"cannot schedule {event.kind.name} at time {time_s}")
+        if time_s < self.now:
+            raise SimulationError(
+                f"cannot schedule {event.kind.name} at {time_s} s: the simulation is at "
+                f"{self.now} s (an event in the past)"
+            )
+        self._seq += 1
+        heapq.heappush(self._heap, (float(time_s), PRIORITY[event.kind], self._seq, event))
+
+    def peek(self) -> tuple[float, Event] | None:
+        """The next ``(time_s, event)`` without removing it; None when empty."""
+        if not self._heap:
+            return None
+        head = self._heap[0]
+        return head[0], head[3]
+
+    def pop(self) -> tuple[float, Event]:
+        """Remove the next event and move :attr:`now` to its time.
+
+        Raises:
+            IndexError: the heap is empty.
+        """
+        time_s, _, _, event = heapq.heappop(self._heap)
+        self.now = time_s
+        return time_s, event
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _event_order(ev: NodeEvent) -> int:
+    return 0 if ev.kind in (NodeEventKind.ADD, NodeEventKind.RETURN) else 1
+
+
+def validate_trace(trace: Trace) -> list[InputProblem]:
+    """Every problem that would stop ``trace`` from being replayed, in trace order.
+
+    Checks: the trace is timed; arrival, departure and node-event times are finite and
+    >= 0; a departure is not before its arrival; durations are >= 0 and not given with a
+    departure; arrivals are pending pods (no ``node_name``); node names are unique, and so
+    are pod keys over arrivals and bound pods; node events make sense in time order (ADD
+    carries a new node, DRAIN and FAIL name a present node, RETURN a present node or one
+    that failed or was given).
+    """
+    src = trace.name
+    problems: list[InputProblem] = []
+    if not trace.timed:
+        problems.append(
+            InputProblem(
+                src,
+                "trace",
+                "timed",
+                "this trace has no time columns: it is for placement experiments "
+                "(packing a fixed pod list), not for a time replay with `bosun simulate`",
+            )
+        )
+        return problems
+    names: set[str] = set()
+    for node in trace.nodes:
+        if node.name in names:
+            problems.append(InputProblem(src, f"Node {node.name}", "name", "duplicate node"))
+        names.add(node.name)
+    seen: dict[str, str] = {}
+    for pod in trace.bound:
+        if pod.key in seen:
+            problems.append(InputProblem(src, f"Pod {pod.key}", "", "duplicate pod"))
+        seen[pod.key] = "bound"
+        if not pod.node_name:
+            problems.append(
+                InputProblem(src, f"Pod {pod.key}", "spec.nodeName", "a bound pod needs a node")
+            )
+    for i, arr in enumerate(trace.arrivals):
+        obj = f"Pod {arr.pod.key} (arrival {i})"
+        if arr.pod.key in seen:
+            problems.append(InputProblem(src, obj, "", f"duplicate pod (also {seen[arr.pod.key]})"))
+        seen[arr.pod.key] = f"arrival {i}"
+        if arr.pod.node_name:
+            problems.append(
+                InputProblem(
+                    src,
+                    obj,
+                    "spec.nodeName",
+                    "an arrival must be a pending pod; put bound pods in Trace.bound",
+                )
+            )
+        if not (math.isfinite(arr.arrival_s) and arr.arrival_s >= 0):
+            problems.append(InputProblem(src, obj, "arrival_s", f"bad time {arr.arrival_s}"))
+        if arr.departure_s is not None and arr.duration_s is not None:
+            problems.append(
+                InputProblem(src, obj, "departure_s", "give departure_s or duration_s, not both")
+            )
+        if arr.departure_s is not None and not (
+            math.isfinite(arr.departure_s) and arr.departure_s >= arr.arrival_s
+        ):
+            problems.append(
+                InputProblem(
+                    src,
+                    obj,
+                    "departure_s",
+                    f"departure {arr.departure_s} s is before arrival {arr.arrival_s} s",
+                )
+            )
+        if arr.duration_s is not None and not (
+            math.isfinite(arr.duration_s) and arr.duration_s >= 0
+        ):
+            problems.append(InputProblem(src, obj, "duration_s", f"bad duration {arr.duration_s}"))
+    problems.extend(_validate_node_events(trace))
+    return problems
+
+
+def _validate_node_events(trace: Trace) -> list[InputProblem]:
+    src = trace.name
+    problems: list[InputProblem] = []
+    present = {n.name for n in trace.nodes}
+    known = set(present)
+    order = sorted(
+        range(len(trace.node_events)),
+        key=lambda i: (trace.node_events[i].time_s, _event_order(trace.node_events[i]), i),
+    )
+    for i in order:
+        ev = trace.node_events[i]
+        obj = f"node event {i} ({ev.kind.value} {ev.node_name} at {ev.time_s} s)"
+        if not (math.isfinite(ev.time_s) and ev.time_s >= 0):
+            problems.append(InputProblem(src, obj, "time_s", f"bad time {ev.time_s}"))
+        if ev.node is not None and ev.node.name != ev.node_name:
+            problems.append(
+                InputProblem(src, obj, "node", f"carries node {ev.node.name!r}, not the named one")
+            )
+        if ev.kind == NodeEventKind.ADD:
+            if ev.node is None:
+                problems.append(InputProblem(src, obj, "node", "ADD needs the node"))
+            elif ev.node_name in present:
+                problems.append(InputProblem(src, obj, "node_name", "already in the cluster"))
+            present.add(ev.node_name)
+            known.add(ev.node_name)
+        elif ev.kind in (NodeEventKind.DRAIN, NodeEventKind.FAIL):
+            if ev.node_name not in present:
+                problems.append(InputProblem(src, obj, "node_name", "not in the cluster then"))
+            if ev.kind == NodeEventKind.FAIL:
+                present.discard(ev.node_name)
+        elif ev.kind == NodeEventKind.RETURN:
+            if ev.node_name not in present and ev.node is None and ev.node_name not in known:
+                problems.append(
+                    InputProblem(src, obj, "node", "RETURN of a node never seen needs the node")
+                )
+            present.add(ev.node_name)
+            known.add(ev.node_name)
+    return problems
+
+
+# ------------------------------------------------------------------------------ simulator
+
+PENDING = "Pending"
+RUNNING = "Running"
+
+
+class Simulator:
+    """Replays a :class:`Trace` through one :class:`Scheduler` on simulated time.
+
+    Args:
+        trace: the workload; ``timed=False`` traces are rejected.
+        config: the scheduler configuration. The FGD plugin's task classes are filled from
+            the trace's arrivals (:func:`bosun.twin.fragmentation.with_task_classes`).
+        seed: seeds the scheduler's RNG (score ties, preemption offsets).
+        registry: plugin name -> class (default: every in-tree plugin).
+        sample_every_s: take the metrics sample every this many simulated seconds (at
+            ``0, s, 2s, ...``) instead of after every time step that had events.
+        progress: ``progress(sim_time_s, end_time_s)``, called every
+            :data:`PROGRESS_EVERY_WALL_S` wall seconds and at the end; ``end_time_s`` is the
+            ``until_s`` of the run or, by default, the last trace event's time.
+        decision_latency_s: simulated seconds each scheduling attempt takes (default 0).
+        fragmentation_every_s: recompute GPU fragmentation at most once per this many
+            simulated seconds, carrying the last value forward in between (the final sample
+            is always exact); 0: at every sample. None (default): the trace's span
+            (:attr:`horizon_s`) over :data:`FRAGMENTATION_POINTS`, so a run makes at most
+            about that many computations whatever its length, and a short trace is
+            sampled exactly.
+
+    Attributes:
+        snapshot, scheduler, clock: the cluster state, the scheduling core and its clock,
+            for inspection after :meth:`run`.
+        task_classes: the FGD task classes of the trace's arrivals (of its bound pods when
+            it has no arrival; None when it has no pod at all).
+
+    Raises:
+        InputError: every problem in the trace (:func:`validate_trace`), its bound pods
+            (unknown node, no room) and the configuration's plugins, all at once.
+        ValueError: a non-positive ``sample_every_s`` or negative ``decision_latency_s``.
+    """
+
+    def __init__(
+        self,
+        trace: Trace,
+        config: SchedulerConfiguration,
+        *,
+        seed: int = 0,
+        registry: Registry | None = None,
+        sample_every_s: float | None = None,
+        progress: ProgressCallback | None = None,
+        decision_latency_s: float = 0.0,
+        fragmentation_every_s: float | None = None,
+    ) -> None:
+        if sample_every_s is not None and not (
+            sample_every_s > 0 and math.isfinite(sample_every_s)
+        ):
+            raise ValueError(f"sample_every_s must be a positive number, got {sample_every_s}")
+        if not (decision_latency_s >= 0 and math.isfinite(decision_latency_s)):
+            raise ValueError(f"decision_latency_s must be >= 0, got {decision_latency_s}")
+        if fragmentation_every_s is not None and not fragmentation_every_s >= 0:
+            raise ValueError(f"fragmentation_every_s must be >= 0, got {fragmentation_every_s}")
+        problems = validate_trace(trace)
+        if not trace.timed:
+            raise InputError(problems)
+        self.trace = trace
+        self.seed = seed
+        self.sample_every_s = sample_every_s
+        self.decision_latency_s = float(decision_latency_s)
+        self._progress = progress
+        workload = [a.pod for a in trace.arrivals] or list(trace.bound)
+        self.task_classes = TaskClasses.from_pods(workload) if workload else None
+        self.config = (
+            with_task_classes(config, self.task_classes)
+            if self.task_classes is not None
+            else config
+        )
+        try:
+            self.snapshot = Snapshot(trace.nodes)
+        except SnapshotError as e:  # e.g. two nodes with one name
+            problems.append(InputProblem(trace.name, "nodes", "name", str(e)))
+            raise InputError(problems) from None
+        for pod in trace.bound:
+            try:
+                self.snapshot.add_pod(pod, pod.node_name)
+            except SnapshotError as e:
+                problems.append(InputProblem(trace.name, f"Pod {pod.key}", "spec.nodeName", str(e)))
+        self.clock = ManualClock()
+        try:
+            self.scheduler = Scheduler(
+                self.config, self.snapshot, registry=registry, seed=seed, clock=self.clock
+            )
+        except InputError as e:
+            problems.extend(e.problems)
+        if problems:
+            raise InputError(problems)
+        #: the last trace event's time (progress bar end when ``until_s`` is not given)
+        self.horizon_s = max(
+            [
+                0.0,
+                *(a.arrival_s for a in trace.arrivals),
+                *(a.departure_s for a in trace.arrivals if a.departure_s is not None),
+                *(e.time_s for e in trace.node_events),
+            ]
+        )
+        if fragmentation_every_s is None:
+            fragmentation_every_s = self.horizon_s / FRAGMENTATION_POINTS
+        self.metrics = MetricsRecorder(
+            self.snapshot, self.task_classes, fragmentation_every_s=fragmentation_every_s
+        )
+        self._heap = EventHeap()
+        self._records: list[PodRecord] = []
+        self._current: dict[str, PodRecord] = {}
+        self._failed_nodes: dict[str, Node] = {}
+        self._decisions_ms: list[float] = []
+        self._scheduled = 0
+        self._failed = 0
+        self._preempted = 0
+        self._pending = 0
+        self._driving = 0
+        self._pass_times: set[float] = set()
+        self._sample_at: float | None = None
+        self._busy_until = 0.0
+        self._ran = False
+
+    # ------------------------------------------------------------------------ scheduling
+
+    def _push(self, time_s: float, event: Event) -> None:
+        self._heap.schedule(time_s, event)
+        if event.kind in DRIVING:
+            self._driving += 1
+
+    def _cancel(self, event: Event | None) -> None:
+        if event is not None and not event.cancelled:
+            event.cancelled = True
+            self._driving -= 1
+
+    def _request_pass(self, t: float) -> None:
+        t = max(t, self._busy_until)
+        if t not in self._pass_times:
+            self._pass_times.add(t)
+            self._heap.schedule(t, Event(EventKind.SCHEDULE))
+
+    def _request_sample(self, t: float) -> None:
+        if self.sample_every_s is None and self._sample_at != t:
+            self._sample_at = t
+            self._heap.schedule(t, Event(EventKind.SAMPLE))
+
+    # ------------------------------------------------------------------------------- run
+
+    def run(self, until_s: float | None = None) -> SimulationResult:
+        """Replay the trace and measure.
+
+        Args:
+            until_s: stop after the events at this simulated time (seconds); None: when the
+                trace is exhausted (see the module docstring).
+
+        Returns:
+            The time series, the pod table (one row per incarnation, in order of arrival)
+            and the summary (:func:`bosun.twin.metrics.summarize`).
+
+        Raises:
+            SimulationError: the simulator already ran, or an event was scheduled in the
+                past (a bug).
+            ValueError: ``until_s`` is negative or not finite.
+        """
+        if self._ran:
+            raise SimulationError("a Simulator runs once: build a new one to replay again")
+        if until_s is not None and not (math.isfinite(until_s) and until_s >= 0):
+            raise ValueError(f"until_s must be a finite time >= 0, got {until_s}")
+        self._ran = True
+        started = time.perf_counter()
+        heap = self._heap
+        for arr in self.trace.arrivals:
+            self._push(arr.arrival_s, Event(EventKind.ARRIVAL, arr))
+        for ev in self.trace.node_events:
+            kind = EventKind.NODE_DOWN if _event_order(ev) else EventKind.NODE_UP
+            self._push(ev.time_s, Event(kind, ev))
+        self._request_pass(0.0)
+        if self.sample_every_s is None:
+            self._request_sample(0.0)
+        else:
+            heap.schedule(0.0, Event(EventKind.SAMPLE))
+        progress_end = until_s if until_s is not None else self.horizon_s
+        last_progress = started
+        events = 0
+        while True:
+            head = heap.peek()
+            if head is None:
+                break
+            t, event = head
+            if until_s is not None and t > until_s:
+                break
+            if until_s is None and t > heap.now and self._driving == 0 and self._settled():
+                break
+            heap.pop()
+            if event.cancelled:
+                continue
+            if t > self.clock.now():
+                self.clock.set(t)
+            self._dispatch(t, event)
+            events += 1
+            if self._progress is not None:
+                wall = time.perf_counter()
+                if wall - last_progress >= PROGRESS_EVERY_WALL_S:
+                    last_progress = wall
+                    self._progress(t, progress_end)
+        end = until_s if until_s is not None else heap.now
+        if end > self.clock.now():
+            self.clock.set(end)
+        self.metrics.finish(end, self._counters_now())
+        wall_s = time.perf_counter() - started
+        if self._progress is not None:
+            self._progress(end, end)
+        return self._result(end, until_s, events, wall_s)
+
+    def _settled(self) -> bool:
+        """Nothing but the 5-minute leftover flush could still change the cluster: no pod
+        in activeQ (a pass cut short by the decision latency) or backoffQ."""
+        queue = self.scheduler.queue
+        return queue.next_backoff_time() is None and queue.pending()[ACTIVE] == 0
+
+    def _counters_now(self) -> Counters:
+        return Counters(
+            self._pending,
+            len(self.snapshot.pods),
+            self._scheduled,
+            self._failed,
+            self._preempted,
+        )
+
+    def _dispatch(self, t: float, event: Event) -> None:
+        kind = event.kind
+        if kind == EventKind.SAMPLE:
+            self.metrics.sample(t, self._counters_now())
+            if self.sample_every_s is not None:
+                self._heap.schedule(t + self.sample_every_s, Event(EventKind.SAMPLE))
+            return
+        if kind in DRIVING:
+            self._driving -= 1
+        if kind == EventKind.SCHEDULE:
+            self._pass_times.discard(t)
+            if not self._scheduling_pass(t):
+                return  # a wake-up that found nothing to do is not a time step
+        elif kind == EventKind.ARRIVAL:
+            self._arrive(t, event.payload)
+            self._request_pass(t)
+        elif kind == EventKind.COMPLETION:
+            self._complete(event.payload)
+            self._request_pass(t)
+        elif kind == EventKind.DELETION:
+            self._delete(event.payload)
+            self._request_pass(t)
+        elif kind == EventKind.NODE_UP:
+            self._node_up(event.payload)
+            self._request_pass(t)
+        elif kind == EventKind.NODE_DOWN:
+            self._node_down(t, event.payload)
+            self._request_pass(t)
+        self._request_sample(t)
+
+    # ------------------------------------------------------------------------ pod events
+
+    def _new_incarnation(self, t: float, arrival: PodArrival, pod: Pod) -> PodRecord:
+        rec = PodRecord(pod=pod, arrival=arrival, arrival_s=t)
+        self._records.append(rec)
+        self._current[pod.key] = rec
+        self._pending += 1
+        if pod.scheduler_name in self.scheduler.profiles:
+            self.scheduler.add_pod(pod)
+        else:
+            rec.message = f"no profile for schedulerName {pod.scheduler_name!r}"
+        return rec
+
+    def _arrive(self, t: float, arrival: PodArrival) -> None:
+        self._new_incarnation(t, arrival, arrival.pod)
+        if arrival.departure_s is not None:
+            self._push(arrival.departure_s, Event(EventKind.DELETION, arrival.pod.key))
+
+    def _end_running(self, rec: PodRecord, outcome: str) -> None:
+        """``rec`` stops running (the core has already released it, or is told to)."""
+        rec.outcome = outcome
+        self._cancel(rec.completion)
+        rec.completion = None
+
+    def _complete(self, rec: PodRecord) -> None:
+        if rec.outcome != RUNNING or self._current.get(rec.pod.key) is not rec:
+            return  # pragma: no cover - cancelled completions are skipped before dispatch
+        rec.completion = None
+        self.scheduler.delete_pod(rec.pod.key)
+        rec.outcome = "Completed"
+
+    def _delete(self, key: str) -> None:
+        rec = self._current.get(key)
+        if rec is None:
+            return
+        if rec.outcome == RUNNING:
+            self.scheduler.delete_pod(key)
+            self._end_running(rec, "Completed")
+        elif rec.outcome == PENDING:
+            self.scheduler.delete_pod(key)
+            rec.outcome = "Deleted"
+            self._pending -= 1
+
+    def _scheduling_pass(self, t: float) -> bool:
+        """Flush what is due, then attempt pods until activeQ is empty (one pod with a
+        decision latency). Returns whether any pod was attempted."""
+        queue = self.scheduler.queue
+        queue.flush_backoff_completed()
+        queue.flush_unschedulable_leftover()
+        latency = self.decision_latency_s
+        attempted = False
+        while (res := self.scheduler.schedule_one()) is not None:
+            attempted = True
+            self._record_attempt(t, res)
+            if latency > 0:
+                self._busy_until = t + latency
+                self._request_pass(self._busy_until)
+                return True
+        wake = queue.next_event_time()
+        if wake is not None:
+            if wake <= t:  # pragma: no cover - the flushes above leave nothing overdue
+                raise SimulationError(f"the scheduling queue is overdue at {t} s (next {wake} s)")
+            self._request_pass(wake)
+        return attempted
+
+    def _record_attempt(self, t: float, res: SchedulingResult) -> None:
+        key = res.pod.key
+        rec = self._current[key]
+        rec.attempts = res.attempts
+        rec.decision_ms = res.decision_s * 1000.0
+        self._decisions_ms.append(rec.decision_ms)
+        if res.code == Code.SUCCESS:
+            bound = t + self.decision_latency_s
+            rec.outcome = RUNNING
+            rec.bound_s = bound
+            rec.node = res.node_name
+            rec.message = ""
+            self._scheduled += 1
+            self._pending -= 1
+            duration = rec.arrival.duration_s
+            if duration is not None:
+                rec.completion = Event(EventKind.COMPLETION, rec)
+                self._push(bound + duration, rec.completion)
+        else:
+            self._failed += 1
+            rec.message = res.message
+        for victim in res.victims:
+            self._preempted += 1
+            vrec = self._current.get(victim)
+            if vrec is not None and vrec.outcome == RUNNING:
+                self._end_running(vrec, "Preempted")
+
+    # ----------------------------------------------------------------------- node events
+
+    def _node_up(self, ev: NodeEvent) -> None:
+        self.metrics.nodes_changed()
+        snap = self.snapshot
+        queue = self.scheduler.queue
+        row = snap.node_index.get(ev.node_name)
+        if ev.kind == NodeEventKind.RETURN and row is not None:
+            snap.update_node(replace(snap.nodes[row], unschedulable=False))
+            queue.move_all_to_active_or_backoff("NodeUpdate")
+            return
+        node = ev.node if ev.node is not None else self._failed_nodes[ev.node_name]
+        if ev.kind == NodeEventKind.RETURN:
+            node = replace(node, unschedulable=False)
+        snap.add_node(node)
+        self._failed_nodes.pop(ev.node_name, None)
+        queue.move_all_to_active_or_backoff("NodeAdd")
+
+    def _node_down(self, t: float, ev: NodeEvent) -> None:
+        self.metrics.nodes_changed()
+        snap = self.snapshot
+        row = snap.node_index[ev.node_name]
+        node = snap.nodes[row]
+        victims = [bp.pod for bp in snap.pods.on(row)]
+        for pod in victims:
+            self.scheduler.delete_pod(pod.key)
+            rec = self._current.get(pod.key)
+            if rec is not None and rec.outcome == RUNNING:
+                self._end_running(rec, "Evicted")
+        queue = self.scheduler.queue
+        if ev.kind == NodeEventKind.DRAIN:
+            snap.update_node(replace(node, unschedulable=True))
+            queue.move_all_to_active_or_backoff("NodeUpdate")
+        else:
+            snap.remove_node(ev.node_name)
+            self._failed_nodes[ev.node_name] = node
+            queue.move_all_to_active_or_backoff("NodeDelete")
+        for pod in victims:
+            rec = self._current.get(pod.key)
+            if rec is not None:
+                self._new_incarnation(t, rec.arrival, rec.pod)
+            else:  # a pod bound at time 0 (Trace.bound)
+                pending = replace(pod, node_name="")
+                self._new_incarnation(t, PodArrival(pending, t), pending)
+
+    # --------------------------------------------------------------------------- results
+
+    def _result(
+        self, end: float, until_s: float | None, events: int, wall_s: float
+    ) -> SimulationResult:
+        queue = self.scheduler.queue
+        for rec in self._records:
+            if rec.outcome == PENDING and not rec.message:
+                qpi = queue.get(rec.pod.key)
+                if qpi is not None and qpi.gated:
+                    rec.message = qpi.gating_message or f"gated by {qpi.gating_plugin}"
+                else:
+                    rec.message = "not attempted before the end of the simulation"
+        timeseries = self.metrics.timeseries()
+        pods = pod_table(self._records)
+        summary = summarize(timeseries, pods, self._decisions_ms, wall_s=wall_s, end_s=end)
+        source = self.config.source
+        config_name = "default" if source == "<default>" else Path(source).stem
+        profiles = [p.scheduler_name for p in self.config.profiles]
+        meta: dict[str, Any] = {
+            "trace": self.trace.name,
+            "config": source,
+            "profiles": profiles,
+            "seed": self.seed,
+            "until_s": until_s,
+            "end_s": end,
+            "sample_every_s": self.sample_every_s,
+            "decision_latency_s": self.decision_latency_s,
+            "fragmentation_every_s": self.metrics.fragmentation_every_s,
+            "events": events,
+            "nodes": len(self.trace.nodes),
+            "arrivals": len(self.trace.arrivals),
+            "skipped_rows": len(self.trace.skipped),
+            "bosun_version": _version(),
+        }
+        return SimulationResult(
+            name=f"{self.trace.name} · {config_name}",
+            timeseries=timeseries,
+            pods=pods,
+            summary=summary,
+            meta=meta,
+        )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bosun")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+def simulate(
+    trace: Trace,
+    config: SchedulerConfiguration,
+    *,
+    seed: int = 0,
+    until_s: float | None = None,
+    **kwargs: Any,
+) -> SimulationResult:
+    """``Simulator(trace, config, seed=seed, **kwargs).run(until_s)``."""
+    return Simulator(trace, config, seed=seed, **kwargs).run(until_s)
+
+
+__all__: Sequence[str] = (
+    "DRIVING",
+    "FRAGMENTATION_POINTS",
+    "PRIORITY",
+    "Event",
+    "EventHeap",
+    "EventKind",
+    "Priority",
+    "ProgressCallback",
+    "SimulationError",
+    "Simulator",
+    "simulate",
+    "validate_trace",
+)
