@@ -26,8 +26,9 @@ with the authors' simulator (hkust-adsl/kubernetes-scheduler-simulator,
 * Reserve (``gpuSelection: FGD`` only): the scheduler assumes the pod on the node with the
   snapshot's default best-fit devices; Reserve moves a sharing pod to the device FGD chose
   (remove and re-add in the snapshot) when they differ. It runs only where FGD is enabled
-  at the ``reserve`` point (enabling FGD under ``multiPoint`` does that); otherwise the
-  default device is kept, and scores were computed for a device the pod may not get.
+  at the ``reserve`` point (enabling FGD under ``multiPoint`` does that). When the profile
+  does not run FGD's Reserve, the pod keeps the default device, so FGD then scores with
+  the default best-fit device too (scores always describe the placement that happens).
 
 Args (``pluginConfig[FGD].args``):
 
@@ -152,6 +153,15 @@ class FGD:
         self.tracker = FragmentationTracker(self.classes)
         self.handle = handle
 
+    def device_choice(self) -> str:
+        """The device choice scores are computed with: ``gpuSelection``, except
+        ``BestFit`` when the framework is known not to run this plugin's Reserve (then
+        the pod keeps the snapshot's default best-fit device)."""
+        points = getattr(self.handle, "points", None)
+        if isinstance(points, Mapping) and not any(p is self for p in points.get("reserve", ())):
+            return "BestFit"
+        return self.gpu_selection
+
     def _placement(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, nodes: IndexArray
     ) -> PlacementState:
@@ -159,7 +169,7 @@ class FGD:
         if isinstance(s, PlacementState) and np.array_equal(s.nodes, nodes):
             return s
         delta, device = self.tracker.placement(
-            snapshot, pod, nodes, device_choice=self.gpu_selection
+            snapshot, pod, nodes, device_choice=self.device_choice()
         )
         placed = PlacementState(np.array(nodes, dtype=np.intp), delta, device)
         state[PRE_SCORE_KEY] = placed

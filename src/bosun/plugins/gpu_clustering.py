@@ -74,21 +74,21 @@ def gpu_tag(gpu_count: int, gpu_milli: int) -> str | None:
 class _SlotTags:
     """The GPU tag code of every pod slot of one snapshot, updated incrementally.
 
-    The snapshot's ``namespace/name -> slot`` map keeps insertion order, so the pods added
-    since the previous call are the keys after the one that was last then (the *marker*);
-    the marker's ``BoundPod`` object is kept to tell that it was not removed and re-added
-    meanwhile. Slots freed since are those still marked present whose node column is now
-    ``-1``. Anything else (another snapshot, the marker gone, a node removed, which rebuilds
-    every ``BoundPod``) rebuilds the column from all pods.
+    The snapshot's ``namespace/name -> slot`` map keeps insertion order, and each placement
+    makes a new ``BoundPod`` object. Walking the map from its newest key back, every pod
+    whose ``BoundPod`` is not the one recorded for its key was added since the previous
+    call; the first one that is the recorded object was there all along, and so were all
+    keys before it. So only the new pods are looked at (all of them after a node removal,
+    which rebuilds every ``BoundPod``). A slot freed since keeps its old tag, which is
+    harmless: free slots have node ``-1`` and are not counted, and a reused slot belongs to
+    a newly added key.
     """
 
     def __init__(self) -> None:
         self.codes: dict[str, int] = {}
         self.slot_tag = np.full(0, NO_TAG, dtype=np.int32)
-        self.present = np.zeros(0, dtype=bool)
         self.snapshot: weakref.ref[Snapshot] | None = None
-        self.marker: str | None = None
-        self.marker_entry: object = None
+        self.seen: dict[str, object] = {}
 
     def code(self, tag: str | None) -> int:
         if tag is None:
@@ -98,51 +98,29 @@ class _SlotTags:
             c = self.codes[tag] = len(self.codes)
         return c
 
-    def _set(self, snapshot: Snapshot, slot: int) -> None:
-        entry = snapshot.pods.entries[slot]
-        if entry is None:
-            self.slot_tag[slot] = NO_TAG
-            self.present[slot] = False
-        else:
-            pod = entry.pod
-            self.slot_tag[slot] = self.code(gpu_tag(pod.gpu_count, pod.gpu_milli))
-            self.present[slot] = True
-
-    def _grow(self, size: int) -> None:
-        if len(self.slot_tag) >= size:
-            return
-        cap = max(size, 2 * len(self.slot_tag), 64)
-        tags = np.full(cap, NO_TAG, dtype=np.int32)
-        tags[: len(self.slot_tag)] = self.slot_tag
-        present = np.zeros(cap, dtype=bool)
-        present[: len(self.present)] = self.present
-        self.slot_tag, self.present = tags, present
-
     def update(self, snapshot: Snapshot) -> npt.NDArray[np.int32]:
-        """int32 ``(slots,)`` tag code per slot (``-1``: free slot or no GPU)."""
+        """int32 ``(slots,)`` tag code per slot (``-1``: no GPU; meaningless for free
+        slots, whose node is ``-1``)."""
         table = snapshot.pods
         by_key = table.by_key
-        self._grow(table.size)
-        same = self.snapshot is not None and self.snapshot() is snapshot
-        marker_slot = by_key.get(self.marker) if same and self.marker is not None else None
-        if marker_slot is not None and table.entries[marker_slot] is self.marker_entry:
-            size = table.size
-            freed = np.flatnonzero(self.present[:size] & (table.node[:size] < 0))
-            self.slot_tag[freed] = NO_TAG
-            self.present[freed] = False
-            for key in reversed(by_key):
-                if key == self.marker:
-                    break
-                self._set(snapshot, by_key[key])
-        elif not same or self.marker is not None or by_key:
-            # first call, another snapshot, or the marker pod is gone: rebuild
-            self.slot_tag[:] = NO_TAG
-            self.present[:] = False
-            for slot in by_key.values():
-                self._set(snapshot, slot)
-        self.snapshot = weakref.ref(snapshot)
-        self.marker = next(reversed(by_key), None)
-        self.marker_entry = table.entries[by_key[self.marker]] if self.marker is not None else None
+        entries = table.entries
+        if self.snapshot is None or self.snapshot() is not snapshot:
+            self.snapshot = weakref.ref(snapshot)
+            self.seen = {}
+        if len(self.slot_tag) < table.size:
+            grown = np.full(max(table.size, 2 * len(self.slot_tag), 64), NO_TAG, dtype=np.int32)
+            grown[: len(self.slot_tag)] = self.slot_tag
+            self.slot_tag = grown
+        seen = self.seen
+        for key in reversed(by_key):
+            slot = by_key[key]
+            entry = entries[slot]
+            if entry is None or seen.get(key) is entry:
+                break
+            seen[key] = entry
+            self.slot_tag[slot] = self.code(gpu_tag(entry.pod.gpu_count, entry.pod.gpu_milli))
+        if len(seen) > 2 * len(by_key) + 64:  # forget pods that left
+            self.seen = {k: entries[s] for k, s in by_key.items()}
         return self.slot_tag[: table.size]
 
 

@@ -75,7 +75,10 @@ class GpuPacking:
         idle_score = np.maximum(MAX_NODE_SCORE // 3 - fully_free, fully_free)
 
         chosen, fits = best_fit_devices(free.device_milli, pod.gpu_count, pod.gpu_milli)
-        taken = np.take_along_axis(free.device_milli, chosen, axis=1)
+        if pod.gpu_count > free.device_milli.shape[1]:  # no node has that many devices
+            taken = np.zeros(chosen.shape, dtype=np.int64)
+        else:
+            taken = np.take_along_axis(free.device_milli, chosen, axis=1)
         new_gpus = (taken == GPU_MILLI_PER_GPU).sum(axis=1)
         open_score = np.maximum(MAX_NODE_SCORE // 2 - new_gpus, MAX_NODE_SCORE // 3)
         ratio = (taken * 100 // GPU_MILLI_PER_GPU).sum(axis=1)
