@@ -101,7 +101,7 @@ def test_registered_but_not_in_the_default_profile() -> None:
     points = registry_points(registry)
     for name in POLICIES:
         assert registry[name].name == name  # type: ignore[attr-defined]
-    assert points["FGD"] == {"preScore", "score", "reserve"}
+    assert points["FGD"] == {"preScore", "score"}
     assert all(points[n] == {"score"} for n in POLICIES[:-1])
     default = default_configuration(points).profiles[0]
     enabled = {ref.name for refs in default.plugins.values() for ref in refs}
@@ -483,22 +483,21 @@ SCORE_ONLY = {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "FGD"}
 
 
 @pytest.mark.parametrize(
-    ("plugins", "nodes", "selection", "device", "choice"),
+    ("plugins", "nodes", "selection", "device"),
     [
         # M: one class, one GPU at 300. Free [300, 600, 1000, 1000]; the pod asks 200.
         # Best fit (the snapshot's default) takes device 0 (least free): [100, ...], 100 is
         # a fragment (+100). Device 1 leaves [300, 400, ...]: no fragment (+0): FGD's choice.
-        (MULTI_POINT, 2, "FGD", 1, "FGD"),
-        (MULTI_POINT, 1, "FGD", 1, "FGD"),  # one feasible node: not scored, Reserve decides
-        (MULTI_POINT, 2, "BestFit", 0, "BestFit"),
-        # FGD only at score: no Reserve to move the pod, so it keeps the default device and
-        # FGD scores with that device.
-        (SCORE_ONLY, 2, "FGD", 0, "BestFit"),
+        (MULTI_POINT, 2, "FGD", 1),
+        (MULTI_POINT, 1, "FGD", 1),  # one feasible node: not scored, FGD decides at assume
+        (MULTI_POINT, 2, "BestFit", 0),
+        # enabled at score only: FGD still answers the scheduler's device question
+        (SCORE_ONLY, 2, "FGD", 1),
     ],
     ids=["scored", "single-node", "best-fit-selection", "score-point-only"],
 )
-def test_fgd_reserve_moves_the_pod_to_its_device(
-    plugins: dict[str, Any], nodes: int, selection: str, device: int, choice: str
+def test_fgd_places_the_pod_on_its_device(
+    plugins: dict[str, Any], nodes: int, selection: str, device: int
 ) -> None:
     registry = in_tree_registry()
     doc = {
@@ -519,7 +518,6 @@ def test_fgd_reserve_moves_the_pod_to_its_device(
     config = with_task_classes(config, workload)
     snap = snapshot_of(*(gpu_node(f"n{i}", 4, [700, 400]) for i in range(nodes)))
     scheduler = Scheduler(config, snap, registry=registry, seed=3)
-    assert scheduler.profiles["default-scheduler"].instances["FGD"].device_choice() == choice
     scheduler.add_pod(gpu_pod("x", 1, 200))
     result = scheduler.schedule_one()
     assert result is not None and result.node_name

@@ -398,6 +398,21 @@ class PostBindPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class GpuDevicePlugin(Protocol):
+    """Optional ability: pick the GPU devices a pod takes on its chosen node.
+
+    bosun tracks GPU devices per node (GPU sharing), so besides the node, a placement
+    includes which devices the pod's GPUs (or GPU share) land on. Before assuming the pod,
+    the scheduler asks the profile's plugins in order; the first that returns devices wins,
+    and with none the snapshot's default applies (:meth:`Snapshot.choose_gpu_devices`).
+    """
+
+    def choose_gpu_devices(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, node_row: int
+    ) -> tuple[int, ...] | None: ...
+
+
+@runtime_checkable
 class EnqueueExtensions(Protocol):
     """Optional: the cluster events after which a pod this plugin rejected may fit.
 

@@ -390,6 +390,22 @@ class Framework:
             total += norm * weight
         return ScoreOutcome(nodes, total, per_plugin)
 
+    def choose_gpu_devices(
+        self, state: CycleState, pod: Pod, node_row: int
+    ) -> tuple[int, ...] | None:
+        """The GPU devices a :class:`GpuDevicePlugin` of this profile picks for ``pod`` on
+        ``node_row`` (the first plugin that answers), or None for the snapshot's default."""
+        if not pod.gpu_count:
+            return None
+        for plugin in self.instances.values():
+            choose = getattr(plugin, "choose_gpu_devices", None)
+            if choose is None:
+                continue
+            devices: tuple[int, ...] | None = choose(state, pod, self._snapshot, node_row)
+            if devices is not None:
+                return devices
+        return None
+
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         """Reserve in order; on failure the caller runs :meth:`run_unreserve`."""
         for p in self.points["reserve"]:

@@ -10,8 +10,9 @@ One attempt (:meth:`Scheduler.schedule_one`) reads top to bottom like kube's:
 4. no feasible node: PostFilter (preemption), the kube-style FitError message, and the pod
    goes back to the queue; one feasible node: take it; more: PreScore, Score, NormalizeScore,
    weights, and the highest total wins, ties broken by the seeded RNG;
-5. assume the pod on the node, Reserve, Permit, then the binding cycle (PreBind, Bind,
-   PostBind); any failure un-reserves and forgets the assumed pod.
+5. assume the pod on the node (with the GPU devices a plugin picks, if any), Reserve,
+   Permit, then the binding cycle (PreBind, Bind, PostBind); any failure un-reserves and
+   forgets the assumed pod.
 """
 
 from __future__ import annotations
@@ -431,7 +432,8 @@ class Scheduler:
     def _reserve_and_bind(
         self, fwk: Framework, state: CycleState, pod: Pod, node_name: str
     ) -> Status:
-        self.cache.assume(pod, node_name)
+        row = self.snapshot.node_index[node_name]
+        self.cache.assume(pod, node_name, fwk.choose_gpu_devices(state, pod, row))
         status = fwk.run_reserve(state, pod, node_name)
         if status.ok:
             status = fwk.run_permit(state, pod, node_name)

@@ -23,12 +23,9 @@ with the authors' simulator (hkust-adsl/kubernetes-scheduler-simulator,
   nodes score 100 when every increase is equal. The simulator instead scores
   ``int64(100 * sigmoid(-delta / 1000))`` with no normalization, which makes nodes whose
   increases differ by less than ~40 milli-GPU tie.
-* Reserve (``gpuSelection: FGD`` only): the scheduler assumes the pod on the node with the
-  snapshot's default best-fit devices; Reserve moves a sharing pod to the device FGD chose
-  (remove and re-add in the snapshot) when they differ. It runs only where FGD is enabled
-  at the ``reserve`` point (enabling FGD under ``multiPoint`` does that). When the profile
-  does not run FGD's Reserve, the pod keeps the default device, so FGD then scores with
-  the default best-fit device too (scores always describe the placement that happens).
+* GPU devices (``gpuSelection: FGD`` only): FGD answers the scheduler's device question
+  (:class:`bosun.framework.interface.GpuDevicePlugin`), so a sharing pod is assumed on the
+  device FGD scored it with; scores always describe the placement that happens.
 
 Args (``pluginConfig[FGD].args``):
 
@@ -38,7 +35,7 @@ Args (``pluginConfig[FGD].args``):
   :func:`bosun.twin.fragmentation.with_task_classes` fills it in from a trace.
 * ``gpuSelection``: ``FGD`` (default) or ``BestFit``.
 
-Extension points: PreScore, Score, NormalizeScore, Reserve.
+Extension points: PreScore, Score, NormalizeScore; GPU device choice.
 """
 
 from __future__ import annotations
@@ -68,7 +65,6 @@ if TYPE_CHECKING:
 
 NAME = "FGD"
 PRE_SCORE_KEY = "PreScore" + NAME
-RESERVE_KEY = "Reserve" + NAME
 GPU_SELECTIONS = ("FGD", "BestFit")
 #: Raw score of a node the pod cannot be placed on (normalized to 0).
 INFEASIBLE_RAW = np.iinfo(np.int64).min // 4
@@ -153,15 +149,6 @@ class FGD:
         self.tracker = FragmentationTracker(self.classes)
         self.handle = handle
 
-    def device_choice(self) -> str:
-        """The device choice scores are computed with: ``gpuSelection``, except
-        ``BestFit`` when the framework is known not to run this plugin's Reserve (then
-        the pod keeps the snapshot's default best-fit device)."""
-        points = getattr(self.handle, "points", None)
-        if isinstance(points, Mapping) and not any(p is self for p in points.get("reserve", ())):
-            return "BestFit"
-        return self.gpu_selection
-
     def _placement(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, nodes: IndexArray
     ) -> PlacementState:
@@ -169,7 +156,7 @@ class FGD:
         if isinstance(s, PlacementState) and np.array_equal(s.nodes, nodes):
             return s
         delta, device = self.tracker.placement(
-            snapshot, pod, nodes, device_choice=self.device_choice()
+            snapshot, pod, nodes, device_choice=self.gpu_selection
         )
         placed = PlacementState(np.array(nodes, dtype=np.intp), delta, device)
         state[PRE_SCORE_KEY] = placed
@@ -192,40 +179,23 @@ class FGD:
         """0..100, the smallest increase at 100 (:func:`normalize_fragmentation_scores`)."""
         return normalize_fragmentation_scores(scores)
 
-    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        """Move an assumed GPU-sharing pod to the device FGD chose (``gpuSelection: FGD``)."""
-        if (
-            self.gpu_selection != "FGD"
-            or self.handle is None
-            or not is_gpu_share(pod.gpu_count, pod.gpu_milli)
-        ):
-            return Status.success()
-        snap = self.handle.snapshot
-        row = snap.node_index.get(node_name)
-        bound = snap.pods.get(pod.key)
-        if row is None or bound is None or bound.node_row != row:
-            return Status.success()
+    def choose_gpu_devices(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, node_row: int
+    ) -> tuple[int, ...] | None:
+        """The device with the smallest fragmentation increase for a GPU-sharing pod
+        (``gpuSelection: FGD``); None (the default best fit) otherwise."""
+        if self.gpu_selection != "FGD" or not is_gpu_share(pod.gpu_count, pod.gpu_milli):
+            return None
         device = -1
         s = state.get(PRE_SCORE_KEY)
         if isinstance(s, PlacementState):
-            hit = np.flatnonzero(s.nodes == row)
+            hit = np.flatnonzero(s.nodes == node_row)
             if len(hit):
                 device = int(s.device[hit[0]])
         if device < 0:
-            # Not scored (a single feasible node, or a nominated one): decide now, on the
-            # state without the pod.
-            snap.remove_pod(pod.key)
+            # not scored (a single feasible node, or a nominated one): decide now
             _, dev = self.tracker.placement(
-                snap, pod, np.array([row], dtype=np.intp), device_choice=self.gpu_selection
+                snapshot, pod, np.array([node_row], dtype=np.intp), device_choice=self.gpu_selection
             )
             device = int(dev[0])
-            snap.add_pod(pod, row, (device,) if device >= 0 else bound.gpu_devices)
-        elif (device,) != bound.gpu_devices:
-            snap.remove_pod(pod.key)
-            snap.add_pod(pod, row, (device,))
-        state[RESERVE_KEY] = device
-        return Status.success()
-
-    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
-        """Nothing to undo: forgetting the assumed pod releases its device."""
-        state.pop(RESERVE_KEY, None)
+        return (device,) if device >= 0 else None
