@@ -12,10 +12,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-## run: install into .venv and run the main job (schedule the example manifests)
+## run: install into .venv and run the main job: schedule the example manifests, then
+## replay a synthetic workload in the digital twin and write its report to out/twin/
 run: $(STAMP)
 	$(BIN)/bosun schedule --nodes examples/nodes.yaml --pods examples/pods.yaml \
 		--config examples/scheduler-config.yaml --explain
+	$(BIN)/bosun simulate --trace synthetic --report out/twin
 
 ## test: lint, type-check and run the test suite (slow tests excluded)
 test: $(STAMP)
@@ -23,9 +25,12 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/pytest -m "not slow"
 
-## bench: print the benchmark tables
+## bench: print the benchmark tables (the data ones need BOSUN_DATA_DIR or ../shared/data)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_scheduling.py
+	$(BIN)/python benchmarks/bench_fgd.py
+	$(BIN)/python benchmarks/bench_twin.py
+	$(BIN)/python benchmarks/bench_fragmentation.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
