@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from bosun.cli.experiment import app as experiment_app
 from bosun.cli.schedule import schedule
 from bosun.cli.simulate import simulate
 
@@ -16,6 +17,7 @@ app = typer.Typer(
 )
 app.command(name="schedule")(schedule)
 app.command(name="simulate")(simulate)
+app.add_typer(experiment_app, name="experiment")
 
 
 @app.callback()

@@ -1,0 +1,302 @@
+"""``bosun experiment``: reproducible experiments over the scheduling core.
+
+``bosun experiment fragmentation`` reproduces the evaluation of Weng et al., "Beware of
+Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent"
+(USENIX ATC 2023, Fig. 9a): see :mod:`bosun.twin.experiments.fragmentation`.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bosun.cli.common import fail
+from bosun.errors import BosunError
+
+#: The paper's six policies, best first in its Fig. 9a.
+DEFAULT_POLICIES = "fgd,bestfit,packing,clustering,dotprod,random"
+
+app = typer.Typer(
+    name="experiment",
+    help="Reproducible experiments over the scheduling core (paper reproductions).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def experiment() -> None:
+    """Reproducible experiments over the scheduling core (paper reproductions)."""
+
+
+def _pm(mean: float, std: float, digits: int) -> str:
+    if math.isnan(mean):
+        return "–"
+    text = f"{mean:,.{digits}f}"
+    return text if math.isnan(std) else f"{text} ± {std:,.{digits}f}"
+
+
+def _is_openb_default(trace_name: str, capacity_gpus: int) -> bool:
+    """The paper's cluster: openb ``default`` on the 1,213 GPU nodes (6,212 GPUs)."""
+    return trace_name == "openb/default@gpu_node" and capacity_gpus == 6212
+
+
+def summary_table(
+    summary: pd.DataFrame, *, trace: str, capacity_gpus: int, demand_limit: float
+) -> Table:
+    """The rich table of a fragmentation summary (one row per policy); for the paper's
+    cluster (``openb:default@gpu_node``) a column with the published value."""
+    paper = _is_openb_default(trace, capacity_gpus)
+    table = Table(
+        title=f"Fragmentation experiment: {escape(trace)}, {capacity_gpus:,} GPUs, "
+        f"headline at 100% arrived GPU demand (runs to {demand_limit:.0%})",
+        header_style="bold",
+    )
+    table.add_column("policy", no_wrap=True)
+    table.add_column("seeds", justify="right")
+    table.add_column("unallocated GPUs", justify="right", no_wrap=True)
+    table.add_column("unalloc. %", justify="right", no_wrap=True)
+    if paper:
+        table.add_column("paper unalloc. %\n(Fig. 9a, 10 seeds)", justify="right", no_wrap=True)
+    table.add_column("fragmentation\n(GPUs)", justify="right", no_wrap=True)
+    table.add_column("frag. /\nunalloc.", justify="right", no_wrap=True)
+    table.add_column("failed pods", justify="right", no_wrap=True)
+    table.add_column("s / run", justify="right")
+    from bosun.twin.experiments.fragmentation import PAPER_OPENB_DEFAULT
+
+    for row in summary.itertuples(index=False):
+        r: Any = row
+        cells = [
+            r.policy if r.policy == str(r.label).lower() else f"{r.policy} ({r.label})",
+            str(r.seeds),
+            _pm(r.unallocated_gpus_mean, r.unallocated_gpus_std, 1),
+            _pm(r.unallocated_gpu_pct_mean, r.unallocated_gpu_pct_std, 2),
+        ]
+        if paper:
+            pub = PAPER_OPENB_DEFAULT.get(r.policy)
+            cells.append(
+                _pm(pub.unallocated_gpu_pct_mean, pub.unallocated_gpu_pct_std, 2) if pub else "–"
+            )
+        cells += [
+            _pm(r.gpu_fragmentation_mean, r.gpu_fragmentation_std, 1),
+            _pm(r.gpu_fragmentation_ratio_mean, r.gpu_fragmentation_ratio_std, 3),
+            _pm(r.failed_pods_mean, r.failed_pods_std, 1),
+            _pm(r.wall_s_mean, math.nan, 1),
+        ]
+        table.add_row(*cells)
+    return table
+
+
+def curves_figure(curves: pd.DataFrame, title: str) -> Any:
+    """Plotly figure: unallocated GPUs (% of capacity) and fragmentation (GPUs) against
+    arrived GPU demand (% of capacity), median over seeds with the min–max band (the
+    paper's Fig. 9a and Fig. 7a axes)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from bosun.twin.experiments.fragmentation import median_curves
+    from bosun.twin.report import PALETTE
+
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.09,
+        subplot_titles=("Unallocated GPUs (% of capacity)", "GPU fragmentation (GPUs)"),
+    )
+    top = 0
+    for i, (policy, med) in enumerate(median_curves(curves)):
+        color = PALETTE[i % len(PALETTE)]
+        x = med["arrived_pct"].to_numpy()
+        top = max(top, int(x.max()))
+        for col, (mid, lo, hi) in enumerate(
+            (
+                ("unalloc_median", "unalloc_min", "unalloc_max"),
+                ("frag_median", "frag_min", "frag_max"),
+            ),
+            start=1,
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=np.concatenate([x, x[::-1]]),
+                    y=np.concatenate([med[hi].to_numpy(), med[lo].to_numpy()[::-1]]),
+                    fill="toself",
+                    fillcolor=color,
+                    opacity=0.18,
+                    line={"width": 0},
+                    hoverinfo="skip",
+                    showlegend=False,
+                    legendgroup=policy,
+                ),
+                row=1,
+                col=col,
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=med[mid],
+                    mode="lines",
+                    name=policy,
+                    legendgroup=policy,
+                    line={"color": color, "width": 2},
+                    showlegend=col == 1,
+                ),
+                row=1,
+                col=col,
+            )
+    fig.add_trace(
+        go.Scatter(
+            x=[0, 100],
+            y=[100, 0],
+            mode="lines",
+            name="ideal",
+            line={"color": "grey", "dash": "dot"},
+        ),
+        row=1,
+        col=1,
+    )
+    fig.update_xaxes(title_text="arrived GPU demand (% of capacity)", range=[0, max(top, 100)])
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_layout(title=title, template="plotly_white", height=480, width=1200)
+    return fig
+
+
+def fragmentation(
+    trace: Annotated[
+        str,
+        typer.Option(
+            "--trace",
+            help="Trace spec. Default: the paper's cluster, openb default on its 1,213 GPU "
+            "nodes. Also openb (all 1,523 nodes), openb:gpuspec25@gpu_node, a CSV path, ...",
+        ),
+    ] = "openb:default@gpu_node",
+    policies: Annotated[
+        str,
+        typer.Option(
+            "--policies",
+            help="Comma-separated: fgd, bestfit, dotprod, packing, "
+            "clustering, random, leastallocated, mostallocated.",
+        ),
+    ] = DEFAULT_POLICIES,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Runs per policy.")] = 5,
+    first_seed: Annotated[
+        int,
+        typer.Option(
+            "--first-seed",
+            help="Seeds are first-seed, first-seed+1, ... (the paper's artifact uses 42..51).",
+        ),
+    ] = 42,
+    demand_limit: Annotated[
+        float,
+        typer.Option(
+            "--demand-limit",
+            help="Stop each run before arrived GPU demand "
+            "exceeds this fraction of capacity (paper's curves: 1.3).",
+        ),
+    ] = 1.0,
+    record_every: Annotated[
+        int,
+        typer.Option(
+            "--record-every",
+            min=0,
+            help="Curve resolution: 0 = each whole "
+            "percent of arrived demand; k = every k arrivals.",
+        ),
+    ] = 0,
+    shuffle: Annotated[
+        bool,
+        typer.Option(
+            "--shuffle/--no-shuffle",
+            help="Permute the trace's pods per seed "
+            "(the artifact's --shuffle-pod=true, used for every published run).",
+        ),
+    ] = True,
+    jobs: Annotated[
+        int,
+        typer.Option("--jobs", "-j", min=1, help="Worker processes (results do not depend on it)."),
+    ] = 1,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="Output folder (fragmentation.csv, runs.csv, "
+            "curves.csv, curves.html, fragmentation.html).",
+        ),
+    ] = Path("out/fragmentation"),
+) -> None:
+    """Reproduce the FGD paper's fragmentation experiment (Weng et al., ATC '23, Fig. 9a).
+
+    Every policy schedules the trace's pods (shuffled, then resampled) on an empty cluster,
+    one attempt per pod and no departures, until the arrived GPU demand reaches
+    --demand-limit x capacity. Prints unallocated GPUs at 100% arrived demand, mean ± std
+    over seeds, and writes the tables and plots to --out. Exit code 2 on bad input.
+    """
+    from bosun.twin.experiments.fragmentation import (
+        FragmentationRun,
+        resolve_policies,
+        run_fragmentation_experiment,
+        write_atomic,
+    )
+    from bosun.twin.traces import load_trace
+
+    # Rich assumes 80 columns when stdout is not a terminal; the table needs about 130.
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    err = Console(stderr=True, highlight=False)
+    try:
+        names = [p for p in policies.split(",") if p.strip()]
+        resolve_policies(names)
+        loaded = load_trace(trace)
+        seed_list = list(range(first_seed, first_seed + seeds))
+
+        def progress(run: FragmentationRun) -> None:
+            h = run.headline
+            err.print(
+                f"[dim]{run.policy:>14} seed {run.seed}: {h['unallocated_gpus']:8.1f} "
+                f"unallocated GPUs, {h['failed_pods']} failed pods, {h['wall_s']:.1f} s[/]"
+            )
+
+        exp = run_fragmentation_experiment(
+            loaded,
+            names,
+            seed_list,
+            demand_limit=demand_limit,
+            record_every=record_every,
+            shuffle=shuffle,
+            progress=progress,
+            jobs=jobs,
+        )
+    except BosunError as e:
+        raise fail(str(e)) from None
+    summary = exp.summary
+    console.print(
+        summary_table(
+            summary, trace=exp.trace, capacity_gpus=exp.capacity_gpus, demand_limit=exp.demand_limit
+        )
+    )
+    title = f"Fragmentation experiment: {exp.trace}, seeds {seed_list[0]}..{seed_list[-1]}"
+    written = exp.write(out)
+    fig = curves_figure(exp.curves, title)
+    written += write_atomic(
+        {out / "curves.html": fig.to_html(include_plotlyjs=True, full_html=True)}
+    )
+    try:
+        from bosun.twin.report import write_report
+    except ImportError:  # pragma: no cover - the shared report ships with bosun
+        pass
+    else:
+        written.append(
+            write_report([], out / "fragmentation.html", title=title, comparison=summary)
+        )
+    console.print("wrote " + ", ".join(str(p) for p in written))
+
+
+app.command(name="fragmentation")(fragmentation)
