@@ -13,11 +13,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 ## run: install into .venv and run the main job: schedule the example manifests, then
-## replay a synthetic workload in the digital twin and write its report to out/twin/
+## replay a synthetic workload in the digital twin under three placement policies and
+## write the comparison report to out/twin/report.html
 run: $(STAMP)
 	$(BIN)/bosun schedule --nodes examples/nodes.yaml --pods examples/pods.yaml \
 		--config examples/scheduler-config.yaml --explain
-	$(BIN)/bosun simulate --trace synthetic --report out/twin
+	$(BIN)/bosun simulate --trace synthetic --policy fgd,bestfit,leastallocated --report out/twin
 
 ## test: lint, type-check and run the test suite (slow tests excluded)
 test: $(STAMP)

@@ -208,3 +208,57 @@ def test_a_failing_report_leaves_nothing(
     )
     assert res.exit_code == 2 and "report exploded" in res.stderr
     assert not out.exists()
+
+
+def test_policy_comparison_writes_one_report_and_a_folder_per_policy(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    out = tmp_path / "cmp"
+    res = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            "synthetic:nodes=6,pods=60,hours=1",
+            "--policy",
+            "fgd,bestfit",
+            "--policy",
+            "leastallocated",
+            "--report",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "bestfit",
+        "fgd",
+        "leastallocated",
+        "report.html",
+    ]
+    for name in ("fgd", "bestfit", "leastallocated"):
+        doc = json.loads((out / name / "summary.json").read_text())
+        # every run replays the same 60 arrivals
+        assert len(pd.read_csv(out / name / "pods.csv")) == 60
+        assert doc["meta"]["policy"].lower() == name
+    html = (out / "report.html").read_text()
+    assert "FGD" in html and "BestFit" in html and "LeastAllocated" in html
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--policy", "fastest"], "unknown policy"),
+        (["--policy", "fgd", "--config", "x.yaml"], "--policy/--config"),
+    ],
+    ids=["unknown-policy", "policy-and-config"],
+)
+def test_bad_policy_options(
+    runner: CliRunner, tmp_path: Path, extra: list[str], message: str
+) -> None:
+    out = tmp_path / "out"
+    res = runner.invoke(
+        app, ["simulate", "--trace", "synthetic:nodes=4,pods=10", "--report", str(out), *extra]
+    )
+    assert res.exit_code == 2
+    assert message in res.stderr
+    assert not out.exists()

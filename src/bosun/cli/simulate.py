@@ -31,6 +31,11 @@ from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import Snapshot
 from bosun.plugins.registry import in_tree_registry, registry_points
 from bosun.twin.engine import Simulator
+from bosun.twin.experiments.fragmentation import (
+    POLICIES,
+    policy_configuration,
+    resolve_policies,
+)
 from bosun.twin.fragmentation import TaskClasses, with_task_classes
 from bosun.twin.results import SimulationResult
 from bosun.twin.trace import Trace
@@ -72,13 +77,24 @@ def load_simulation(
     sample_every_s: float | None,
     until_s: float | None,
     progress: Callable[[float, float], None] | None = None,
-) -> Simulator:
-    """Read the trace and the configuration and build the simulator, or report everything
-    that is wrong with them at once.
+    policies: Sequence[str] = (),
+) -> list[tuple[str, Simulator]]:
+    """Read the trace and the configuration (or the policies to compare) and build one
+    simulator per run, or report everything that is wrong with them at once.
+
+    Args:
+        policies: placement policies of the fragmentation experiment (``fgd``,
+            ``bestfit``, ``leastallocated``, ...): one run each, with the profile
+            :func:`bosun.twin.experiments.fragmentation.policy_configuration` builds.
+            Exclusive with ``config``.
+
+    Returns:
+        ``(label, simulator)`` per run: the policy's label, or ``""`` for the one run of
+        ``config`` (or the default configuration).
 
     Raises:
         InputError: every problem in the options, the trace (rows, nodes, bound pods), the
-            configuration and its plugin args.
+            configuration and its plugin args, the policy names.
     """
     problems: list[InputProblem] = []
     if (trace_spec is None) == (snapshot is None):
@@ -102,27 +118,37 @@ def load_simulation(
         problems.extend(e.problems)
     except BosunError as e:  # e.g. the shared data is not where BOSUN_DATA_DIR says
         problems.append(InputProblem(source, "trace", "", str(e)))
-    cfg: SchedulerConfiguration | None = None
+    configs: list[tuple[str, SchedulerConfiguration]] = []
     try:
         points = registry_points(in_tree_registry())
-        cfg = load_configuration(config, points) if config else default_configuration(points)
+        if policies:
+            if config is not None:
+                problems.append(
+                    InputProblem("command line", "options", "--policy/--config", "give one")
+                )
+            for pol in resolve_policies(policies):
+                configs.append((pol.label, policy_configuration(pol)))
+        else:
+            cfg = load_configuration(config, points) if config else default_configuration(points)
+            configs.append(("", cfg))
     except InputError as e:
         problems.extend(e.problems)
-    sim: Simulator | None = None
-    if cfg is not None and trace is not None:
+    sims: list[tuple[str, Simulator]] = []
+    for label, cfg in configs:
+        if trace is None:
+            problems.extend(_check_config_alone(cfg))
+            continue
         try:
             sim = Simulator(trace, cfg, seed=seed, sample_every_s=sample_every_s, progress=progress)
+            sims.append((label, sim))
         except InputError as e:
             problems.extend(e.problems)
         except ValueError:  # the options were reported above
             if not problems:  # pragma: no cover - every ValueError has an option problem
                 raise
-    elif cfg is not None:
-        problems.extend(_check_config_alone(cfg))
     if problems:
         raise InputError(problems)
-    assert sim is not None
-    return sim
+    return sims
 
 
 def _pct(x: float) -> str:
@@ -178,6 +204,52 @@ def summary_table(result: SimulationResult) -> Table:
     return table
 
 
+def write_comparison(results: Sequence[SimulationResult], out_dir: Path) -> list[Path]:
+    """Several runs of one trace: each run's files in ``out_dir/<label>/`` and one
+    ``report.html`` comparing them in ``out_dir``. The report is rendered first, under a
+    temporary name, so a failing report writes nothing."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_report = _report_writer()
+    partial = out_dir / ".report.html.partial"
+    if write_report is not None:
+        try:
+            write_report(results, partial, title=f"bosun simulate: {results[0].meta['trace']}")
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+    written: list[Path] = []
+    for result in results:
+        label = str(result.meta.get("policy", result.name))
+        written += result.write(out_dir / label.lower())
+    if write_report is not None:
+        final = out_dir / "report.html"
+        partial.replace(final)
+        written.append(final)
+    return written
+
+
+def comparison_table(results: Sequence[SimulationResult]) -> Table:
+    """The headline numbers of several runs side by side."""
+    table = Table(title=f"Simulation: {results[0].meta['trace']}", header_style="bold")
+    table.add_column("Metric", no_wrap=True)
+    for r in results:
+        table.add_column(str(r.meta.get("policy", r.name)), justify="right")
+    rows: list[tuple[str, Callable[[dict[str, float]], str]]] = [
+        ("GPU allocated, mean", lambda s: _pct(s["gpu_alloc_ratio_mean"])),
+        ("CPU allocated, mean", lambda s: _pct(s["cpu_alloc_ratio_mean"])),
+        ("GPU fragmentation, mean (GPUs)", lambda s: _num(s["gpu_fragmentation_mean"])),
+        ("Fragmentation / free GPUs", lambda s: _pct(s["gpu_fragmentation_ratio_mean"])),
+        ("Pending pods (max)", lambda s: f"{int(s['pending_max'])}"),
+        ("Failed attempts", lambda s: f"{int(s['failed_attempts'])}"),
+        ("Unschedulable at end", lambda s: f"{int(s['unschedulable_at_end'])}"),
+        ("Queue wait p99 (sim s)", lambda s: _num(s["queue_wait_p99_s"], 1)),
+        ("Decision time p99 (ms)", lambda s: _num(s["decision_p99_ms"], 3)),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *(cell(r.summary) for r in results))
+    return table
+
+
 def write_outputs(result: SimulationResult, out_dir: Path) -> list[Path]:
     """``summary.json``, ``timeseries.csv``, ``pods.csv`` and (when the report module is
     importable) ``report.html`` in ``out_dir``. The report is rendered first, under a
@@ -227,6 +299,14 @@ def simulate(
     config: Annotated[
         Path | None, typer.Option("--config", help="KubeSchedulerConfiguration file.")
     ] = None,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy",
+            help="Compare placement policies instead of --config (repeatable or comma-"
+            f"separated): {', '.join(POLICIES)}.",
+        ),
+    ] = None,
     report: Annotated[
         Path,
         typer.Option("--report", help="Output folder for summary.json, CSVs and report.html."),
@@ -255,6 +335,7 @@ def simulate(
     """Replay a trace through the scheduler on simulated time and measure it.
 
     Writes summary.json, timeseries.csv, pods.csv and report.html into the --report folder.
+    With --policy, each policy's files go to a subfolder and report.html compares them.
 
     Exit code 2 on bad input: every problem is listed and nothing is written.
     """
@@ -274,8 +355,9 @@ def simulate(
         done = min(now / end, 1.0) if end > 0 else 1.0
         progress.update(task, completed=done, now=f"{now:,.0f} / {end:,.0f} s")
 
+    policies = [name for item in policy or [] for name in item.split(",") if name.strip()]
     try:
-        sim = load_simulation(
+        sims = load_simulation(
             trace,
             snapshot,
             config,
@@ -284,15 +366,25 @@ def simulate(
             sample_every_s=sample_every,
             until_s=until,
             progress=on_progress,
+            policies=policies,
         )
+        results: list[SimulationResult] = []
         with progress:
-            result = sim.run(until)
-        written = write_outputs(result, report)
+            for label, sim in sims:
+                result = sim.run(until)
+                if label:
+                    result.name = f"{sim.trace.name} · {label}"
+                    result.meta["policy"] = label
+                results.append(result)
+        if policies:
+            written = write_comparison(results, report)
+        else:
+            written = write_outputs(results[0], report)
     except BosunError as e:
         raise fail(str(e)) from None
     out = Console()
     if skip_bad_rows:
-        for line in _skipped_lines(sim.trace):
+        for line in _skipped_lines(sims[0][1].trace):
             out.print(line, markup=False, highlight=False)
-    out.print(summary_table(result))
+    out.print(comparison_table(results) if policies else summary_table(results[0]))
     out.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
