@@ -303,6 +303,7 @@ def simulate(
         list[str] | None,
         typer.Option(
             "--policy",
+            "--policies",
             help="Compare placement policies instead of --config (repeatable or comma-"
             f"separated): {', '.join(POLICIES)}.",
         ),
