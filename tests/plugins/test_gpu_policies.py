@@ -182,6 +182,28 @@ def test_random_scores_one_node_and_is_seeded() -> None:
     assert run(Random(), snap, pod, rows[:0]) == ([], [])
 
 
+def test_random_draws_the_device_of_a_sharing_pod() -> None:
+    # The artifact runs Random with -gpusel random (allocateGpuIdBasedOnRandomFit).
+    # Devices used 0, 700, 400, 0, 900 -> free 1000, 300, 600, 1000, 100. A 500-milli pod
+    # fits devices 0, 2 and 3 (free >= 500), each drawn with probability 1/3: about 1000 of
+    # 3000 draws each (binomial sd ~26); devices 1 and 4 never.
+    snap = snapshot_of(gpu_node("n", 5, [0, 700, 400, 0, 900]))
+    plugin = Random(None, FakeHandle(snap, seed=5))  # type: ignore[arg-type]
+    state = CycleState()
+    draws = Counter(
+        plugin.choose_gpu_devices(state, gpu_pod("p", 1, 500), snap, 0) for _ in range(3000)
+    )
+    assert set(draws) == {(0,), (2,), (3,)}
+    assert all(900 < n < 1100 for n in draws.values())
+    # whole GPUs, k GPUs, a CPU-only pod, or no device with the share free: the default
+    # (AllocateExclusiveGpuId = lowest idle devices = the snapshot's best fit)
+    assert plugin.choose_gpu_devices(state, gpu_pod("w", 1, 1000), snap, 0) is None
+    assert plugin.choose_gpu_devices(state, gpu_pod("w2", 2, 1000), snap, 0) is None
+    assert plugin.choose_gpu_devices(state, make_pod("c", cpu="1"), snap, 0) is None
+    full = snapshot_of(gpu_node("m", 2, [800, 900]))
+    assert plugin.choose_gpu_devices(state, gpu_pod("q", 1, 500), full, 0) is None
+
+
 # ----------------------------------------------------------------------------- BestFit
 
 

@@ -7,10 +7,20 @@ the authors' simulator implements it (hkust-adsl/kubernetes-scheduler-simulator,
 ``MaxNodeScore`` (100) and every other node 0. Used alone, the pod lands on a uniformly
 random feasible node; combined with other plugins it adds 100 x weight to one random node.
 
-The draw uses the scheduler's seeded generator (``handle.rng``), so a run is reproducible
+GPU devices: the artifact runs Random with ``-gpusel random``
+(``experiments/run_scripts/generate_run_scripts.py``), so a GPU-sharing pod (one GPU,
+share < 1000) takes a device drawn uniformly among those of the chosen node with its share
+free (``allocateGpuIdBasedOnRandomFit`` in ``pkg/simulator/plugin/open_gpu_share.go``,
+reservoir sampling over the devices). Pods of whole GPUs take the lowest-indexed idle
+devices there (``AllocateExclusiveGpuId``), which is the snapshot's default best fit, so
+the plugin leaves them (and pods asking ``k > 1`` GPUs at a share, which the artifact
+rejects) to the default.
+
+The draws use the scheduler's seeded generator (``handle.rng``), so a run is reproducible
 from its seed. Without a handle (tests), a generator seeded with 0 is used.
 
-Extension points: Score (no NormalizeScore: scores are already 0 or 100). No args.
+Extension points: Score (no NormalizeScore: scores are already 0 or 100); GPU device choice
+(:class:`bosun.framework.interface.GpuDevicePlugin`). No args.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bosun.framework.interface import MAX_NODE_SCORE, CycleState, IndexArray, IntArray
-from bosun.plugins.gpu_common import args_mapping
+from bosun.plugins.gpu_common import args_mapping, device_free_milli, is_gpu_share
 
 if TYPE_CHECKING:
     from bosun.api.types import Pod
@@ -32,7 +42,8 @@ NAME = "Random"
 
 
 class Random:
-    """Score 100 for one uniformly drawn node, 0 for the others (see the module docstring).
+    """Score 100 for one uniformly drawn node, 0 for the others; a GPU-sharing pod gets a
+    uniformly drawn device of the node (see the module docstring).
 
     Args:
         args: must be empty (None or ``{}``).
@@ -61,3 +72,16 @@ class Random:
         if len(nodes):
             out[int(self._rng().integers(len(nodes)))] = MAX_NODE_SCORE
         return out
+
+    def choose_gpu_devices(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, node_row: int
+    ) -> tuple[int, ...] | None:
+        """A GPU-sharing pod's device on ``node_row``: uniform among the devices with the
+        pod's share free; None (the default) for other pods or when no device fits."""
+        if not is_gpu_share(pod.gpu_count, pod.gpu_milli):
+            return None
+        rows = np.array([node_row], dtype=np.intp)
+        fits = np.flatnonzero(device_free_milli(snapshot, rows)[0] >= pod.gpu_milli)
+        if not len(fits):
+            return None
+        return (int(fits[int(self._rng().integers(len(fits)))]),)

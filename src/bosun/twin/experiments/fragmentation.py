@@ -33,8 +33,9 @@ and the authors' artifact, github.com/hkust-adsl/kubernetes-scheduler-simulator
 
 Deviations from the artifact, all deliberate and listed in ``docs/results.md``: bosun's
 kube filters (NodeResourcesFit also checks CPU, memory and the pod count, as kube does),
-bosun's GPU device choice (FGD picks its own; every other policy gets the snapshot's best
-fit, where the artifact's Random picks a device at random), ties broken by the scheduler's
+bosun's GPU device choice (FGD picks its own, Random draws a sharing pod's device at random
+as the artifact's ``-gpusel random`` does, every other policy gets the snapshot's best fit,
+the artifact's ``best``), ties broken by the scheduler's
 seeded RNG, FGD's task classes (all of the trace's, where the artifact keeps the shapes
 covering 95 % of the pods), and the stop rule compares whole-pod GPU demand (the artifact
 compares only the per-GPU share of the candidate pod with the target).
