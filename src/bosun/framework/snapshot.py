@@ -434,7 +434,7 @@ class Snapshot:
         evicted = [e.pod for e in self.pods.on(row)]
         for pod in evicted:
             self.remove_pod(pod.key)
-        keep = np.array([i for i in range(self.num_nodes) if i != row], dtype=np.intp)
+        keep = np.delete(np.arange(self.num_nodes, dtype=np.intp), row)
         remap = np.full(self.num_nodes, -1, dtype=np.int32)
         remap[keep] = np.arange(len(keep), dtype=np.int32)
         self.allocatable = self.allocatable[keep]
