@@ -900,3 +900,32 @@ TestQueueMachine.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+def test_leftover_flush_at_next_event_time_always_moves_the_pod() -> None:
+    # Regression: with fractional entry times, ``now - 300`` can round below the entry
+    # time while ``entry + 300 == now``; a wake-up at next_event_time() must flush.
+    from bosun.api.build import make_pod
+    from bosun.framework.interface import Status
+    from bosun.framework.queue import ManualClock, SchedulingQueue
+
+    # each of these has (entry + 300) - 300 < entry in float64
+    for entry in (4030.9273233720364, 63.18160053332078, 917.6994910066061):
+        clock = ManualClock()
+        clock.set(entry)
+        q = SchedulingQueue(
+            sort_key=lambda pod, ts: (-pod.priority, ts),
+            pre_enqueue=lambda pod: Status.success(),
+            clock=clock,
+        )
+        q.add(make_pod("p"))
+        qpi = q.pop()
+        assert qpi is not None
+        qpi.unschedulable_plugins = {"NodeResourcesFit"}
+        q.add_unschedulable_if_not_present(qpi, q.scheduling_cycle)
+        q.done(qpi.pod.key)
+        wake = q.next_event_time()
+        assert wake is not None
+        clock.set(wake)
+        q.flush_unschedulable_leftover()
+        assert q.pending()["unschedulable"] == 0, entry

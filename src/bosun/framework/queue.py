@@ -541,11 +541,13 @@ class SchedulingQueue:
 
         Pods gated by ``SchedulingGates`` never time out.
         """
-        deadline = self._clock.now() - self.max_in_unschedulable_s
+        now = self._clock.now()
         keys: list[str] = []
         while True:
             head = self._pool_times.peek()
-            if head is None or head[0] > deadline:
+            # the same sum as next_event_time(), so a wake-up at that time always flushes
+            # (``now - 300`` can round below an entry time that ``entry + 300`` reaches)
+            if head is None or head[0] + self.max_in_unschedulable_s > now:
                 break
             keys.append(head[1].key)
             self._pool_times.pop()
