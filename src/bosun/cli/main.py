@@ -7,6 +7,7 @@ import typer
 from bosun.cli.experiment import app as experiment_app
 from bosun.cli.schedule import schedule
 from bosun.cli.simulate import simulate
+from bosun.cli.snapshot import snapshot
 
 app = typer.Typer(
     name="bosun",
@@ -17,6 +18,7 @@ app = typer.Typer(
 )
 app.command(name="schedule")(schedule)
 app.command(name="simulate")(simulate)
+app.command(name="snapshot")(snapshot)
 app.add_typer(experiment_app, name="experiment")
 
 
