@@ -1,0 +1,317 @@
+"""Apply informer events to a :class:`~bosun.framework.scheduler.Scheduler` and its snapshot.
+
+:class:`ClusterSync` is kube-scheduler's event handlers (``pkg/scheduler/eventhandlers.go``)
+over bosun's columnar snapshot. It is not thread-safe: one thread (the scheduling thread)
+calls :meth:`ClusterSync.apply` with the events the informers (:mod:`bosun.live.informer`)
+put on a queue, between scheduling attempts.
+
+Semantics, per event:
+
+* Node ``ADDED``: added to the snapshot, then the queue moves pods on ``NodeAdd``; bound
+  pods that arrived before their node (the pod and node informers are independent) are
+  accounted now. ``MODIFIED``: the node's row is replaced (``NodeUpdate``), nothing happens
+  when nothing bosun reads changed. ``DELETED``: the node and its pods leave the snapshot;
+  the pods are kept aside and come back if a node of that name returns (kube keeps them in
+  its cache until they are deleted). No queue move, as kube.
+* Pod with ``spec.nodeName`` (bound): removed from the scheduling queue and accounted on its
+  node (``PodAdd``). A pod the snapshot already holds (assumed or bound by this scheduler,
+  or an update) is replaced, keeping its GPU devices when the node and GPU share are the
+  same; an assumed pod is confirmed. A change that is only ``spec.nodeName`` (the binding
+  this scheduler made, coming back) moves nothing; other changes move on ``PodUpdate``.
+* Pod without ``spec.nodeName`` (pending): queued (``Scheduler.add_pod``: added, or updated
+  in place) when its ``schedulerName`` has a profile, else ignored. A pending version of a
+  pod the snapshot holds is a stale event for a pod this scheduler just placed: ignored,
+  as kube ignores updates of assumed pods.
+* A pod whose ``metadata.uid`` differs from the one the snapshot holds under its name was
+  deleted and created again (between two lists): the old one is released first.
+* Pod ``DELETED``, or in phase ``Succeeded``/``Failed``: released from the snapshot
+  (``PodDelete``) or dropped from the queue (``Scheduler.delete_pod``).
+
+API objects become bosun objects through the manifest loader, one at a time
+(:func:`node_from_api`, :func:`pod_from_api`), so the API server's rules bosun checks are
+checked here too. An object the loader rejects, or that does not fit the snapshot, is
+logged (logger ``bosun.live.sync``, with its name and the problems) and skipped, and the
+state bosun had for it is left as it was; :attr:`ClusterSync.skipped` lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+from dataclasses import replace
+from typing import Any
+
+from bosun.api.manifest import load_manifest_text
+from bosun.api.types import Node, Pod
+from bosun.errors import InputError
+from bosun.framework.scheduler import Scheduler
+from bosun.framework.snapshot import SnapshotError
+from bosun.live.informer import ADDED, DELETED, MODIFIED, InformerEvent
+
+__all__ = ["ClusterSync", "node_from_api", "pod_from_api"]
+
+Obj = dict[str, Any]
+
+_LOG = logging.getLogger("bosun.live.sync")
+
+
+def _name(kind: str, obj: Obj) -> str:
+    """``namespace/name`` (``name`` for nodes); ``""`` when the object has no name."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return ""
+    if kind == "Node":
+        return str(meta["name"])
+    ns = meta.get("namespace")
+    return f"{ns if isinstance(ns, str) and ns else 'default'}/{meta['name']}"
+
+
+def _load(kind: str, obj: Obj) -> Any:
+    doc = {**obj, "apiVersion": "v1", "kind": kind}
+    return load_manifest_text(json.dumps(doc), source=f"api:{kind}/{_name(kind, obj)}")
+
+
+def node_from_api(obj: Obj) -> Node:
+    """The bosun :class:`Node` of a Node from the API server (a list item or an event's
+    object; ``kind``/``apiVersion`` may be missing).
+
+    Raises:
+        InputError: the loader rejects it (the source is ``api:Node/<name>``).
+    """
+    nodes = _load("Node", obj).nodes
+    if len(nodes) != 1:  # pragma: no cover - the loader returns the node or raises
+        raise AssertionError("the manifest loader did not return one node")
+    node: Node = nodes[0]
+    return node
+
+
+def pod_from_api(obj: Obj) -> Pod | None:
+    """The bosun :class:`Pod` of a Pod from the API server; None for a Succeeded or Failed
+    pod (it holds no resources).
+
+    The API server's Priority admission has already resolved ``spec.priority`` (and
+    ``spec.preemptionPolicy``) from the pod's PriorityClass: when ``spec.priority`` is set,
+    it is taken as is, as kube-scheduler does, and the class need not be known here.
+    Without it (a server without that admission plugin) the loader resolves the class,
+    which must then be a built-in ``system-*`` one.
+
+    Raises:
+        InputError: the loader rejects it (the source is ``api:Pod/<namespace>/<name>``).
+    """
+    spec = obj.get("spec")
+    resolved: tuple[int, str, str] | None = None
+    if isinstance(spec, dict) and type(spec.get("priority")) is int:
+        policy = spec.get("preemptionPolicy")
+        cls = spec.get("priorityClassName")
+        resolved = (
+            spec["priority"],
+            cls if isinstance(cls, str) else "",
+            policy if isinstance(policy, str) and policy else "PreemptLowerPriority",
+        )
+        spec = {
+            k: v
+            for k, v in spec.items()
+            if k not in ("priority", "priorityClassName", "preemptionPolicy")
+        }
+        obj = {**obj, "spec": spec}
+    pods = _load("Pod", obj).pods
+    if not pods:
+        return None  # a terminal phase: skipped by the loader
+    pod: Pod = pods[0]
+    if resolved is not None:
+        pod = replace(
+            pod,
+            priority=resolved[0],
+            priority_class_name=resolved[1],
+            preemption_policy=resolved[2],
+        )
+    return pod
+
+
+class ClusterSync:
+    """Keeps a scheduler's snapshot and queue in step with informer events (module
+    docstring for the semantics). Not thread-safe: call it from the scheduling thread.
+
+    Args:
+        scheduler: the scheduler; its ``snapshot``, ``queue`` and ``cache`` are updated.
+
+    Attributes:
+        skipped: ``"Node name"`` / ``"Pod namespace/name"`` -> why its last event was
+            skipped; an entry goes when a later event for the object is applied.
+        applied: events applied so far (skipped ones not counted).
+    """
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self.skipped: dict[str, str] = {}
+        self.applied = 0
+        self._orphans: dict[str, dict[str, Pod]] = {}
+        self._orphan_node: dict[str, str] = {}
+
+    @property
+    def orphans(self) -> dict[str, str]:
+        """Bound pods whose node is not in the snapshot: ``namespace/name`` -> node."""
+        return dict(self._orphan_node)
+
+    # ------------------------------------------------------------------ entry points
+
+    def apply(self, event: InformerEvent) -> bool:
+        """Apply one informer event. Returns False when it was skipped (logged)."""
+        type_, kind, obj = event
+        if type_ not in (ADDED, MODIFIED, DELETED) or kind not in ("Node", "Pod"):
+            _LOG.warning("skipping a %s event for kind %s", type_, kind)
+            return False
+        name = _name(kind, obj) if isinstance(obj, dict) else ""
+        if not name:
+            _LOG.warning("skipping a %s %s event without metadata.name", type_, kind)
+            return False
+        ok = self._node(type_, name, obj) if kind == "Node" else self._pod(type_, name, obj)
+        if ok:
+            self.skipped.pop(f"{kind} {name}", None)
+            self.applied += 1
+        return ok
+
+    def drain(self, events: queue.Queue[InformerEvent], max_events: int | None = None) -> int:
+        """Apply the events waiting on ``events`` without blocking (at most ``max_events``);
+        returns how many were taken off the queue."""
+        n = 0
+        while max_events is None or n < max_events:
+            try:
+                event = events.get_nowait()
+            except queue.Empty:
+                break
+            self.apply(event)
+            n += 1
+        return n
+
+    def _skip(self, kind: str, name: str, why: str) -> bool:
+        _LOG.warning("skipping %s %s: %s", kind, name, why)
+        self.skipped[f"{kind} {name}"] = why
+        return False
+
+    # ------------------------------------------------------------------ nodes
+
+    def _node(self, type_: str, name: str, obj: Obj) -> bool:
+        snap, q = self.scheduler.snapshot, self.scheduler.queue
+        if type_ == DELETED:
+            if name in snap.node_index:
+                for pod in snap.remove_node(name):
+                    self.scheduler.cache.confirm(pod)
+                    self._park(pod)
+            return True
+        try:
+            node = node_from_api(obj)
+        except InputError as e:
+            return self._skip("Node", name, str(e))
+        row = snap.node_index.get(node.name)
+        try:
+            if row is not None:
+                if snap.nodes[row] == node:
+                    return True
+                snap.update_node(node)
+                q.move_all_to_active_or_backoff("NodeUpdate")
+                return True
+            snap.add_node(node)
+        except SnapshotError as e:
+            return self._skip("Node", name, str(e))
+        for pod in self._orphans.pop(name, {}).values():
+            del self._orphan_node[pod.key]
+            try:
+                snap.add_pod(pod, name)
+            except SnapshotError as e:
+                self._skip("Pod", pod.key, str(e))
+        q.move_all_to_active_or_backoff("NodeAdd")
+        return True
+
+    def _park(self, pod: Pod) -> None:
+        self._orphans.setdefault(pod.node_name, {})[pod.key] = pod
+        self._orphan_node[pod.key] = pod.node_name
+
+    def _unpark(self, key: str) -> None:
+        node = self._orphan_node.pop(key, None)
+        if node is not None:
+            parked = self._orphans[node]
+            del parked[key]
+            if not parked:
+                del self._orphans[node]
+
+    # ------------------------------------------------------------------ pods
+
+    def _pod(self, type_: str, key: str, obj: Obj) -> bool:
+        if type_ == DELETED:
+            self._remove_pod(key)
+            return True
+        try:
+            pod = pod_from_api(obj)
+        except InputError as e:
+            return self._skip("Pod", key, str(e))
+        if pod is None:
+            self._remove_pod(key)
+            return True
+        entry = self.scheduler.snapshot.pods.get(key)
+        if entry is not None and entry.pod.uid != pod.uid:
+            self._remove_pod(key)  # deleted and created again while the watch was away
+        if pod.node_name:
+            return self._bound(pod)
+        else:
+            self._pending(pod)
+        return True
+
+    def _remove_pod(self, key: str) -> None:
+        sched = self.scheduler
+        self._unpark(key)
+        entry = sched.snapshot.pods.get(key)
+        if entry is not None and sched.cache.is_assumed(key):
+            sched.cache.forget(entry.pod)
+            sched.queue.delete(key)
+            sched.nominated.pop(key, None)
+            sched.queue.move_all_to_active_or_backoff("PodDelete")
+            return
+        sched.delete_pod(key)
+
+    def _bound(self, pod: Pod) -> bool:
+        sched = self.scheduler
+        snap, key = sched.snapshot, pod.key
+        self._unpark(key)
+        sched.queue.delete(key)
+        sched.nominated.pop(key, None)
+        entry = snap.pods.get(key)
+        if entry is None:
+            if pod.node_name not in snap.node_index:
+                self._park(pod)
+                return True
+            try:
+                sched.add_pod(pod)
+            except SnapshotError as e:
+                return self._skip("Pod", key, str(e))
+            return True
+        sched.cache.confirm(pod)
+        old = entry.pod
+        same_node = snap.node_names[entry.node_row] == pod.node_name
+        if same_node and old == pod:
+            return True
+        only_bound = same_node and replace(old, node_name=pod.node_name) == pod
+        snap.remove_pod(key)
+        if pod.node_name not in snap.node_index:
+            self._park(pod)
+            sched.queue.move_all_to_active_or_backoff("PodDelete")
+            return True
+        same_gpus = old.gpu_count == pod.gpu_count and old.gpu_milli == pod.gpu_milli
+        devices = entry.gpu_devices if same_node and same_gpus else None
+        try:
+            snap.add_pod(pod, pod.node_name, devices)
+        except SnapshotError as e:
+            sched.queue.move_all_to_active_or_backoff("PodDelete")
+            return self._skip("Pod", key, str(e))
+        if not only_bound:
+            sched.queue.move_all_to_active_or_backoff("PodUpdate")
+        return True
+
+    def _pending(self, pod: Pod) -> None:
+        sched = self.scheduler
+        if sched.snapshot.pods.get(pod.key) is not None:
+            return  # placed by this scheduler; the API has not caught up yet
+        self._unpark(pod.key)
+        if pod.scheduler_name in sched.profiles:
+            sched.add_pod(pod)
