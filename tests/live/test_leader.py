@@ -1,0 +1,440 @@
+"""Leader election against the fake apiserver: client-go's rules, races and failures.
+
+Single attempts run on a manual clock (no threads). Whole elections run on
+:class:`FastClock`, real time sped up 20x, so a 15 s lease lasts 0.75 s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from bosun.errors import BosunError
+from bosun.live.leader import LeaderElectionConfig, LeaderElector
+
+from .fakeapi import FakeApiServer
+
+Obj = dict[str, Any]
+NS = "kube-system"
+NAME = "bosun-scheduler"
+T0 = datetime(2025, 1, 1, 12, 0, 0, 500000, tzinfo=UTC)
+
+
+def cfg(identity: str, **kw: Any) -> LeaderElectionConfig:
+    return LeaderElectionConfig(lease_name=NAME, namespace=NS, identity=identity, **kw)
+
+
+class ManualClock:
+    """Time that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def clock(self) -> float:
+        return self.t
+
+    def now(self) -> datetime:
+        return T0 + timedelta(seconds=self.t - 1000.0)
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+class FastClock:
+    """Real time, sped up ``factor`` times: one clock for every candidate of a test."""
+
+    def __init__(self, factor: float = 20.0) -> None:
+        self.factor = factor
+        self.t0 = time.monotonic()
+
+    def clock(self) -> float:
+        return (time.monotonic() - self.t0) * self.factor
+
+    def now(self) -> datetime:
+        return T0 + timedelta(seconds=self.clock())
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds / self.factor)
+
+
+def lease(fake: FakeApiServer) -> Obj:
+    return fake.get("Lease", NAME, NS)
+
+
+def seed_lease(
+    fake: FakeApiServer,
+    holder: str,
+    *,
+    duration: int = 15,
+    transitions: int = 0,
+    renew: str = "2025-01-01T11:00:00.000001Z",
+) -> None:
+    fake.create(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": NAME, "namespace": NS},
+            "spec": {
+                "holderIdentity": holder,
+                "leaseDurationSeconds": duration,
+                "acquireTime": "2025-01-01T10:00:00.000001Z",
+                "renewTime": renew,
+                "leaseTransitions": transitions,
+            },
+        }
+    )
+
+
+def other_renews(fake: FakeApiServer) -> None:
+    """The holder (another process) renews: the record changes."""
+    obj = lease(fake)
+    obj["spec"]["renewTime"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    fake.update(obj)
+
+
+def manual(
+    api_client: client.ApiClient, identity: str, clk: ManualClock, **kw: Any
+) -> LeaderElector:
+    return LeaderElector(api_client, cfg(identity, **kw), clock=clk.clock, now=clk.now)
+
+
+# ---------------------------------------------------------------- configuration
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        pytest.param({"identity": ""}, "identity", id="empty-identity"),
+        pytest.param(
+            {"lease_duration_s": 10.0},
+            "greater than the renew deadline",
+            id="lease-not-longer-than-renew-deadline",
+        ),
+        pytest.param(
+            {"renew_deadline_s": 2.4},
+            "1.2 x the retry period",
+            id="renew-deadline-within-jittered-retry",
+        ),
+        pytest.param({"retry_period_s": 0.0}, "must be positive", id="zero-retry"),
+        pytest.param(
+            {"lease_duration_s": 0.5, "renew_deadline_s": 0.4, "retry_period_s": 0.1},
+            "at least 1s",
+            id="sub-second-lease",
+        ),
+    ],
+)
+def test_config_rejects_what_client_go_rejects(
+    api_client: client.ApiClient, kw: Obj, message: str
+) -> None:
+    base: Obj = {"lease_name": NAME, "namespace": NS, "identity": "a"}
+    with pytest.raises(BosunError, match=message):
+        LeaderElector(api_client, LeaderElectionConfig(**{**base, **kw}))
+
+
+# ---------------------------------------------------------------- single attempts
+
+
+def test_single_candidate_creates_then_renews(
+    fake_api: FakeApiServer, api_client: client.ApiClient
+) -> None:
+    clk = ManualClock()
+    a = manual(api_client, "a", clk)
+    assert a.try_acquire_or_renew()
+    spec = lease(fake_api)["spec"]
+    assert spec["holderIdentity"] == "a"
+    assert spec["leaseDurationSeconds"] == 15
+    assert spec["leaseTransitions"] == 0
+    assert spec["acquireTime"] == spec["renewTime"]
+    acquired = spec["acquireTime"]
+
+    clk.advance(2.0)
+    assert a.try_acquire_or_renew()  # the fast path: one PUT, no GET
+    spec = lease(fake_api)["spec"]
+    assert spec["acquireTime"] == acquired
+    assert spec["renewTime"] != acquired
+    assert spec["leaseTransitions"] == 0
+    assert fake_api.requests[-1][0] == "PUT"
+
+
+@dataclass(frozen=True)
+class Step:
+    """Advance the candidate's clock, maybe let the holder renew, then try once."""
+
+    advance_s: float
+    holder_renews: bool
+    expect: bool
+
+
+@dataclass(frozen=True)
+class AcquireCase:
+    holder: str | None  # None: no Lease; "": released
+    steps: tuple[Step, ...]
+    transitions_after: int
+    seed_kw: Obj = field(default_factory=dict)
+
+
+ACQUIRE_CASES = [
+    pytest.param(AcquireCase(None, (Step(0, False, True),), 0), id="absent-is-created"),
+    pytest.param(
+        AcquireCase("", (Step(0, False, True),), 4, {"transitions": 3}),
+        id="released-is-taken-at-once",
+    ),
+    pytest.param(
+        AcquireCase(
+            "b", (Step(0, False, False), Step(14.9, False, False), Step(0.2, False, True)), 1
+        ),
+        id="held-is-taken-after-lease-duration-without-change",
+    ),
+    pytest.param(
+        AcquireCase(
+            "b",
+            (
+                Step(0, False, False),
+                Step(10, True, False),
+                Step(10, False, False),
+                Step(5.1, False, True),
+            ),
+            1,
+        ),
+        id="a-change-restarts-the-countdown",
+    ),
+    pytest.param(
+        # renewTime is an hour old by the wall clock: only local observation counts.
+        AcquireCase("b", (Step(0, False, False), Step(1, False, False)), 0),
+        id="old-renew-time-alone-is-not-expiry",
+    ),
+    pytest.param(
+        AcquireCase("b", (Step(0, False, False), Step(3.1, False, True)), 1, {"duration": 3}),
+        id="holders-own-lease-duration-counts",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", ACQUIRE_CASES)
+def test_acquire_follows_the_observed_record_rule(
+    fake_api: FakeApiServer, api_client: client.ApiClient, case: AcquireCase
+) -> None:
+    if case.holder is not None:
+        seed_lease(fake_api, case.holder, **case.seed_kw)
+    clk = ManualClock()
+    a = manual(api_client, "a", clk)
+    for i, step in enumerate(case.steps):
+        clk.advance(step.advance_s)
+        if step.holder_renews:
+            other_renews(fake_api)
+        assert a.try_acquire_or_renew() is step.expect, f"step {i}"
+    spec = lease(fake_api)["spec"]
+    assert spec["holderIdentity"] == ("a" if case.steps[-1].expect else case.holder)
+    assert spec["leaseTransitions"] == case.transitions_after
+
+
+@pytest.mark.parametrize(
+    "holder",
+    [
+        pytest.param(None, id="both-create-409-already-exists"),
+        pytest.param("", id="both-update-same-resource-version-409-conflict"),
+    ],
+)
+def test_409_race_has_one_winner(
+    fake_api: FakeApiServer, api_client: client.ApiClient, holder: str | None
+) -> None:
+    """b reads the Lease; before b writes, a does its whole attempt; b then gets 409."""
+    if holder is not None:
+        seed_lease(fake_api, holder)
+    clk = ManualClock()
+    a, b = manual(api_client, "a", clk), manual(api_client, "b", clk)
+    leases: Any = b._leases
+    read = leases.read_namespaced_lease
+    raced: list[bool] = []
+
+    def read_then_a_wins(**kw: Any) -> Any:
+        try:
+            return read(**kw)
+        finally:
+            raced.append(a.try_acquire_or_renew())
+
+    leases.read_namespaced_lease = read_then_a_wins
+    assert b.try_acquire_or_renew() is False
+    assert raced == [True]
+    assert lease(fake_api)["spec"]["holderIdentity"] == "a"
+    codes = [r for r in fake_api.requests if r[0] in ("POST", "PUT")]
+    assert len(codes) == 2  # a's write and b's refused one
+    # b learned nothing wrong: its next attempt sees a's fresh lease and backs off.
+    assert b.try_acquire_or_renew() is False
+
+
+def test_release_empties_the_holder(fake_api: FakeApiServer, api_client: client.ApiClient) -> None:
+    clk = ManualClock()
+    a = manual(api_client, "a", clk)
+    assert a.try_acquire_or_renew()
+    assert a.release()
+    spec = lease(fake_api)["spec"]
+    assert spec["holderIdentity"] == ""
+    assert spec["leaseDurationSeconds"] == 1
+    assert spec["leaseTransitions"] == 0
+    assert a.release()  # not held any more: nothing to do
+    b = manual(api_client, "b", clk)
+    assert b.try_acquire_or_renew()
+    assert lease(fake_api)["spec"]["leaseTransitions"] == 1
+
+
+# ---------------------------------------------------------------- whole elections
+
+
+@dataclass
+class Candidate:
+    elector: LeaderElector
+    started: list[float] = field(default_factory=list)
+    stopped: list[float] = field(default_factory=list)
+
+
+class Election:
+    """Candidates on one :class:`FastClock`, each in its thread; all stopped at the end."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
+        self.fast = FastClock()
+        self.candidates: dict[str, Candidate] = {}
+        self.max_leaders = 0
+
+    def add(self, identity: str, **kw: Any) -> Candidate:
+        holder: list[Candidate] = []
+        elector = LeaderElector(
+            self.api_client,
+            cfg(identity, **kw),
+            on_started_leading=lambda: holder[0].started.append(self.fast.clock()),
+            on_stopped_leading=lambda: holder[0].stopped.append(self.fast.clock()),
+            clock=self.fast.clock,
+            now=self.fast.now,
+            sleep=self.fast.sleep,
+            seed=len(self.candidates),
+        )
+        holder.append(Candidate(elector))
+        self.candidates[identity] = holder[0]
+        return holder[0]
+
+    def leaders(self) -> list[str]:
+        return [n for n, c in self.candidates.items() if c.elector.is_leader]
+
+    def wait(self, cond: Callable[[], bool], fake_s: float) -> bool:
+        """Sample the leaders every ~2 ms until ``cond`` or ``fake_s`` fake seconds."""
+        end = self.fast.clock() + fake_s
+        while self.fast.clock() < end:
+            self.max_leaders = max(self.max_leaders, len(self.leaders()))
+            if cond():
+                return True
+            time.sleep(0.002)
+        return cond()
+
+    def sample(self, fake_s: float) -> None:
+        """Only sample the leaders for ``fake_s`` fake seconds."""
+        self.wait(lambda: False, fake_s)
+
+    def stop_all(self) -> None:
+        for c in self.candidates.values():
+            c.elector.stop(timeout_s=5.0)
+        for c in self.candidates.values():
+            thread = c.elector._thread
+            assert thread is None or not thread.is_alive()
+
+
+@pytest.fixture
+def election(api_client: client.ApiClient) -> Iterator[Election]:
+    e = Election(api_client)
+    try:
+        yield e
+    finally:
+        e.stop_all()
+
+
+def test_single_candidate_leads_until_stopped(fake_api: FakeApiServer, election: Election) -> None:
+    a = election.add("a")
+    a.elector.start()
+    assert election.wait(lambda: a.elector.is_leader, 10)
+    election.sample(20)  # several renewals
+    assert a.elector.is_leader and len(a.started) == 1 and not a.stopped
+    assert lease(fake_api)["spec"]["holderIdentity"] == "a"
+    a.elector.stop(timeout_s=5.0)
+    assert not a.elector.is_leader and len(a.stopped) == 1
+    assert lease(fake_api)["spec"]["holderIdentity"] == ""
+
+
+@pytest.mark.parametrize(
+    ("release", "min_fake_s", "max_fake_s"),
+    [
+        # Released: the other takes over at its next retry (<= 2 s * 2.2, plus latency).
+        pytest.param(True, 0.0, 6.0, id="leader-stops-and-releases"),
+        # Crashed (no release, no renewals): only after the lease duration, 15 s, since
+        # the other last saw the record change (last renewal <= one retry before the stop).
+        pytest.param(False, 15.0 - 2.0 - 0.5, 15.0 + 2.0 * 2.2 + 2.0, id="leader-crashes"),
+    ],
+)
+def test_two_candidates_one_leader_and_takeover(
+    fake_api: FakeApiServer,
+    election: Election,
+    release: bool,
+    min_fake_s: float,
+    max_fake_s: float,
+) -> None:
+    a = election.add("a", release_on_cancel=release)
+    b = election.add("b", release_on_cancel=release)
+    a.elector.start()
+    b.elector.start()
+    assert election.wait(lambda: len(election.leaders()) == 1, 10)
+    first = election.leaders()[0]
+    second = "b" if first == "a" else "a"
+    election.sample(30)  # 30 s: the follower never gets in
+    assert election.leaders() == [first]
+    assert not election.candidates[second].started
+
+    stopped_at = election.fast.clock()
+    election.candidates[first].elector.stop(timeout_s=5.0)
+    assert election.wait(lambda: election.leaders() == [second], 30)
+    took = election.candidates[second].started[0] - stopped_at
+    assert min_fake_s <= took <= max_fake_s
+    assert election.max_leaders == 1
+    spec = lease(fake_api)["spec"]
+    assert spec["holderIdentity"] == second
+    assert spec["leaseTransitions"] == 1
+
+
+def _cut_off(fake_api: FakeApiServer) -> None:
+    fake_api.stop()
+
+
+def _forbidden(fake_api: FakeApiServer) -> None:
+    fake_api.forbid("update", "leases")
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        pytest.param(_cut_off, id="api-unreachable"),
+        pytest.param(_forbidden, id="renewal-refused-403"),
+    ],
+)
+def test_failed_renewals_lose_leadership_after_the_renew_deadline(
+    fake_api: FakeApiServer, election: Election, fault: Callable[[FakeApiServer], None]
+) -> None:
+    a = election.add("a")
+    a.elector.start()
+    assert election.wait(lambda: a.elector.is_leader, 10)
+    election.sample(5)
+    fault_at = election.fast.clock()
+    fault(fake_api)
+    assert election.wait(lambda: bool(a.stopped), 30)
+    assert not a.elector.is_leader
+    lost_after = a.stopped[0] - fault_at
+    # The failing renewal starts at most one retry period after the fault, and is given
+    # up at its renew deadline: before anyone else could see the 15 s lease expire.
+    assert 10.0 - 0.5 <= lost_after <= 2.0 + 10.0 + 1.5
+    assert lost_after < 15.0
+    assert len(a.started) == 1 and len(a.stopped) == 1
+    a.elector._thread.join(5.0)  # type: ignore[union-attr]
+    assert not a.elector._thread.is_alive()  # type: ignore[union-attr]  # a run ends on loss
