@@ -6,6 +6,7 @@ import typer
 
 from bosun.cli.experiment import app as experiment_app
 from bosun.cli.schedule import schedule
+from bosun.cli.serve import serve
 from bosun.cli.simulate import simulate
 from bosun.cli.snapshot import snapshot
 
@@ -19,6 +20,7 @@ app = typer.Typer(
 app.command(name="schedule")(schedule)
 app.command(name="simulate")(simulate)
 app.command(name="snapshot")(snapshot)
+app.command(name="serve")(serve)
 app.add_typer(experiment_app, name="experiment")
 
 

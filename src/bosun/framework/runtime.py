@@ -236,6 +236,10 @@ class Framework:
         """The scheduler's seeded random generator."""
         return self._rng
 
+    def set_bind_backend(self, bind_pod: Callable[[Pod, str], Status] | None) -> None:
+        """Replace what the DefaultBinder calls to bind (see the ``bind_pod`` argument)."""
+        self._bind_pod = bind_pod
+
     def bind_pod(self, pod: Pod, node_name: str) -> Status:
         """Bind ``pod`` to ``node_name`` through the configured backend (DefaultBinder)."""
         if self._bind_pod is None:

@@ -18,7 +18,7 @@ One attempt (:meth:`Scheduler.schedule_one`) reads top to bottom like kube's:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -277,6 +277,50 @@ class Scheduler:
         else:
             self.queue.delete(pod_key)
         self.nominated.pop(pod_key, None)
+
+    def use_bind_backend(self, bind_pod: Callable[[Pod, str], Status]) -> None:
+        """Make every profile's DefaultBinder call ``bind_pod(pod, node_name)``.
+
+        Live mode passes an asynchronous binder (:mod:`bosun.live.binder`) that only
+        queues the Binding and returns success, so the scheduling cycle ends right after
+        assume, as kube's does; a later failure comes back through
+        :meth:`forget_failed_binding`.
+        """
+        for fwk in self.profiles.values():
+            fwk.set_bind_backend(bind_pod)
+
+    def forget_failed_binding(self, pod: Pod, node_name: str, attempts: int = 1) -> bool:
+        """An asynchronous Bind of ``pod`` to ``node_name`` failed: forget and requeue.
+
+        kube's ``handleBindingCycleError``: the assumed pod leaves the snapshot, pods
+        waiting in the unschedulable pool are moved (the freed room is an
+        ``AssignedPodDelete``), and the pod goes to backoffQ (an Error status records no
+        rejecting plugin), its backoff computed from ``attempts``.
+
+        Nothing happens, and False is returned, when the snapshot no longer holds that pod
+        as placed by this scheduler on ``node_name``: it was deleted meanwhile, or the API
+        server's bound version has already replaced it (another binding won; the informer
+        keeps it accounted where it really is).
+        """
+        entry = self.snapshot.pods.get(pod.key)
+        if (
+            entry is None
+            or entry.pod.uid != pod.uid
+            or entry.pod.node_name
+            or self.snapshot.node_names[entry.node_row] != node_name
+        ):
+            return False
+        if self.cache.is_assumed(pod.key):
+            self.cache.forget(pod)
+        else:
+            self.snapshot.remove_pod(pod.key)
+        self.queue.move_all_to_active_or_backoff("PodDelete")
+        now = self.clock.now()
+        qpi = QueuedPodInfo(
+            pod=entry.pod, timestamp=now, initial_attempt_timestamp=now, attempts=attempts
+        )
+        self.queue.requeue_after_error(qpi)
+        return True
 
     @property
     def evicted(self) -> Mapping[str, str]:
