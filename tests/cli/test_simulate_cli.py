@@ -262,3 +262,139 @@ def test_bad_policy_options(
     assert res.exit_code == 2
     assert message in res.stderr
     assert not out.exists()
+
+
+OVERCOMMITTED_DUMP = """\
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: v1
+    kind: Node
+    metadata: {name: small}
+    status: {allocatable: {cpu: "2", memory: 4Gi, pods: "110"}}
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: big}
+    spec:
+      nodeName: small
+      containers:
+        - name: c
+          image: x
+          resources: {requests: {cpu: "3", memory: 1Gi}}
+"""
+
+
+def test_overcommitted_snapshot_is_exit_2(runner: CliRunner, tmp_path: Path) -> None:
+    # "big" asks for 3 CPUs = 3000m, bound on a node with 2 CPUs = 2000m allocatable.
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(OVERCOMMITTED_DUMP)
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["simulate", "--snapshot", str(dump), "--report", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "Node small: cpu: overcommitted" in res.stderr
+    assert "3000m CPU, allocatable is 2000m CPU" in res.stderr and "default/big" in res.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--trace", "synthetic:nodes=4,pods=5", "--seed", "-3"], "--seed"),
+        (["--trace", "synthetic:nodes=4,pods=5,seed=-1"], "seed: must be a whole number >= 0"),
+        (["--trace", "synthetic:nodes=4,nodes=5,pods=5"], "nodes: given more than once"),
+        (["--trace", "synthetic:nodes=4,pods=5", "--policy", ""], "--policy: empty policy name"),
+        (
+            ["--trace", "synthetic:nodes=4,pods=5", "--policy", "fgd,bestfti"],
+            "command line: policy 'bestfti': --policy: unknown policy",
+        ),
+    ],
+    ids=["negative-seed-option", "negative-seed-spec", "repeated-key", "empty-policy", "typo"],
+)
+def test_more_bad_options(
+    runner: CliRunner, tmp_path: Path, extra: list[str], message: str
+) -> None:
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["simulate", "--report", str(out), *extra])
+    assert res.exit_code == 2, res.output
+    assert message in res.stderr
+    assert "Traceback" not in res.output and "fragmentation experiment" not in res.stderr
+    assert not out.exists()
+
+
+def test_report_naming_a_file_stops_before_running(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the simulation must not run")
+
+    monkeypatch.setattr(simulate_cli.Simulator, "run", no_run)
+    out = tmp_path / "out.txt"
+    out.write_text("mine")
+    res = runner.invoke(
+        app, ["simulate", "--trace", str(trace_file(tmp_path)), "--report", str(out)]
+    )
+    assert res.exit_code == 2, res.output
+    assert "--report" in res.stderr and "is not a folder" in res.stderr
+    assert out.read_text() == "mine"
+
+
+def test_report_html_taken_by_a_folder_writes_nothing(tmp_path: Path) -> None:
+    # found up front by the command; here the writer itself meets it at the end
+    out = tmp_path / "out"
+    (out / "report.html").mkdir(parents=True)
+    sims = simulate_cli.load_simulation(
+        str(trace_file(tmp_path)),
+        None,
+        None,
+        seed=0,
+        skip_bad_rows=False,
+        sample_every_s=None,
+        until_s=None,
+    )
+    result = sims[0][1].run()
+    with pytest.raises(BosunError, match="not a regular file"):
+        simulate_cli.write_outputs(result, out)
+    assert [p.name for p in out.iterdir()] == ["report.html"]  # no summary, CSVs, temps
+    assert list((out / "report.html").iterdir()) == []
+
+
+def test_report_html_folder_is_exit_2_before_running(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / "report.html").mkdir(parents=True)
+    res = runner.invoke(
+        app, ["simulate", "--trace", str(trace_file(tmp_path)), "--report", str(out)]
+    )
+    assert res.exit_code == 2 and "report.html inside it exist and are not files" in res.stderr
+    assert [p.name for p in out.iterdir()] == ["report.html"]
+
+
+def test_policy_rerun_replaces_the_previous_results(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    base = ["simulate", "--trace", "synthetic:nodes=4,pods=20,hours=1", "--report", str(out)]
+    res = runner.invoke(app, [*base, "--policy", "fgd,bestfit"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, [*base, "--policy", "leastallocated"])
+    assert res.exit_code == 0, res.output
+    # no stale fgd/ or bestfit/ beside the new run, no temporary folder left
+    assert sorted(p.name for p in out.iterdir()) == ["leastallocated", "report.html"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cmp"]
+    # a folder holding anything else is not replaced
+    (out / "notes.txt").write_text("mine")
+    res = runner.invoke(app, [*base, "--policy", "fgd"])
+    assert res.exit_code == 2 and "holds other files than bosun results" in res.stderr
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_skipped_rows_all_go_to_skipped_csv(runner: CliRunner, tmp_path: Path) -> None:
+    # seven bad rows (lines 6-12): more than the five the terminal shows
+    bad = "".join(f"b{i},20,,,-5,1024,,\n" for i in range(7))
+    out = tmp_path / "out"
+    path = str(trace_file(tmp_path, PODS_CSV + bad))
+    res = runner.invoke(app, ["simulate", "--trace", path, "--skip-bad-rows", "--report", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "skipped 7 bad row(s)" in res.stdout and "skipped.csv" in res.stdout
+    rows = pd.read_csv(out / "skipped.csv", keep_default_na=False)
+    assert list(rows.columns) == ["source", "line", "reason"]
+    assert list(rows["line"]) == [f"line {n}" for n in range(6, 13)]
+    assert (rows["reason"] == "cpu_milli: must not be negative, got -5").all()
+    assert (rows["source"] == path).all()

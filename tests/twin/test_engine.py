@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from bosun.api.build import make_node, make_pod
@@ -446,6 +446,59 @@ def test_every_problem_at_once(config: SchedulerConfiguration) -> None:
     assert "ghost" in text and "nowhere" in text
 
 
+@pytest.mark.parametrize(
+    ("nodes", "bound", "expected"),
+    [
+        (
+            # 1500m + 1000m = 2500m on a 2-CPU node
+            [make_node("n1", cpu="2", memory="4Gi")],
+            [pod("a", "1500m", "1Gi", node_name="n1"), pod("b", "1", "1Gi", node_name="n1")],
+            [("Node n1", "cpu", "2500m CPU", "2000m CPU", "default/a, default/b")],
+        ),
+        (
+            # 3 Gi + 2 Gi = 5 Gi = 5368709120 bytes on a 4 Gi = 4294967296-byte node
+            [make_node("n1", cpu="8", memory="4Gi")],
+            [pod("a", "1", "3Gi", node_name="n1"), pod("b", "1", "2Gi", node_name="n1")],
+            [("Node n1", "memory", "5368709120 bytes", "4294967296 bytes", "default/a")],
+        ),
+        (
+            # three pods on a node that takes 2
+            [make_node("n1", cpu="8", memory="8Gi", pods=2)],
+            [pod(x, "1", "1Gi", node_name="n1") for x in "abc"],
+            [("Node n1", "pods", "3 pods", "2 pods", "default/a, default/b, default/c")],
+        ),
+        (
+            # n2 is fine, n1 over on cpu and pods at once: both reported
+            [make_node("n1", cpu="1", memory="8Gi", pods=1), make_node("n2", cpu="4")],
+            [
+                pod("a", "1", "1Gi", node_name="n1"),
+                pod("b", "1", "1Gi", node_name="n1"),
+                pod("c", "1", "1Gi", node_name="n2"),
+            ],
+            [
+                ("Node n1", "cpu", "2000m CPU", "1000m CPU", "default/a, default/b"),
+                ("Node n1", "pods", "2 pods", "1 pods", "default/a, default/b"),
+            ],
+        ),
+    ],
+    ids=["cpu", "memory", "pod-count", "two-resources"],
+)
+def test_overcommitted_bound_pods_are_input_errors(
+    config: SchedulerConfiguration,
+    nodes: list[object],
+    bound: list[Pod],
+    expected: list[tuple[str, str, str, str, str]],
+) -> None:
+    trace = Trace("snap", nodes, [], bound=bound)  # type: ignore[arg-type]
+    with pytest.raises(InputError) as err:
+        Simulator(trace, config)
+    problems = err.value.problems
+    assert [(p.obj, p.field) for p in problems] == [(e[0], e[1]) for e in expected]
+    for p, (_, _, req, alloc, pods) in zip(problems, expected, strict=True):
+        assert f"request {req}, allocatable is {alloc}" in p.message
+        assert pods in p.message
+
+
 def test_untimed_trace_is_rejected(config: SchedulerConfiguration) -> None:
     trace = Trace("openb/multigpu50", [make_node("n")], [], timed=False)
     with pytest.raises(InputError, match="placement experiments"):
@@ -502,6 +555,13 @@ def test_sample_every_gives_a_regular_grid(config: SchedulerConfiguration) -> No
     # (40: after 35's; 80: after 70's; 120: waiter's completion at 120 included)
     assert list(ts["time_s"]) == [0, 40, 80, 120, 160, 200]
     assert list(ts["cpu_alloc_ratio"]) == [0.5, 0.625, 0.5, 0.125, 0.125, 0.0]
+
+
+def test_sample_every_times_are_multiples(config: SchedulerConfiguration) -> None:
+    # 0.1 added ten times is 0.9999999999999999 in float64; the k-th sample is k * 0.1
+    trace = Trace("grid", [make_node("n")], [arrive(pod("a", "1", "1Gi"), 0, duration=1)])
+    ts = Simulator(trace, config, sample_every_s=0.1).run().timeseries
+    assert list(ts["time_s"]) == [k * 0.1 for k in range(11)]
 
 
 def test_decision_latency_delays_binds(config: SchedulerConfiguration) -> None:
@@ -615,6 +675,115 @@ def test_counters_agree_with_the_pod_table(
     assert (
         pods.loc[pods["bound_s"].notna() & (pods["outcome"] != "Evicted"), "message"] == ""
     ).all()
+
+
+# ------------------------------------------------------------------ fresh fragmentation
+
+
+def share(name: str, milli: int) -> Pod:
+    return pod(name, "100m", "100Mi", gpu_milli=milli)
+
+
+# One node gpu-n: 8 CPU, 16 Gi, 2 GPUs. Every pod asks for 100m, 100Mi and 600 milli of one
+# GPU, so the FGD workload M is one class (d = 600, one GPU, popularity 1). F(gpu-n) is
+# the free GPU capacity on devices with < 600 free while some device has >= 600 free, and
+# all the free capacity when none has (Weng et al., ATC '23, section 3.2). Devices are
+# picked best-fit (the fullest that fits, lowest index on ties).
+#   t   event                          devices free   F (GPUs)    free GPUs
+#   0   a binds (dev 0)                [400, 1000]    0.4         1.4
+#   1   b binds (dev 1)                [400, 400]     0.8 (all)   0.8
+#   2   c arrives, no room             [400, 400]     0.8         0.8
+#   10  a ends, c binds (dev 0)        [400, 400]     0.8         0.8
+#   11  b ends                         [400, 1000]    0.4         1.4
+#   20  c ends                         [1000, 1000]   0           2
+#   30  d binds (dev 0)                [400, 1000]    0.4         1.4
+#   4e6 d is deleted                   [1000, 1000]   0           2
+# d's departure makes the trace span 4e6 s: the old default recomputed fragmentation at
+# most once per 4e6 / 4000 = 1000 s and reported 0.4 at t = 1, 2, 10 (and stale ratios).
+FRESH_ROWS = [
+    (0, 0.4, 0.4 / 1.4),
+    (1, 0.8, 1.0),
+    (2, 0.8, 1.0),
+    (10, 0.8, 1.0),
+    (11, 0.4, 0.4 / 1.4),
+    (20, 0.0, 0.0),
+    (30, 0.4, 0.4 / 1.4),
+    (4e6, 0.0, 0.0),
+]
+
+
+def test_fragmentation_is_exact_at_every_row_of_a_long_trace(
+    config: SchedulerConfiguration,
+) -> None:
+    trace = Trace(
+        "fresh",
+        [make_node("gpu-n", cpu="8", memory="16Gi", extra={"nvidia.com/gpu": 2})],
+        [
+            arrive(share("a", 600), 0, duration=10),
+            arrive(share("b", 600), 1, duration=10),
+            arrive(share("c", 600), 2, duration=10),
+            arrive(share("d", 600), 30, departure=4e6),
+        ],
+    )
+    ts = Simulator(trace, config).run().timeseries
+    assert list(ts["time_s"]) == [r[0] for r in FRESH_ROWS]
+    assert list(ts["gpu_fragmentation"]) == pytest.approx([r[1] for r in FRESH_ROWS])
+    assert list(ts["gpu_fragmentation_ratio"]) == pytest.approx([r[2] for r in FRESH_ROWS])
+
+
+gpu_pod_st = st.tuples(
+    st.integers(0, 30),  # arrival_s
+    st.sampled_from([("cpu", 0), ("share", 300), ("share", 500), ("share", 700), ("whole", 1)]),
+    st.sampled_from(["500m", "1", "3"]),  # cpu
+    st.integers(1, 20),  # duration_s
+)
+
+
+# No shrink phase: each example replays the trace once per row (the oracle), so shrinking a
+# failure would take minutes; the unshrunk falsifying example is still printed.
+@settings(
+    derandomize=True,
+    max_examples=15,
+    deadline=None,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+)
+@given(
+    st.lists(st.sampled_from([0, 1, 2, 4]), min_size=1, max_size=3),
+    st.lists(gpu_pod_st, min_size=1, max_size=8),
+)
+def test_fragmentation_rows_match_the_state_and_never_exceed_free_gpus(
+    node_gpus: list[int], specs: list[tuple[int, tuple[str, int], str, int]]
+) -> None:
+    from bosun.twin.fragmentation import node_fragmentation
+
+    config = default_configuration(registry_points(in_tree_registry()))
+    nodes = [
+        make_node(f"n{i}", cpu="4", memory="8Gi", extra={"nvidia.com/gpu": g} if g else None)
+        for i, g in enumerate(node_gpus)
+    ]
+    arrivals = []
+    for i, (t, (kind, amount), cpu, duration) in enumerate(sorted(specs, key=lambda s: s[0])):
+        kw: dict[str, object] = {}
+        if kind == "share":
+            kw["gpu_milli"] = amount
+        elif kind == "whole":
+            kw["gpus"] = amount
+        arrivals.append(arrive(pod(f"p{i}", cpu, "1Gi", **kw), t, duration=float(duration)))
+    # a last pod deleted far away stretches the trace span (the stale-sampling trigger)
+    arrivals.append(arrive(pod("long", "100m", "1Gi"), 31, departure=4e6))
+    trace = Trace("prop", nodes, arrivals)
+    ts = Simulator(trace, config, seed=1).run().timeseries
+    for row in ts.itertuples():
+        # the oracle: a fresh replay stopped at this row's time, measured directly
+        sim = Simulator(trace, config, seed=1)
+        sim.run(until_s=row.time_s)
+        snap = sim.snapshot
+        assert sim.task_classes is not None
+        exact = float(node_fragmentation(snap, sim.task_classes).sum())
+        gpu = snap.resource_index.get("nvidia.com/gpu")
+        free = 0.0 if gpu is None else float((snap.allocatable - snap.requested)[:, gpu].sum())
+        assert row.gpu_fragmentation == pytest.approx(exact, abs=1e-9)
+        assert row.gpu_fragmentation <= free / 1000 + 1e-9
 
 
 # ------------------------------------------------------------------------------ the data

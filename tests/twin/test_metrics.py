@@ -135,6 +135,20 @@ def test_unchanged_cluster_is_not_recomputed() -> None:
     assert len(rec.timeseries()) == 3
 
 
+def test_reported_gpu_changes_decide_the_recomputation() -> None:
+    snap = cluster()
+    rec = MetricsRecorder(snap, CLASSES, gpu_changes_reported=True)
+    rec.sample(0.0, ZERO)  # first sample: computed, 0.75 (see CLASSES)
+    snap.add_pod(make_pod("web2", cpu="1", memory="1Gi"), "cpu-n")  # CPU node: no GPU change
+    rec.sample(1.0, ZERO)
+    assert rec.fragmentation_calls == 1
+    snap.remove_pod("default/share")  # gpu-n empty: 0, and the caller says so
+    rec.gpu_changed()
+    rec.sample(2.0, ZERO)
+    assert rec.fragmentation_calls == 2
+    assert list(rec.timeseries()["gpu_fragmentation"]) == pytest.approx([0.75, 0.75, 0.0])
+
+
 def test_timeseries_columns_and_counter_dtypes() -> None:
     rec = MetricsRecorder(cluster(), CLASSES)
     rec.sample(0.0, Counters(1, 2, 3, 4, 5))

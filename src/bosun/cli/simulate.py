@@ -9,7 +9,13 @@ is reported all at once, with exit code 2 and no output file, as ``bosun schedul
 
 from __future__ import annotations
 
+import csv
+import io
 import math
+import os
+import re
+import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated
@@ -41,8 +47,13 @@ from bosun.twin.results import SimulationResult
 from bosun.twin.trace import Trace
 from bosun.twin.traces import load_snapshot, load_trace
 
-#: Bad rows listed after the count with ``--skip-bad-rows``.
+#: Bad rows listed after the count with ``--skip-bad-rows`` (all of them go to skipped.csv).
 SKIPPED_SHOWN = 5
+#: The files a run writes into the output folder (``--policy``: per policy subfolder,
+#: with report.html and skipped.csv at the top).
+RESULT_FILES = ("summary.json", "timeseries.csv", "pods.csv", "report.html", "skipped.csv")
+#: ``file: line N: reason`` (or ``row N``), as the table loaders describe a skipped row.
+_SKIPPED_RE = re.compile(r"^(?P<source>.*?): (?P<line>(?:line|row) \d+): (?P<reason>.*)$", re.S)
 
 WriteReport = Callable[..., Path]
 
@@ -78,6 +89,7 @@ def load_simulation(
     until_s: float | None,
     progress: Callable[[float, float], None] | None = None,
     policies: Sequence[str] = (),
+    report: Path | None = None,
 ) -> list[tuple[str, Simulator]]:
     """Read the trace and the configuration (or the policies to compare) and build one
     simulator per run, or report everything that is wrong with them at once.
@@ -86,7 +98,9 @@ def load_simulation(
         policies: placement policies of the fragmentation experiment (``fgd``,
             ``bestfit``, ``leastallocated``, ...): one run each, with the profile
             :func:`bosun.twin.experiments.fragmentation.policy_configuration` builds.
-            Exclusive with ``config``.
+            Exclusive with ``config``. An empty name is a problem.
+        report: the output folder, checked before anything runs
+            (:func:`check_report_folder`).
 
     Returns:
         ``(label, simulator)`` per run: the policy's label, or ``""`` for the one run of
@@ -107,6 +121,11 @@ def load_simulation(
         )
     if until_s is not None and not (until_s >= 0 and math.isfinite(until_s)):
         problems.append(InputProblem("command line", "options", "--until", "must be >= 0 seconds"))
+    if report is not None:
+        problems.extend(check_report_folder(report, replace_folder=bool(policies)))
+    if any(not name.strip() for name in policies):
+        problems.append(InputProblem("command line", "options", "--policy", "empty policy name"))
+        policies = [name for name in policies if name.strip()]
     trace: Trace | None = None
     source = trace_spec if trace_spec is not None else str(snapshot)
     try:
@@ -126,7 +145,14 @@ def load_simulation(
                 problems.append(
                     InputProblem("command line", "options", "--policy/--config", "give one")
                 )
-            for pol in resolve_policies(policies):
+            try:
+                resolved = resolve_policies(policies)
+            except InputError as e:  # name the option, not the experiment
+                problems.extend(
+                    InputProblem("command line", p.obj, "--policy", p.message) for p in e.problems
+                )
+                resolved = []
+            for pol in resolved:
                 configs.append((pol.label, policy_configuration(pol)))
         else:
             cfg = load_configuration(config, points) if config else default_configuration(points)
@@ -204,28 +230,52 @@ def summary_table(result: SimulationResult) -> Table:
     return table
 
 
-def write_comparison(results: Sequence[SimulationResult], out_dir: Path) -> list[Path]:
-    """Several runs of one trace: each run's files in ``out_dir/<label>/`` and one
-    ``report.html`` comparing them in ``out_dir``. The report is rendered first, under a
-    temporary name, so a failing report writes nothing."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_report = _report_writer()
-    partial = out_dir / ".report.html.partial"
-    if write_report is not None:
-        try:
-            write_report(results, partial, title=f"bosun simulate: {results[0].meta['trace']}")
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
-    written: list[Path] = []
-    for result in results:
-        label = str(result.meta.get("policy", result.name))
-        written += result.write(out_dir / label.lower())
-    if write_report is not None:
-        final = out_dir / "report.html"
-        partial.replace(final)
-        written.append(final)
-    return written
+def write_comparison(
+    results: Sequence[SimulationResult], out_dir: Path, skipped: Sequence[str] = ()
+) -> list[Path]:
+    """Several runs of one trace: each run's files in ``out_dir/<label>/``, one
+    ``report.html`` comparing them (and ``skipped.csv``, when rows were skipped) in
+    ``out_dir``.
+
+    Everything is written into a fresh temporary folder beside ``out_dir`` and swapped in
+    at the end: a previous ``out_dir`` (bosun results only, :func:`check_report_folder`) is
+    replaced as a whole, so no stale policy folder is left among the new files. On any
+    failure the temporary folder is removed and ``out_dir`` is left as it was.
+
+    Returns:
+        The paths written (under ``out_dir``).
+    """
+    out_dir = Path(os.path.abspath(out_dir))  # "." has no name to put a sibling beside
+    parent = out_dir.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=parent))
+    old: Path | None = None
+    try:
+        write_report = _report_writer()
+        if write_report is not None:
+            title = f"bosun simulate: {results[0].meta['trace']}"
+            write_report(results, staging / "report.html", title=title)
+        for result in results:
+            label = str(result.meta.get("policy", result.name))
+            result.write(staging / label.lower())
+        if skipped:
+            (staging / "skipped.csv").write_text(skipped_csv(skipped))
+        written = sorted(p.relative_to(staging) for p in staging.rglob("*") if p.is_file())
+        if out_dir.exists() or out_dir.is_symlink():
+            if not out_dir.is_dir() or out_dir.is_symlink():
+                raise BosunError(f"{out_dir} is not a folder: nothing written")
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old", dir=parent))
+            out_dir.replace(old / "previous")
+        staging.replace(out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if old is not None and (old / "previous").exists() and not out_dir.exists():
+            (old / "previous").replace(out_dir)  # put the previous results back
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    return [out_dir / rel for rel in written]  # absolute paths
 
 
 def comparison_table(results: Sequence[SimulationResult]) -> Table:
@@ -250,36 +300,119 @@ def comparison_table(results: Sequence[SimulationResult]) -> Table:
     return table
 
 
-def write_outputs(result: SimulationResult, out_dir: Path) -> list[Path]:
-    """``summary.json``, ``timeseries.csv``, ``pods.csv`` and (when the report module is
-    importable) ``report.html`` in ``out_dir``. The report is rendered first, under a
-    temporary name, so a failure there leaves no new file (nor a new folder) behind."""
+def write_outputs(
+    result: SimulationResult, out_dir: Path, skipped: Sequence[str] = ()
+) -> list[Path]:
+    """``summary.json``, ``timeseries.csv``, ``pods.csv``, (when the report module is
+    importable) ``report.html`` and (when rows were skipped) ``skipped.csv`` in
+    ``out_dir``; other files there are left alone.
+
+    Everything is rendered first into a temporary folder inside ``out_dir``; only when all
+    of it is there, and no target name is taken by something other than a regular file
+    (a folder named ``report.html``), are the files renamed into place. On any failure the
+    temporaries are removed and nothing is written (nor a new folder left behind).
+
+    Raises:
+        BosunError: a target name is taken by a folder or another non-file.
+    """
     created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_report = _report_writer()
-    partial: Path | None = None
-    if write_report is not None:
-        partial = out_dir / ".report.html.partial"
-        try:
-            write_report([result], partial, title=f"bosun simulate: {result.name}")
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            if created and not any(out_dir.iterdir()):
-                out_dir.rmdir()
-            raise
-    written = result.write(out_dir)
-    if partial is not None:
-        final = out_dir / "report.html"
-        partial.replace(final)
-        written.append(final)
+    staging: Path | None = None
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=".bosun-", suffix=".partial", dir=out_dir))
+        write_report = _report_writer()
+        if write_report is not None:
+            write_report([result], staging / "report.html", title=f"bosun simulate: {result.name}")
+        result.write(staging)
+        if skipped:
+            (staging / "skipped.csv").write_text(skipped_csv(skipped))
+        files = sorted(p for p in staging.iterdir() if p.is_file())
+        blocked = [
+            out_dir / f.name
+            for f in files
+            if ((out_dir / f.name).exists() or (out_dir / f.name).is_symlink())
+            and (not (out_dir / f.name).is_file() or (out_dir / f.name).is_symlink())
+        ]
+        if blocked:
+            names = ", ".join(str(b) for b in blocked)
+            raise BosunError(f"cannot write {names}: not a regular file; nothing written")
+        written = []
+        for f in files:
+            f.replace(out_dir / f.name)
+            written.append(out_dir / f.name)
+    except BaseException:
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     return written
 
 
-def _skipped_lines(trace: Trace) -> Sequence[str]:
-    lines = [f"skipped {len(trace.skipped)} bad row(s) of {trace.name}"]
+def check_report_folder(out_dir: Path, *, replace_folder: bool) -> list[InputProblem]:
+    """Problems with ``--report`` found before anything runs.
+
+    ``out_dir`` (or a folder above it) must not be an existing non-folder; the result
+    names inside it must not be taken by folders. With ``replace_folder`` (``--policy``:
+    the folder is replaced as a whole) an existing ``out_dir`` may hold only bosun
+    results (:data:`RESULT_FILES`, also in subfolders one level down), so nothing else is
+    ever deleted.
+    """
+
+    def problem(message: str) -> InputProblem:
+        return InputProblem("command line", "options", "--report", f"{out_dir}: {message}")
+
+    for folder in (out_dir, *out_dir.parents):
+        if folder.exists() and not folder.is_dir():
+            return [problem(f"{folder} exists and is not a folder")]
+    if not out_dir.exists():
+        return []
+    if not replace_folder:
+        taken = [n for n in RESULT_FILES if (out_dir / n).exists() and not (out_dir / n).is_file()]
+        if taken:
+            return [problem(f"{', '.join(taken)} inside it exist and are not files")]
+        return []
+    others = []
+    for entry in out_dir.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            inner = list(entry.iterdir())
+            if all(e.is_file() and e.name in RESULT_FILES for e in inner):
+                continue
+        elif entry.is_file() and entry.name in RESULT_FILES:
+            continue
+        others.append(entry.name)
+    if others:
+        return [
+            problem(
+                f"holds other files than bosun results ({', '.join(sorted(others)[:5])}); "
+                "--policy replaces the whole folder: give a new or empty one"
+            )
+        ]
+    return []
+
+
+def skipped_csv(skipped: Sequence[str]) -> str:
+    """``skipped.csv``: one row per skipped trace row, columns ``source``, ``line`` (``line
+    N`` for CSV, ``row N`` for Parquet, empty when the loader named none) and ``reason``."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["source", "line", "reason"])
+    for text in skipped:
+        m = _SKIPPED_RE.match(text)
+        writer.writerow([m["source"], m["line"], m["reason"]] if m else ["", "", text])
+    return buf.getvalue()
+
+
+def _skipped_lines(trace: Trace, out_dir: Path) -> Sequence[str]:
+    n = len(trace.skipped)
+    head = f"skipped {n} bad row(s) of {trace.name}"
+    if n:
+        head += f"; all of them, with line and reason, in {out_dir / 'skipped.csv'}"
+    lines = [head]
     lines += [f"  - {why}" for why in trace.skipped[:SKIPPED_SHOWN]]
-    if len(trace.skipped) > SKIPPED_SHOWN:
-        lines.append(f"  ... and {len(trace.skipped) - SKIPPED_SHOWN} more")
+    if n > SKIPPED_SHOWN:
+        lines.append(f"  ... and {n - SKIPPED_SHOWN} more")
     return lines
 
 
@@ -310,10 +443,15 @@ def simulate(
     ] = None,
     report: Annotated[
         Path,
-        typer.Option("--report", help="Output folder for summary.json, CSVs and report.html."),
+        typer.Option(
+            "--report",
+            help="Output folder for summary.json, CSVs and report.html (other files in it "
+            "are kept). With --policy the folder is replaced as a whole at the end, so it "
+            "must be new or hold only bosun results.",
+        ),
     ] = Path("out"),
     seed: Annotated[
-        int, typer.Option("--seed", help="Seed for score ties and synthetic traces.")
+        int, typer.Option("--seed", min=0, help="Seed (>= 0) for score ties and synthetic traces.")
     ] = 0,
     until: Annotated[
         float | None,
@@ -322,7 +460,9 @@ def simulate(
     skip_bad_rows: Annotated[
         bool,
         typer.Option(
-            "--skip-bad-rows", help="Skip bad trace rows (and say how many) instead of failing."
+            "--skip-bad-rows",
+            help="Skip bad trace rows instead of failing; all of them are listed, with line "
+            "and reason, in skipped.csv in the output folder.",
         ),
     ] = False,
     sample_every: Annotated[
@@ -336,7 +476,10 @@ def simulate(
     """Replay a trace through the scheduler on simulated time and measure it.
 
     Writes summary.json, timeseries.csv, pods.csv and report.html into the --report folder.
-    With --policy, each policy's files go to a subfolder and report.html compares them.
+    With --policy, each policy's files go to a subfolder and report.html compares them;
+    the --report folder is then written as a whole into a temporary folder beside it and
+    swapped in at the end, replacing a previous run's results (it must hold nothing else).
+    Without --policy, the files are rendered first and renamed into place at the end.
 
     Exit code 2 on bad input: every problem is listed and nothing is written.
     """
@@ -356,7 +499,7 @@ def simulate(
         done = min(now / end, 1.0) if end > 0 else 1.0
         progress.update(task, completed=done, now=f"{now:,.0f} / {end:,.0f} s")
 
-    policies = [name for item in policy or [] for name in item.split(",") if name.strip()]
+    policies = [name for item in policy or [] for name in item.split(",")]
     try:
         sims = load_simulation(
             trace,
@@ -368,6 +511,7 @@ def simulate(
             until_s=until,
             progress=on_progress,
             policies=policies,
+            report=report,
         )
         results: list[SimulationResult] = []
         with progress:
@@ -377,15 +521,16 @@ def simulate(
                     result.name = f"{sim.trace.name} · {label}"
                     result.meta["policy"] = label
                 results.append(result)
+        skipped = sims[0][1].trace.skipped
         if policies:
-            written = write_comparison(results, report)
+            written = write_comparison(results, report, skipped)
         else:
-            written = write_outputs(results[0], report)
+            written = write_outputs(results[0], report, skipped)
     except BosunError as e:
         raise fail(str(e)) from None
     out = Console()
     if skip_bad_rows:
-        for line in _skipped_lines(sims[0][1].trace):
+        for line in _skipped_lines(sims[0][1].trace, report):
             out.print(line, markup=False, highlight=False)
     out.print(comparison_table(results) if policies else summary_table(results[0]))
     out.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)

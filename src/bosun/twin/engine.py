@@ -67,7 +67,9 @@ from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
-from bosun.api.types import Node, Pod
+import numpy as np
+
+from bosun.api.types import CPU, GPU, PODS, Node, Pod
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.config import SchedulerConfiguration
 from bosun.framework.interface import Code
@@ -82,10 +84,6 @@ from bosun.twin.trace import NodeEvent, NodeEventKind, PodArrival, Trace
 
 ProgressCallback = Callable[[float, float], None]
 """``progress(sim_time_s, end_time_s)``, called now and then during :meth:`Simulator.run`."""
-
-#: By default GPU fragmentation is recomputed at most once per ``horizon / this`` simulated
-#: seconds (see :class:`Simulator`): on openb's 149-day trace, about once per 54 minutes.
-FRAGMENTATION_POINTS = 4000
 
 #: Wall seconds between two progress callbacks.
 PROGRESS_EVERY_WALL_S = 0.1
@@ -332,6 +330,58 @@ def _validate_node_events(trace: Trace) -> list[InputProblem]:
     return problems
 
 
+def _amount(resource: str, value: int) -> str:
+    """``value`` of a snapshot column in words with its unit (the GPU column is milli-GPU)."""
+    if resource == CPU:
+        return f"{value}m CPU"
+    if resource == GPU:
+        return f"{value} milli-GPU"
+    if resource == PODS:
+        return f"{value} pods"
+    if resource in ("memory", "ephemeral-storage"):
+        return f"{value} bytes"
+    return str(value)
+
+
+def _fit_checks(resource: str) -> bool:
+    """Whether NodeResourcesFit checks ``resource`` (kube's ``framework.Resource``): the
+    base resources, ``hugepages-*`` and names with a ``/``; others are dropped by kube."""
+    return resource in (CPU, "memory", "ephemeral-storage", PODS) or (
+        resource.startswith("hugepages-") or "/" in resource
+    )
+
+
+def overcommitted_nodes(snapshot: Snapshot, source: str) -> list[InputProblem]:
+    """One problem per (node, resource) whose bound pods request more than allocatable.
+
+    ``requested[n, r] > allocatable[n, r]`` over every snapshot column NodeResourcesFit
+    checks (milli-CPU, bytes, the ``pods`` count, milli-GPU, extended resources; a node
+    that lacks a resource has 0 of it, as for the Filter), vectorized over nodes. The message
+    gives requested vs allocatable and the pods bound on the node. The core binds a pod
+    only where it fits, so this can only come from :attr:`Trace.bound` (a snapshot or a
+    trace whose running pods do not fit where they are said to run).
+    """
+    checked = np.array([_fit_checks(r) for r in snapshot.resource_names], dtype=bool)
+    over = (snapshot.requested > snapshot.allocatable) & checked[None, :]
+    rows, cols = np.nonzero(over)
+    problems: list[InputProblem] = []
+    for row, col in zip(rows.tolist(), cols.tolist(), strict=True):
+        resource = snapshot.resource_names[col]
+        keys = sorted(bp.pod.key for bp in snapshot.pods.on(row))
+        req = int(snapshot.requested[row, col])
+        alloc = int(snapshot.allocatable[row, col])
+        problems.append(
+            InputProblem(
+                source,
+                f"Node {snapshot.node_names[row]}",
+                resource,
+                f"overcommitted: bound pods request {_amount(resource, req)}, allocatable is "
+                f"{_amount(resource, alloc)}; pods bound there: {', '.join(keys)}",
+            )
+        )
+    return problems
+
+
 # ------------------------------------------------------------------------------ simulator
 
 PENDING = "Pending"
@@ -353,12 +403,12 @@ class Simulator:
             :data:`PROGRESS_EVERY_WALL_S` wall seconds and at the end; ``end_time_s`` is the
             ``until_s`` of the run or, by default, the last trace event's time.
         decision_latency_s: simulated seconds each scheduling attempt takes (default 0).
-        fragmentation_every_s: recompute GPU fragmentation at most once per this many
-            simulated seconds, carrying the last value forward in between (the final sample
-            is always exact); 0: at every sample. None (default): the trace's span
-            (:attr:`horizon_s`) over :data:`FRAGMENTATION_POINTS`, so a run makes at most
-            about that many computations whatever its length, and a short trace is
-            sampled exactly.
+        fragmentation_every_s: None or 0 (default): GPU fragmentation is recomputed
+            whenever the GPU state changed since its last computation (a bind, deletion or
+            preemption on a node with GPUs, a node event) and carried forward otherwise,
+            so every row is exact. A positive value: at most one computation per this many
+            simulated seconds, the last value carried in between (approximate: a row may
+            be stale; the final sample is always exact).
 
     Attributes:
         snapshot, scheduler, clock: the cluster state, the scheduling core and its clock,
@@ -368,7 +418,8 @@ class Simulator:
 
     Raises:
         InputError: every problem in the trace (:func:`validate_trace`), its bound pods
-            (unknown node, no room) and the configuration's plugins, all at once.
+            (unknown node, no GPU device room, overcommitted nodes:
+            :func:`overcommitted_nodes`) and the configuration's plugins, all at once.
         ValueError: a non-positive ``sample_every_s`` or negative ``decision_latency_s``.
     """
 
@@ -417,6 +468,7 @@ class Simulator:
                 self.snapshot.add_pod(pod, pod.node_name)
             except SnapshotError as e:
                 problems.append(InputProblem(trace.name, f"Pod {pod.key}", "spec.nodeName", str(e)))
+        problems.extend(overcommitted_nodes(self.snapshot, trace.name))
         self.clock = ManualClock()
         try:
             self.scheduler = Scheduler(
@@ -435,10 +487,11 @@ class Simulator:
                 *(e.time_s for e in trace.node_events),
             ]
         )
-        if fragmentation_every_s is None:
-            fragmentation_every_s = self.horizon_s / FRAGMENTATION_POINTS
         self.metrics = MetricsRecorder(
-            self.snapshot, self.task_classes, fragmentation_every_s=fragmentation_every_s
+            self.snapshot,
+            self.task_classes,
+            fragmentation_every_s=fragmentation_every_s or 0.0,
+            gpu_changes_reported=True,
         )
         self._heap = EventHeap()
         self._records: list[PodRecord] = []
@@ -452,6 +505,7 @@ class Simulator:
         self._driving = 0
         self._pass_times: set[float] = set()
         self._sample_at: float | None = None
+        self._sample_k = 0  # index of the last regular sample (``sample_every_s``)
         self._busy_until = 0.0
         self._ran = False
 
@@ -566,7 +620,9 @@ class Simulator:
         if kind == EventKind.SAMPLE:
             self.metrics.sample(t, self._counters_now())
             if self.sample_every_s is not None:
-                self._heap.schedule(t + self.sample_every_s, Event(EventKind.SAMPLE))
+                # k * S, not repeated addition: no rounding drift over a long run
+                self._sample_k += 1
+                self._heap.schedule(self._sample_k * self.sample_every_s, Event(EventKind.SAMPLE))
             return
         if kind in DRIVING:
             self._driving -= 1
@@ -609,6 +665,13 @@ class Simulator:
         if arrival.departure_s is not None:
             self._push(arrival.departure_s, Event(EventKind.DELETION, arrival.pod.key))
 
+    def _gpu_node(self, node_name: str) -> None:
+        """A pod was bound to or removed from ``node_name``: tell the metrics when the
+        node has GPUs (its fragmentation may have changed)."""
+        row = self.snapshot.node_index.get(node_name)
+        if row is None or self.snapshot.gpu_count[row] > 0:
+            self.metrics.gpu_changed()
+
     def _end_running(self, rec: PodRecord, outcome: str) -> None:
         """``rec`` stops running (the core has already released it, or is told to)."""
         rec.outcome = outcome
@@ -619,6 +682,7 @@ class Simulator:
         if rec.outcome != RUNNING or self._current.get(rec.pod.key) is not rec:
             return  # pragma: no cover - cancelled completions are skipped before dispatch
         rec.completion = None
+        self._gpu_node(rec.node)
         self.scheduler.delete_pod(rec.pod.key)
         rec.outcome = "Completed"
 
@@ -627,6 +691,7 @@ class Simulator:
         if rec is None:
             return
         if rec.outcome == RUNNING:
+            self._gpu_node(rec.node)
             self.scheduler.delete_pod(key)
             self._end_running(rec, "Completed")
         elif rec.outcome == PENDING:
@@ -668,6 +733,7 @@ class Simulator:
             rec.bound_s = bound
             rec.node = res.node_name
             rec.message = ""
+            self._gpu_node(rec.node)
             self._scheduled += 1
             self._pending -= 1
             duration = rec.arrival.duration_s
@@ -677,6 +743,8 @@ class Simulator:
         else:
             self._failed += 1
             rec.message = res.message
+        if res.victims:
+            self.metrics.gpu_changed()  # victims of a bound pod may run anywhere
         for victim in res.victims:
             self._preempted += 1
             vrec = self._current.get(victim)
@@ -795,7 +863,6 @@ def simulate(
 
 __all__: Sequence[str] = (
     "DRIVING",
-    "FRAGMENTATION_POINTS",
     "PRIORITY",
     "Event",
     "EventHeap",
@@ -804,6 +871,7 @@ __all__: Sequence[str] = (
     "ProgressCallback",
     "SimulationError",
     "Simulator",
+    "overcommitted_nodes",
     "simulate",
     "validate_trace",
 )

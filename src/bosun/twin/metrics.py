@@ -18,12 +18,18 @@ Formulas:
   ``gpu_fragmentation_ratio`` divides it by the unallocated GPUs of the same nodes,
   ``sum(allocatable - requested) / 1000`` on the GPU column (0 when no GPU is free), so it
   lies in 0..1.
-  Both are recomputed only when the snapshot changed since the last computation (an
-  unchanged cluster has an unchanged fragmentation) and, when ``fragmentation_every_s`` is
-  set, at most once per that many simulated seconds: in between, the last pair is carried
-  forward (the final sample is always computed). This bounds the cost on long traces: one
-  computation over openb's 1,523 nodes takes about 0.1 ms, and its replay has 15,700
-  time steps. :class:`bosun.twin.engine.Simulator` sets the interval from the trace span.
+  Both are recomputed whenever the GPU state changed since the last computation and
+  carried forward otherwise, so every row is exact: an unchanged GPU state has an
+  unchanged fragmentation. The GPU state is what ``F_n`` reads: the free CPU, memory and
+  GPU devices of the nodes that have GPUs, and which nodes are schedulable. A recorder told
+  about GPU changes (``gpu_changes_reported``: :class:`bosun.twin.engine.Simulator` calls
+  :meth:`MetricsRecorder.gpu_changed` after every bind, deletion or preemption on a GPU
+  node and every node event) recomputes only after such a change, so a CPU pod on a CPU
+  node costs nothing; otherwise any snapshot change (``Snapshot.generation``) counts. The
+  computation is incremental (only changed nodes): about 0.1 ms over openb's 1,523 nodes.
+  An explicit ``fragmentation_every_s > 0`` trades exactness for speed: at most one
+  computation per that many simulated seconds, the last pair carried forward in between
+  (then a row may be stale; the final sample is always exact).
 * summary ``*_mean``: time-weighted means of the time series, each sample holding until the
   next one, ``sum(v[i] * (t[i+1] - t[i])) / (t[-1] - t[0])`` (the plain mean when the run
   spans no time). ``*_final``: the last sample.
@@ -110,8 +116,14 @@ class MetricsRecorder:
         snapshot: the simulator's cluster state (read at each sample).
         task_classes: the trace's FGD task classes (None: a trace without pods, whose
             fragmentation is reported as 0).
-        fragmentation_every_s: the least simulated seconds between two fragmentation
-            computations (None or 0: whenever the snapshot changed).
+        fragmentation_every_s: None or 0 (default): recompute the fragmentation whenever
+            the GPU state changed, so every row is exact. A positive value: at most one
+            computation per that many simulated seconds, carrying the last value forward
+            in between (approximate; the final sample is always exact).
+        gpu_changes_reported: the caller calls :meth:`gpu_changed` after every change of
+            the GPU state (a pod bound to or removed from a node with GPUs, a node event),
+            and the fragmentation is recomputed only after one. False: after any change of
+            the snapshot (``Snapshot.generation``).
     """
 
     def __init__(
@@ -120,8 +132,12 @@ class MetricsRecorder:
         task_classes: TaskClasses | None,
         *,
         fragmentation_every_s: float | None = None,
+        gpu_changes_reported: bool = False,
     ) -> None:
         self.snapshot = snapshot
+        self.gpu_changes_reported = gpu_changes_reported
+        self._gpu_epoch = 0
+        self._frag_epoch = -1
         self.task_classes = task_classes
         self.fragmentation_every_s = fragmentation_every_s
         self._rows: list[tuple[float, ...]] = []
@@ -138,7 +154,7 @@ class MetricsRecorder:
     def _fragmentation(self, time_s: float, free_gpus: float, exact: bool) -> tuple[float, float]:
         """``(fragmentation, ratio)``, recomputed or carried forward (class docstring)."""
         snap = self.snapshot
-        if self._frag_generation == snap.generation:
+        if not self._frag_stale():
             return self._frag, self._frag_ratio
         every = self.fragmentation_every_s
         if not exact and every and self._frag_time is not None and time_s - self._frag_time < every:
@@ -150,9 +166,23 @@ class MetricsRecorder:
             self._frag = float(per_node[~snap.unschedulable].sum())
         self._frag_ratio = self._frag / free_gpus if free_gpus > 0 else 0.0
         self._frag_generation = snap.generation
+        self._frag_epoch = self._gpu_epoch
         self._frag_time = time_s
         self.fragmentation_calls += 1
         return self._frag, self._frag_ratio
+
+    def _frag_stale(self) -> bool:
+        """Whether the GPU state may have changed since the last computation."""
+        if self._frag_generation is None:
+            return True
+        if self.gpu_changes_reported:
+            return self._frag_epoch != self._gpu_epoch
+        return self._frag_generation != self.snapshot.generation
+
+    def gpu_changed(self) -> None:
+        """The GPU state changed (see ``gpu_changes_reported``): the next sample
+        recomputes the fragmentation."""
+        self._gpu_epoch += 1
 
     def _allocation(self) -> Allocation:
         """:func:`allocation`, with the allocatable sums cached until the node columns
@@ -170,8 +200,10 @@ class MetricsRecorder:
         return _ratios(req, self._capacity, has_gpu)
 
     def nodes_changed(self) -> None:
-        """Forget the cached allocatable sums (call after changing a node in place)."""
+        """Forget the cached allocatable sums (call after changing a node in place);
+        also a change of the GPU state (:meth:`gpu_changed`)."""
         self._capacity_key = None
+        self._gpu_epoch += 1
 
     def sample(
         self, time_s: float, counters: Counters | tuple[int, ...], *, exact: bool = False
@@ -194,7 +226,7 @@ class MetricsRecorder:
         last = self.last_time
         if last is None or last < end_s:
             self.sample(end_s, counters, exact=True)
-        elif self._frag_generation != self.snapshot.generation:
+        elif self._frag_stale():
             self._rows.pop()
             self.sample(end_s, counters, exact=True)
 

@@ -294,6 +294,87 @@ def test_parquet_problems_name_rows(tmp_path: Path) -> None:
     assert (problem.obj, problem.field) == ("row 2", "cpu_milli")  # Parquet rows are 1-based
 
 
+# Cells beyond what float64 holds exactly (2**53 = 9007199254740992) or beyond int64, and
+# times beyond 1e10 s: per-cell "too large" problems, never a crash later.
+TOO_LARGE = [
+    ("cpu-huge", f"{HEADER}\np,0,99999999999999999999999,1\n", ("line 2", "cpu_milli")),
+    ("cpu-float", f"{HEADER}\np,0,1e30,1\n", ("line 2", "cpu_milli")),
+    # 1e15 MiB = 1e15 * 2**20 = 1.05e21 bytes > 2**53 (and > int64's 9.2e18)
+    ("mib-overflows-bytes", f"{HEADER}\np,0,1,1e15\n", ("line 2", "memory_mib")),
+    (
+        "bytes-beyond-int64",
+        "name,arrival_s,cpu_milli,memory_bytes\np,0,1,9223372036854775813\n",
+        ("line 2", "memory_bytes"),
+    ),
+    ("gpu-count", f"{HEADER},gpu_count\np,0,1,1,1e20\n", ("line 2", "gpu_count")),
+    ("arrival", f"{HEADER}\np,1e11,1,1\n", ("line 2", "arrival_s")),
+    ("departure", f"{HEADER},departure_s\np,0,1,1,2e10\n", ("line 2", "departure_s")),
+    ("duration", f"{HEADER},duration_s\np,0,1,1,1e300\n", ("line 2", "duration_s")),
+]
+
+
+@pytest.mark.parametrize(
+    ("pods", "expected"), [c[1:] for c in TOO_LARGE], ids=[c[0] for c in TOO_LARGE]
+)
+def test_too_large_pod_cells(tmp_path: Path, pods: str, expected: tuple[str, str]) -> None:
+    assert [(*p[:2], p[2].split(" | ")[0]) for p in _problems(tmp_path, pods)] == [
+        ("trace.csv", *expected)
+    ]
+    assert "too large" in _problems(tmp_path, pods)[0][2]
+    # skippable: the bad row goes, the trace loads
+    trace = load_generic(_write(tmp_path, pods), skip_bad_rows=True)
+    assert trace.arrivals == []
+    assert len(trace.skipped) == 1 and "too large" in trace.skipped[0]
+
+
+def test_times_up_to_the_bound_are_fine(tmp_path: Path) -> None:
+    # 1e10 s is the largest time accepted; 2**53 the largest whole number
+    trace = load_generic(_write(tmp_path, f"{HEADER},duration_s\np,1e10,9007199254740992,1,1e10\n"))
+    assert trace.arrivals[0].arrival_s == 1e10 and trace.arrivals[0].duration_s == 1e10
+    assert trace.arrivals[0].pod.requests["cpu"] == 2**53
+
+
+@pytest.mark.parametrize(
+    ("nodes", "column"),
+    [
+        ("name,cpu_milli,memory_mib\nn,99999999999999999999999,1024\n", "cpu_milli"),
+        ("name,cpu_milli,memory_mib\nn,1000,1e15\n", "memory_mib"),
+        ("name,cpu_milli,memory_mib,pods\nn,1000,1024,1e19\n", "pods"),
+    ],
+    ids=["cpu", "memory-mib", "pods"],
+)
+def test_too_large_node_cells(tmp_path: Path, nodes: str, column: str) -> None:
+    good = nodes + "m,1000,1024" + (",1" if "pods" in nodes else "") + "\n"
+    problems = _problems(tmp_path, f"{HEADER}\np,0,1,1\n", good)
+    assert [p[:2] for p in problems] == [("trace.nodes.csv", "line 2")]
+    assert problems[0][2].startswith(f"{column} | too large")
+    trace = load_generic(_write(tmp_path, f"{HEADER}\np,0,1,1\n", good), skip_bad_rows=True)
+    assert [n.name for n in trace.nodes] == ["m"]
+
+
+def test_too_large_parquet_cells(tmp_path: Path) -> None:
+    import numpy as np
+
+    frame = pd.DataFrame(
+        {
+            "name": ["a", "b"],
+            "arrival_s": [0.0, 1.0],
+            # 2**63 + 5 does not fit int64: a uint64 column
+            "cpu_milli": np.array([1, 2**63 + 5], dtype=np.uint64),
+            "memory_mib": [1.0, 1.0],
+        }
+    )
+    frame.to_parquet(tmp_path / "t.parquet")
+    pd.DataFrame({"name": ["n"], "cpu_milli": [1000], "memory_mib": [1e30]}).to_parquet(
+        tmp_path / "t.nodes.parquet"
+    )
+    with pytest.raises(InputError) as info:
+        load_generic(tmp_path / "t.parquet")
+    got = [(Path(p.source).name, p.obj, p.field) for p in info.value.problems]
+    assert got == [("t.parquet", "row 2", "cpu_milli"), ("t.nodes.parquet", "row 1", "memory_mib")]
+    assert all("too large" in p.message for p in info.value.problems)
+
+
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [
@@ -310,3 +391,16 @@ def test_unreadable_tables(tmp_path: Path, content: str, fragment: str) -> None:
 def test_empty_pod_table_is_an_empty_trace(tmp_path: Path) -> None:
     trace = load_generic(_write(tmp_path, f"{HEADER}\n"))
     assert trace.arrivals == [] and len(trace.nodes) == 2
+
+
+def test_rows_with_too_many_fields_name_their_lines(tmp_path: Path) -> None:
+    # header line 1, p line 2, blank line 3, q line 4 (5 fields for 4 columns),
+    # r spans lines 5-6 (a quoted newline), s line 7 (6 fields)
+    pods = f'{HEADER}\np,0,1,1\n\nq,0,1,1,x\nr,0,1,"1\n"\ns,0,1,1,x,y\n'
+    with pytest.raises(InputError) as info:
+        load_generic(_write(tmp_path, pods))
+    got = [(p.obj, p.message) for p in info.value.problems]
+    assert got == [
+        ("line 4", "more fields than the header: 5, the header has 4"),
+        ("line 7", "more fields than the header: 6, the header has 4"),
+    ]

@@ -101,6 +101,13 @@ BAD = [
         "before arrival",
     ),
     ("bound-with-timing", {"bosun.io/arrival-s": "3"}, "n1", "arrival-s", "pending pods only"),
+    # as strict as the CSV loader: Python's float() would take these
+    ("underscore", {"bosun.io/arrival-s": "1_0"}, "", "arrival-s", "not a number: '1_0'"),
+    ("spaces", {"bosun.io/arrival-s": " 10 "}, "", "arrival-s", "not a number: ' 10 '"),
+    ("too-large", {"bosun.io/duration-s": "2e10"}, "", "duration-s", "too large"),
+    # unknown bosun.io/ time annotations are problems, not silently ignored
+    ("misspelt", {"bosun.io/arival-s": "5"}, "", "arival-s", "did you mean bosun.io/arrival-s"),
+    ("unknown-time", {"bosun.io/start-time": "5"}, "", "start-time", "unknown timing"),
 ]
 
 
@@ -169,3 +176,13 @@ def test_snapshot_directory(tmp_path: Path) -> None:
     (tmp_path / "pods.yaml").write_text(_pod("p", node="n1"))
     trace = load_snapshot(tmp_path)
     assert [p.name for p in trace.bound] == ["p"] and trace.arrivals == []
+
+
+def test_other_bosun_annotations_and_plain_numbers_are_fine(tmp_path: Path) -> None:
+    ann = {
+        "bosun.io/arrival-s": "1e1",
+        "bosun.io/duration-s": ".5",
+        "bosun.io/trace-phase": "x",  # not a time: left alone
+    }
+    trace = load_manifest_trace([_write(tmp_path, _pod("p", ann))])
+    assert (trace.arrivals[0].arrival_s, trace.arrivals[0].duration_s) == (10.0, 0.5)

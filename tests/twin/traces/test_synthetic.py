@@ -146,8 +146,19 @@ def test_spec_string() -> None:
         ("synthetic:pods=many", "pods"),
         ("synthetic:hours=x", "hours"),
         ("synthetic:nodes", "nodes"),
+        ("synthetic:seed=-1", "seed"),
+        ("synthetic:nodes=4,nodes=5", "nodes"),
+        ("synthetic:pods=10,pods=x", "pods"),
     ],
-    ids=["unknown-key", "not-int", "not-float", "no-equals"],
+    ids=[
+        "unknown-key",
+        "not-int",
+        "not-float",
+        "no-equals",
+        "negative-seed",
+        "repeated-key",
+        "repeated-bad-key",
+    ],
 )
 def test_bad_spec(spec: str, field: str) -> None:
     with pytest.raises(InputError) as info:
@@ -170,3 +181,12 @@ def test_bad_arguments_all_reported() -> None:
 def test_max_duration() -> None:
     trace = synthetic_trace(pods=500, max_duration_s=600)
     assert max(a.duration_s or 0 for a in trace.arrivals) == 600
+
+
+@pytest.mark.parametrize("seed", [-1, -(2**40)], ids=["minus-one", "large-negative"])
+def test_negative_seed_is_an_input_error(seed: int) -> None:
+    with pytest.raises(InputError) as info:
+        synthetic_trace(seed=seed, pods=5)
+    assert [(p.field, "must be a whole number >= 0" in p.message) for p in info.value.problems] == [
+        ("seed", True)
+    ]

@@ -36,7 +36,11 @@ problem names the file, the row as ``line N`` (the physical line of a CSV file: 
 is line 1, so data row ``i`` (0-based) is line ``i + 2``; blank lines count; a quoted field
 spanning lines would shift the count) or ``row N`` (Parquet, 1-based data row) and the
 column. Header problems (unknown, missing or duplicated columns) name ``line 1`` (CSV) or
-``header`` (Parquet). With ``skip_bad_rows=True`` rows with problems are skipped and each
+``header`` (Parquet). A CSV row with more fields than the header names the physical line it
+starts on (csv-module counting, so quoted multi-line cells are counted right) and is not
+skippable. A whole-number cell above :data:`MAX_INTEGER` (2**53; beyond int64 too), a
+``memory_mib`` whose bytes exceed it, and a time above :data:`MAX_TIME_S` are per-cell
+"too large" problems. With ``skip_bad_rows=True`` rows with problems are skipped and each
 is recorded in :attr:`Trace.skipped`; header problems and unreadable files still raise.
 
 A pod larger than every node is *not* a loader problem: it is kept, and the scheduler
@@ -77,6 +81,8 @@ from bosun.twin.trace import GPU_MODEL_LABEL, PodArrival, Trace
 
 __all__ = [
     "HOSTNAME_LABEL",
+    "MAX_INTEGER",
+    "MAX_TIME_S",
     "NODE_COLUMNS",
     "POD_COLUMNS",
     "QOS_LABEL",
@@ -121,6 +127,13 @@ NODE_COLUMNS = (
 _NODE_REQUIRED = ("name", "cpu_milli")
 
 _MIB = 1 << 20
+#: The largest integer cell (and memory in bytes) accepted: 2**53, up to which float64
+#: (the type cells are read as) holds every whole number exactly; beyond it a cell is
+#: "too large" (far beyond any real node: 8 PiB of memory, 9e12 CPUs).
+MAX_INTEGER = 1 << 53
+#: The largest time cell accepted (``arrival_s``, ``departure_s``, ``duration_s``):
+#: 1e10 s, about 317 years.
+MAX_TIME_S = 1e10
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -241,6 +254,7 @@ def read_table(path: Path) -> Table:
     """
     source = str(path)
     parquet = path.suffix.lower() in (".parquet", ".pq")
+    header: list[str] | None = None
 
     def fail(message: str) -> InputError:
         return InputError([InputProblem(source, "file", "", message)])
@@ -274,10 +288,36 @@ def read_table(path: Path) -> Table:
     except (OSError, UnicodeDecodeError) as exc:
         raise fail(f"cannot read file: {exc}") from None
     except Exception as exc:  # pandas / pyarrow parser errors carry the line
+        long_rows = [] if parquet or header is None else _long_rows(path, len(header), False)
+        if long_rows:  # pandas counts lines its own way: name the physical ones
+            raise InputError(long_rows) from None
         raise fail(f"cannot parse: {exc}") from None
     if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
-        raise fail("some rows have more fields than the header")
+        raise InputError(_long_rows(path, len(header)))
     return Table(source, frame, [h.strip() for h in header], False)
+
+
+def _long_rows(path: Path, width: int, fallback: bool = True) -> list[InputProblem]:
+    """One problem per CSV record with more fields than the header (``width``), named by
+    the physical line it starts on (a quoted field may span lines)."""
+    problems: list[InputProblem] = []
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        reader = csv.reader(fh)
+        start = 1
+        for record in reader:
+            if start > 1 and len(record) > width:
+                problems.append(
+                    InputProblem(
+                        str(path),
+                        f"line {start}",
+                        "",
+                        f"more fields than the header: {len(record)}, the header has {width}",
+                    )
+                )
+            start = reader.line_num + 1
+    if problems or not fallback:
+        return problems
+    return [InputProblem(str(path), "file", "", "some rows have more fields than the header")]
 
 
 # --------------------------------------------------------------------------- checking
@@ -389,12 +429,18 @@ class RowChecker:
         integer: bool = False,
         minimum: float | None = 0.0,
         maximum: float | None = None,
+        too_large: float | None = None,
     ) -> FloatArray:
         """The column as float64, NaN where missing or bad; each bad cell is flagged.
 
         Checks: missing (when ``required``), not a number, not finite, not whole (when
-        ``integer``), below ``minimum`` (default 0: no negative values), above ``maximum``.
+        ``integer``), below ``minimum`` (default 0: no negative values), above ``maximum``,
+        above ``too_large`` ("too large"; default for ``integer`` columns
+        :data:`MAX_INTEGER` = 2**53, the largest range where float64 holds every whole
+        number exactly, so a cell beyond int64 never reaches the builders).
         """
+        if too_large is None and integer:
+            too_large = MAX_INTEGER
         n = len(self.table)
         if not self.has(column):
             return np.full(n, np.nan)
@@ -433,6 +479,12 @@ class RowChecker:
                 what = "negative" if minimum == 0 else f"below {minimum:g}"
                 self.flag(low, column, lambda i: f"must not be {what}, got {cells[i]}")
                 ok &= ~low
+            if too_large is not None:
+                huge = ok & (np.abs(values) > too_large)
+                self.flag(
+                    huge, column, lambda i: f"too large: at most {too_large:.0f}, got {cells[i]}"
+                )
+                ok &= ~huge
             if maximum is not None:
                 high = ok & (values > maximum)
                 self.flag(high, column, lambda i: f"must be at most {maximum:g}, got {cells[i]}")
@@ -525,7 +577,15 @@ def memory_bytes(chk: RowChecker) -> FloatArray:
     if chk.has("memory_bytes"):
         return chk.number("memory_bytes", required=True, integer=True)
     mib = chk.number("memory_mib", required=True)
-    return np.ceil(mib * _MIB)
+    with np.errstate(invalid="ignore"):
+        huge = mib * _MIB > MAX_INTEGER
+    cells = chk.text("memory_mib").tolist()
+    chk.flag(
+        huge,
+        "memory_mib",
+        lambda i: f"too large: {cells[i]} MiB is over {MAX_INTEGER} bytes",
+    )
+    return np.where(huge, np.nan, np.ceil(mib * _MIB))
 
 
 # --------------------------------------------------------------------------- pods
@@ -616,9 +676,9 @@ def _pod_table(table: Table, skip_bad_rows: bool) -> tuple[list[PodArrival], lis
         chk.flag(mask, "namespace", errs.__getitem__)
     else:
         ns = np.full(len(table), "default", dtype=object)
-    arrival = chk.number("arrival_s", required=True)
-    departure = chk.number("departure_s")
-    duration = chk.number("duration_s")
+    arrival = chk.number("arrival_s", required=True, too_large=MAX_TIME_S)
+    departure = chk.number("departure_s", too_large=MAX_TIME_S)
+    duration = chk.number("duration_s", too_large=MAX_TIME_S)
     cpu = chk.number("cpu_milli", required=True, integer=True)
     mem = memory_bytes(chk)
     gpus = chk.number("gpu_count", integer=True)

@@ -7,14 +7,19 @@ trace's nodes at time 0; pods with ``spec.nodeName`` set are already running
 (:attr:`Trace.bound`).
 
 A **manifest trace** (:func:`load_manifest_trace`) times its pending pods with annotations
-(seconds, decimal numbers, non-negative):
+(seconds: plain decimal numbers such as ``12``, ``1.5`` or ``1e3``, read as strictly as
+the CSV loader's cells: no spaces, no ``_``, no ``inf``/``nan``; non-negative and at most
+``1e10``):
 
 * ``bosun.io/arrival-s``: arrival time; default 0;
 * ``bosun.io/departure-s``: absolute deletion time (``>= arrival``), or
 * ``bosun.io/duration-s``: run time after binding; at most one of the two.
 
 On a workload, the annotations go on the pod template (``spec.template.metadata``), so
-every replica carries them. Bound pods run from time 0 to the end: timing annotations on
+every replica carries them. Another ``bosun.io/`` annotation on a pending pod that looks
+like a misspelt timing one (a name ending in ``-s`` or mentioning arrival, departure,
+duration or time, or close to a known key) is a problem rather than silently ignored.
+Bound pods run from time 0 to the end: timing annotations on
 them are a problem (a :class:`Trace` has no departure for bound pods).
 
 A **snapshot** (:func:`load_snapshot`) is a cluster as it is: its pending pods all arrive
@@ -23,7 +28,9 @@ at 0 and stay until bound or the end; timing annotations are ignored.
 
 from __future__ import annotations
 
+import difflib
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -31,6 +38,7 @@ from bosun.api.manifest import load_manifests
 from bosun.api.types import ClusterObjects, Pod
 from bosun.errors import InputError, InputProblem
 from bosun.twin.trace import PodArrival, Trace
+from bosun.twin.traces.generic import MAX_TIME_S
 
 __all__ = [
     "ARRIVAL_ANNOTATION",
@@ -44,6 +52,14 @@ ARRIVAL_ANNOTATION = "bosun.io/arrival-s"
 DEPARTURE_ANNOTATION = "bosun.io/departure-s"
 DURATION_ANNOTATION = "bosun.io/duration-s"
 _TIMING = (ARRIVAL_ANNOTATION, DEPARTURE_ANNOTATION, DURATION_ANNOTATION)
+_PREFIX = "bosun.io/"
+_NON_FINITE = ("inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", "nan", "+nan", "-nan")
+_TIME_WORDS = ("arrival", "arrive", "departure", "depart", "duration", "time", "second")
+
+
+#: A plain decimal number, as the CSV loader reads one: optional sign, digits with an
+#: optional fraction, optional exponent; no spaces, no ``_`` separators, no ``inf``/``nan``.
+_DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 
 def _seconds(
@@ -52,15 +68,37 @@ def _seconds(
     raw = annotations.get(key)
     if raw is None:
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        problem.append((key, f"not a number: {raw!r}"))
+    if not isinstance(raw, str) or not _DECIMAL.fullmatch(raw):
+        if isinstance(raw, str) and raw.lower() in _NON_FINITE:
+            problem.append((key, f"must be a finite number >= 0, got {raw!r}"))
+        else:
+            problem.append((key, f"not a number: {raw!r} (a plain decimal number of seconds)"))
         return None
+    value = float(raw)
     if not math.isfinite(value) or value < 0:
         problem.append((key, f"must be a finite number >= 0, got {raw!r}"))
         return None
+    if value > MAX_TIME_S:
+        problem.append((key, f"too large: at most {MAX_TIME_S:.0f}, got {raw!r}"))
+        return None
     return value
+
+
+def _unknown_timing(annotations: Mapping[str, str]) -> list[tuple[str, str]]:
+    """``bosun.io/`` annotation keys that look like a misspelt timing annotation: a time
+    (``-s`` suffix, or arrival/departure/duration/time in the name) or close to a known
+    key (:func:`difflib.get_close_matches`, ratio >= 0.8)."""
+    out: list[tuple[str, str]] = []
+    for key in annotations:
+        if not key.startswith(_PREFIX) or key in _TIMING:
+            continue
+        name = key[len(_PREFIX) :].lower()
+        close = difflib.get_close_matches(key, _TIMING, n=1, cutoff=0.8)
+        timey = name.endswith("-s") or any(w in name for w in _TIME_WORDS)
+        if close or timey:
+            hint = f"; did you mean {close[0]}?" if close else ""
+            out.append((key, f"unknown timing annotation (known: {', '.join(_TIMING)}){hint}"))
+    return out
 
 
 def _timed_arrival(pod: Pod, problems: list[tuple[str, str]]) -> PodArrival:
@@ -100,6 +138,7 @@ def _trace(name: str, objs: ClusterObjects, source: str, timed_annotations: bool
             bound.append(pod)
         elif timed_annotations:
             arrivals.append(_timed_arrival(pod, found))
+            found += _unknown_timing(pod.annotations)
         else:
             arrivals.append(PodArrival(pod, 0.0))
         problems += [

@@ -169,12 +169,15 @@ def node_counts(nodes: int) -> list[int]:
     return counts
 
 
-def _check_args(args: Mapping[str, float | None]) -> None:
+def _check_args(args: Mapping[str, Any]) -> None:
     problems: list[InputProblem] = []
 
     def bad(name: str, message: str) -> None:
         problems.append(InputProblem("synthetic", "argument", name, message))
 
+    seed = args["seed"]
+    if seed is None or isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        bad("seed", f"must be a whole number >= 0 (numpy's SeedSequence), got {seed!r}")
     if args["nodes"] is None or args["nodes"] < len(NODE_CLASSES):
         bad("nodes", f"must be at least {len(NODE_CLASSES)} (one node of each class)")
     if args["pods"] is None or args["pods"] < 0:
@@ -212,7 +215,7 @@ def synthetic_trace(
     """Generate an openb-shaped workload (module docstring: distributions and sources).
 
     Args:
-        seed: the RNG seed; the same arguments give the same trace.
+        seed: the RNG seed (a whole number >= 0); the same arguments give the same trace.
         nodes: cluster size (>= 4).
         pods: number of arrivals.
         hours: arrival window; arrivals are a Poisson process conditioned on ``pods``
@@ -316,10 +319,12 @@ def parse_synthetic_spec(text: str) -> dict[str, Any]:
     """``"nodes=50,pods=2000,hours=6"`` -> keyword arguments for :func:`synthetic_trace`.
 
     Raises:
-        InputError: an unknown key, a missing ``=``, or a value of the wrong type.
+        InputError: an unknown or repeated key, a missing ``=``, or a value of the wrong
+            type.
     """
     out: dict[str, Any] = {}
     problems: list[InputProblem] = []
+    seen: set[str] = set()
     for item in text.split(","):
         item = item.strip()
         if not item:
@@ -327,6 +332,8 @@ def parse_synthetic_spec(text: str) -> dict[str, Any]:
         key, eq, raw = (s.strip() for s in item.partition("="))
         if not eq:
             problems.append(InputProblem("synthetic", "spec", item, "expected key=value"))
+        elif key in seen:
+            problems.append(InputProblem("synthetic", "spec", key, "given more than once"))
         elif key in _INT_PARAMS:
             try:
                 out[key] = int(raw)
@@ -340,6 +347,8 @@ def parse_synthetic_spec(text: str) -> dict[str, Any]:
         else:
             known = ", ".join((*_INT_PARAMS, *_FLOAT_PARAMS))
             problems.append(InputProblem("synthetic", "spec", key, f"unknown key (known: {known})"))
+        if eq:
+            seen.add(key)
     if problems:
         raise InputError(problems)
     return out
