@@ -24,25 +24,20 @@ Extension points: Score, NormalizeScore.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bosun.framework.interface import MAX_NODE_SCORE, CycleState, IndexArray, IntArray
 from bosun.plugins.gpu_common import (
-    MAX_SPEC_MILLI_CPU,
-    MAX_SPEC_MILLI_GPU,
-    args_mapping,
+    SpecScaledPlugin,
     min_max_normalize,
     node_free,
     pod_milli_cpu,
-    positive_int,
 )
 
 if TYPE_CHECKING:
     from bosun.api.types import Pod
-    from bosun.framework.interface import Handle
     from bosun.framework.snapshot import Snapshot
 
 NAME = "BestFit"
@@ -51,7 +46,7 @@ CPU_WEIGHT = 0.5
 GPU_WEIGHT = 0.5
 
 
-class BestFit:
+class BestFit(SpecScaledPlugin):
     """Best fit on CPU and GPU (see the module docstring).
 
     Args:
@@ -63,12 +58,6 @@ class BestFit:
     """
 
     name = NAME
-
-    def __init__(self, args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> None:
-        raw = args_mapping(args, ("maxMilliCpu", "maxMilliGpu"))
-        self.max_milli_cpu = positive_int(raw.get("maxMilliCpu", MAX_SPEC_MILLI_CPU), "maxMilliCpu")
-        self.max_milli_gpu = positive_int(raw.get("maxMilliGpu", MAX_SPEC_MILLI_GPU), "maxMilliGpu")
-        self.handle = handle
 
     def score(self, state: CycleState, pod: Pod, snapshot: Snapshot, nodes: IndexArray) -> IntArray:
         """int64 ``(len(nodes),)``: ``int64((1 - remaining) * 100)``, higher = tighter fit."""

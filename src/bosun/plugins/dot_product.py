@@ -31,8 +31,7 @@ Extension points: Score (no NormalizeScore, as in the simulator).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -45,23 +44,19 @@ from bosun.framework.interface import (
     IntArray,
 )
 from bosun.plugins.gpu_common import (
-    MAX_SPEC_MILLI_CPU,
-    MAX_SPEC_MILLI_GPU,
-    args_mapping,
+    SpecScaledPlugin,
     node_free,
     pod_milli_cpu,
-    positive_int,
 )
 
 if TYPE_CHECKING:
     from bosun.api.types import Pod
-    from bosun.framework.interface import Handle
     from bosun.framework.snapshot import Snapshot
 
 NAME = "DotProduct"
 
 
-class DotProduct:
+class DotProduct(SpecScaledPlugin):
     """Smallest normalized dot product of demand and free resources (module docstring).
 
     Args:
@@ -73,12 +68,6 @@ class DotProduct:
     """
 
     name = NAME
-
-    def __init__(self, args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> None:
-        raw = args_mapping(args, ("maxMilliCpu", "maxMilliGpu"))
-        self.max_milli_cpu = positive_int(raw.get("maxMilliCpu", MAX_SPEC_MILLI_CPU), "maxMilliCpu")
-        self.max_milli_gpu = positive_int(raw.get("maxMilliGpu", MAX_SPEC_MILLI_GPU), "maxMilliGpu")
-        self.handle = handle
 
     def score(self, state: CycleState, pod: Pod, snapshot: Snapshot, nodes: IndexArray) -> IntArray:
         """int64 ``(len(nodes),)`` in 0..100 (see the module docstring)."""

@@ -36,6 +36,7 @@ from bosun.framework.interface import (
 from bosun.plugins.helper import go_div
 
 if TYPE_CHECKING:
+    from bosun.framework.interface import Handle
     from bosun.framework.snapshot import Snapshot
 
 FloatArray = npt.NDArray[np.float64]
@@ -214,3 +215,19 @@ def one_of(raw: Any, path: str, choices: Iterable[str]) -> str:
     if not isinstance(raw, str) or raw not in options:
         raise PluginArgsError(path, f"must be one of {', '.join(options)}; got {raw!r}")
     return raw
+
+
+class SpecScaledPlugin:
+    """Base of the policies that scale CPU and GPU by the largest node spec (BestFit,
+    DotProduct): args ``{"maxMilliCpu": int > 0, "maxMilliGpu": int > 0}``, both optional,
+    defaulting to :data:`MAX_SPEC_MILLI_CPU` and :data:`MAX_SPEC_MILLI_GPU`.
+
+    Raises:
+        PluginArgsError: an unknown field or a value that is not a positive integer.
+    """
+
+    def __init__(self, args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> None:
+        raw = args_mapping(args, ("maxMilliCpu", "maxMilliGpu"))
+        self.max_milli_cpu = positive_int(raw.get("maxMilliCpu", MAX_SPEC_MILLI_CPU), "maxMilliCpu")
+        self.max_milli_gpu = positive_int(raw.get("maxMilliGpu", MAX_SPEC_MILLI_GPU), "maxMilliGpu")
+        self.handle = handle
