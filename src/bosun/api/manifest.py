@@ -88,6 +88,12 @@ from bosun.api.types import (
     TopologySpreadConstraint,
     WeightedPodAffinityTerm,
 )
+from bosun.api.validation import (
+    dns_label_error,
+    dns_subdomain_error,
+    label_value_error,
+    qualified_name_error,
+)
 from bosun.errors import ProblemCollector
 
 try:
@@ -185,9 +191,6 @@ _POLICIES = ("Honor", "Ignore")
 _WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
 
 _SIMPLE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _INT64 = re.compile(r"^[+-]?\d+$")
 _PERCENT = re.compile(r"^(\d+)%$")
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -475,63 +478,6 @@ def _is_int(value: Any) -> bool:
 # --------------------------------------------------------------------------- names
 
 
-def _dns_label_error(name: str) -> str | None:
-    """RFC 1123 label (``validation.IsDNS1123Label``): namespaces, container names."""
-    if len(name) > 63:
-        return "must be no more than 63 characters"
-    if not _DNS_LABEL.match(name):
-        return (
-            "must be a lowercase RFC 1123 label: lowercase alphanumerics and '-', "
-            "starting and ending with an alphanumeric"
-        )
-    return None
-
-
-def _dns_subdomain_error(name: str) -> str | None:
-    """RFC 1123 subdomain (``validation.IsDNS1123Subdomain``): most object names."""
-    if len(name) > 253:
-        return "must be no more than 253 characters"
-    if not _DNS_SUBDOMAIN.match(name):
-        return (
-            "must be a lowercase RFC 1123 subdomain: lowercase alphanumerics, '-' and '.', "
-            "starting and ending with an alphanumeric"
-        )
-    return None
-
-
-def _qualified_name_error(key: str) -> str | None:
-    """``validation.IsQualifiedName``: label keys, topology keys, resource names."""
-    if key.count("/") > 1:
-        return "must be a qualified name: [prefix/]name, with at most one '/'"
-    prefix, slash, name = key.rpartition("/")
-    if slash and not prefix:
-        return "prefix part must be non-empty"
-    if prefix and _dns_subdomain_error(prefix):
-        return "prefix part must be a lowercase DNS subdomain"
-    if not name:
-        return "name part must be non-empty"
-    if len(name) > 63:
-        return "name part must be no more than 63 characters"
-    if not _QUALIFIED_NAME.match(name):
-        return (
-            "name part must consist of alphanumerics, '-', '_' or '.', "
-            "starting and ending with an alphanumeric"
-        )
-    return None
-
-
-def _label_value_error(value: str) -> str | None:
-    """``validation.IsValidLabelValue``: empty, or at most 63 qualified-name characters."""
-    if len(value) > 63:
-        return "must be no more than 63 characters"
-    if value and not _QUALIFIED_NAME.match(value):
-        return (
-            "must consist of alphanumerics, '-', '_' or '.', "
-            "starting and ending with an alphanumeric"
-        )
-    return None
-
-
 def _check(f: _Fields, key: str, error: str | None) -> None:
     if error:
         f.problem(key, error)
@@ -552,7 +498,7 @@ def _labels(f: _Fields, key: str) -> dict[str, str]:
     labels = f.get_str_map(key)
     for k, v in labels.items():
         path = _sub(f.at(key), k)
-        for error in (_qualified_name_error(k), _label_value_error(v)):
+        for error in (qualified_name_error(k), label_value_error(v)):
             if error:
                 f.where.add(path, error)
     return labels
@@ -561,7 +507,7 @@ def _labels(f: _Fields, key: str) -> dict[str, str]:
 def _annotations(f: _Fields) -> dict[str, str]:
     annotations = f.get_str_map("annotations")
     for k in annotations:
-        error = _qualified_name_error(k)
+        error = qualified_name_error(k)
         if error:
             f.where.add(_sub(f.at("annotations"), k), error)
     return annotations
@@ -596,7 +542,7 @@ def _container_resource_error(name: str) -> str | None:
             "must be a standard resource for containers (cpu, memory, ephemeral-storage, "
             "hugepages-<size>) or a domain-qualified extended resource"
         )
-    if _qualified_name_error(name) or not (_is_native(name) or _is_extended(name)):
+    if qualified_name_error(name) or not (_is_native(name) or _is_extended(name)):
         return "does not follow the extended resource name standard (domain/name)"
     return None
 
@@ -623,7 +569,7 @@ def _quantity(f: _Fields, key: str) -> _Quantity | None:
 
 
 def _resource_list(
-    f: _Fields, key: str, name_error: Callable[[str], str | None] = _qualified_name_error
+    f: _Fields, key: str, name_error: Callable[[str], str | None] = qualified_name_error
 ) -> dict[str, _Quantity]:
     """A ``ResourceList`` (resource name -> quantity), invalid entries reported and left out."""
     sub = f.get_obj(key)
@@ -710,7 +656,7 @@ def _port(f: _Fields, host_network: bool) -> ContainerPort:
 
 
 def _container(f: _Fields, host_network: bool, init: bool) -> Container:
-    name = _required_str(f, "name", _dns_label_error)
+    name = _required_str(f, "name", dns_label_error)
     requests, limits = _container_resources(f)
     ports = tuple(_port(p, host_network) for p in f.get_objs("ports"))
     restart = ""
@@ -765,7 +711,7 @@ def _field_key_error(key: str) -> str | None:
 def _requirement(
     f: _Fields,
     operators: Sequence[str],
-    key_error: Callable[[str], str | None] = _qualified_name_error,
+    key_error: Callable[[str], str | None] = qualified_name_error,
     values_error: Callable[[str, tuple[str, ...]], str | None] = _values_error,
 ) -> Requirement:
     key = _required_str(f, "key", key_error)
@@ -799,7 +745,7 @@ def _label_key_list(f: _Fields, key: str, selector: LabelSelector | None) -> tup
         f.problem(key, "must not be specified when labelSelector is not set")
     for i, k in enumerate(keys):
         path = f"{f.at(key)}[{i}]"
-        error = _qualified_name_error(k)
+        error = qualified_name_error(k)
         if error:
             f.where.add(path, error)
         elif k in _selector_keys(selector):
@@ -853,10 +799,10 @@ def _node_affinity(f: _Fields | None) -> NodeAffinity | None:
 
 def _pod_affinity_term(f: _Fields) -> PodAffinityTerm:
     selector = _label_selector(f.get_obj("labelSelector"))
-    topology_key = _required_str(f, "topologyKey", _qualified_name_error)
+    topology_key = _required_str(f, "topologyKey", qualified_name_error)
     namespaces = f.get_strs("namespaces")
     for i, ns in enumerate(namespaces):
-        error = _dns_label_error(ns)
+        error = dns_label_error(ns)
         if error:
             f.where.add(f"{f.at('namespaces')}[{i}]", error)
     match_keys = _label_key_list(f, "matchLabelKeys", selector)
@@ -901,7 +847,7 @@ def _toleration(f: _Fields) -> Toleration:
     """``v1.Toleration`` with ``validateTolerations``'s rules."""
     key = f.get_str("key")
     if key:
-        _check(f, "key", _qualified_name_error(key))
+        _check(f, "key", qualified_name_error(key))
     op = f.get_enum("operator", ("Equal", "Exists"), "Equal")
     value = f.get_str("value")
     effect = f.get_enum("effect", _TAINT_EFFECTS, "")
@@ -911,7 +857,7 @@ def _toleration(f: _Fields) -> Toleration:
     if op == "Exists" and value:
         f.problem("value", "must be empty when `operator` is 'Exists'")
     elif op == "Equal":
-        _check(f, "value", _label_value_error(value))
+        _check(f, "value", label_value_error(value))
     if seconds is not None and effect != TaintEffect.NO_EXECUTE:
         f.problem("effect", "must be 'NoExecute' when `tolerationSeconds` is set")
     return Toleration(key, op, value, effect, seconds)
@@ -922,9 +868,9 @@ def _taints(spec: _Fields) -> tuple[Taint, ...]:
     out: list[Taint] = []
     seen: set[tuple[str, str]] = set()
     for f in spec.get_objs("taints"):
-        key = _required_str(f, "key", _qualified_name_error)
+        key = _required_str(f, "key", qualified_name_error)
         value = f.get_str("value")
-        _check(f, "value", _label_value_error(value))
+        _check(f, "value", label_value_error(value))
         effect = f.required_enum("effect", _TAINT_EFFECTS)
         if (key, effect) in seen:
             f.problem("effect", f"taints must be unique by key and effect: {key}:{effect}")
@@ -953,7 +899,7 @@ def _spread_constraint(f: _Fields) -> TopologySpreadConstraint:
     selector = _label_selector(f.get_obj("labelSelector"))
     return TopologySpreadConstraint(
         max_skew=max_skew or 0,
-        topology_key=_required_str(f, "topologyKey", _qualified_name_error),
+        topology_key=_required_str(f, "topologyKey", qualified_name_error),
         when_unsatisfiable=when,
         label_selector=selector,
         min_domains=min_domains,
@@ -1002,7 +948,7 @@ class _PodTemplate:
 def _scheduling_gates(spec: _Fields) -> tuple[str, ...]:
     names: list[str] = []
     for g in spec.get_objs("schedulingGates"):
-        name = _required_str(g, "name", _qualified_name_error)
+        name = _required_str(g, "name", qualified_name_error)
         if name in names:
             g.problem("name", f"duplicate scheduling gate {name!r}")
         names.append(name)
@@ -1015,10 +961,10 @@ def _volumes(spec: _Fields) -> tuple[tuple[str, ...], tuple[str, ...]]:
     claims: list[str] = []
     ephemeral: list[str] = []
     for v in spec.get_objs("volumes"):
-        name = _required_str(v, "name", _dns_label_error)
+        name = _required_str(v, "name", dns_label_error)
         pvc = v.get_obj("persistentVolumeClaim")
         if pvc is not None:
-            claims.append(_required_str(pvc, "claimName", _dns_subdomain_error))
+            claims.append(_required_str(pvc, "claimName", dns_subdomain_error))
         if v.get_obj("ephemeral") is not None and name:
             ephemeral.append(name)
     return tuple(claims), tuple(ephemeral)
@@ -1027,7 +973,7 @@ def _volumes(spec: _Fields) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def _priority_ask(spec: _Fields) -> _PriorityAsk:
     name = spec.get_str("priorityClassName")
     if name:
-        _check(spec, "priorityClassName", _dns_subdomain_error(name))
+        _check(spec, "priorityClassName", dns_subdomain_error(name))
     return _PriorityAsk(
         value=spec.get_int("priority"),
         class_name=name,
@@ -1082,7 +1028,7 @@ def _metadata(
     f: _Fields,
     *,
     namespaced: bool,
-    name_rule: Callable[[str], str | None] = _dns_subdomain_error,
+    name_rule: Callable[[str], str | None] = dns_subdomain_error,
     allow_generate: bool = False,
 ) -> _Meta:
     """``metadata``: name (required unless ``generateName`` is allowed and set),
@@ -1097,7 +1043,7 @@ def _metadata(
     namespace = ""
     if namespaced:
         namespace = meta.get_str("namespace") or "default"
-        _check(meta, "namespace", _dns_label_error(namespace))
+        _check(meta, "namespace", dns_label_error(namespace))
     return _Meta(
         name=name,
         namespace=namespace,
@@ -1265,7 +1211,7 @@ def _stateful_members(w: _Workload, count: int) -> list[_Member]:
     (``<template>-<name>-<ordinal>``)."""
     start = _non_negative(w.spec.obj_or_empty("ordinals"), "start", 0)
     templates = [
-        _required_str(t.obj_or_empty("metadata"), "name", _dns_subdomain_error)
+        _required_str(t.obj_or_empty("metadata"), "name", dns_subdomain_error)
         for t in w.spec.get_objs("volumeClaimTemplates")
     ]
     out: list[_Member] = []
@@ -1325,8 +1271,8 @@ def _node(f: _Fields) -> Node:
     allocatable.setdefault(PODS, DEFAULT_MAX_PODS)
     if allocatable.get(GPU, 0) > MAX_GPUS_PER_NODE:
         status.problem(
-            "allocatable", f"{allocatable[GPU]} {GPU} is more than bosun models per node "
-            f"({MAX_GPUS_PER_NODE})",
+            "allocatable",
+            f"{allocatable[GPU]} {GPU} is more than bosun models per node ({MAX_GPUS_PER_NODE})",
         )
         allocatable[GPU] = 0
     return Node(
@@ -1406,7 +1352,7 @@ def _pdb(f: _Fields) -> PodDisruptionBudget:
 
 def _namespace(f: _Fields) -> Namespace:
     """``v1.Namespace``; kube adds the label ``kubernetes.io/metadata.name: <name>``."""
-    meta = _metadata(f, namespaced=False, name_rule=_dns_label_error)
+    meta = _metadata(f, namespaced=False, name_rule=dns_label_error)
     return Namespace(meta.name, {**meta.labels, "kubernetes.io/metadata.name": meta.name})
 
 

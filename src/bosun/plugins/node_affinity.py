@@ -49,7 +49,6 @@ addition to its own; every term must parse (``ValidateNodeAffinityArgs``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -62,6 +61,7 @@ from bosun.api.types import (
     PreferredSchedulingTerm,
     Requirement,
 )
+from bosun.api.validation import label_value_error, qualified_name_error
 from bosun.framework.interface import (
     BoolArray,
     Code,
@@ -98,41 +98,7 @@ OBJECT_NAME_FIELD = "metadata.name"
 _LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 _FIELD_OPERATORS = ("In", "NotIn")
 
-# k8s.io/apimachinery/pkg/util/validation: qualified names, label values, DNS-1123 subdomains.
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
 # ------------------------------------------------------------------------- parsing
-
-
-def _label_key_error(key: str) -> str | None:
-    """``validation.IsQualifiedName``: ``[prefix/]name``, name <= 63 characters."""
-    parts = key.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            return "prefix part must be non-empty"
-        if len(prefix) > 253 or _DNS1123_SUBDOMAIN.fullmatch(prefix) is None:
-            return "prefix part must be a lowercase RFC 1123 subdomain"
-    else:
-        return "a qualified name must consist of an optional prefix and a name"
-    if not name:
-        return "name part must be non-empty"
-    if len(name) > 63 or _QUALIFIED_NAME.fullmatch(name) is None:
-        return "name part must be a valid qualified name of at most 63 characters"
-    return None
-
-
-def _label_value_error(value: str) -> str | None:
-    """``validation.IsValidLabelValue``: empty, or <= 63 alphanumerics, ``-``, ``_``, ``.``
-    beginning and ending alphanumeric."""
-    if len(value) > 63 or _LABEL_VALUE.fullmatch(value) is None:
-        return f"invalid label value {value!r}"
-    return None
 
 
 def expression_errors(req: Requirement, path: str) -> list[str]:
@@ -140,7 +106,7 @@ def expression_errors(req: Requirement, path: str) -> list[str]:
     if req.operator not in _LABEL_OPERATORS:
         return [f"{path}.operator: Unsupported value: {req.operator!r}"]
     errs: list[str] = []
-    key_err = _label_key_error(req.key)
+    key_err = qualified_name_error(req.key)
     if key_err:
         errs.append(f"{path}.key: Invalid value: {req.key!r}: {key_err}")
     values = req.values
@@ -158,7 +124,7 @@ def expression_errors(req: Requirement, path: str) -> list[str]:
                     f"{path}.values: for 'Gt', 'Lt' operators, the value must be an integer"
                 )
     for i, v in enumerate(values):
-        val_err = _label_value_error(v)
+        val_err = label_value_error(v)
         if val_err:
             errs.append(f"{path}.values[{i}]: {val_err}")
     return errs
