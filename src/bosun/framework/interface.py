@@ -421,11 +421,3 @@ class EnqueueExtensions(Protocol):
     """
 
     def events_to_register(self) -> Iterable[str]: ...
-
-
-def weighted_sum(columns: Sequence[IntArray], weights: Sequence[int], size: int) -> IntArray:
-    """Sum of ``weight * column`` over plugins (kube's total score per node)."""
-    total = np.zeros(size, dtype=np.int64)
-    for col, w in zip(columns, weights, strict=True):
-        total += col * w
-    return total

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -118,11 +118,6 @@ class SchedulingResult:
     profile: str = ""
 
 
-@dataclass
-class _Stats:
-    evicted: dict[str, str] = field(default_factory=dict)  # victim key -> preemptor key
-
-
 class Scheduler:
     """Schedules pending pods onto the snapshot, one attempt at a time.
 
@@ -162,7 +157,7 @@ class Scheduler:
         self.rng = np.random.default_rng(seed)
         self.clock: Clock = clock or ManualClock()
         self.explain = explain
-        self._stats = _Stats()
+        self._evicted: dict[str, str] = {}  # victim key -> preemptor key
         ns_labels = {ns.name: dict(ns.labels) for ns in namespaces}
         self.profiles: dict[str, Framework] = {}
         problems: list[InputProblem] = []
@@ -252,7 +247,7 @@ class Scheduler:
 
     def _evict(self, pod_key: str, preemptor: Pod) -> Status:
         self.snapshot.remove_pod(pod_key)
-        self._stats.evicted[pod_key] = preemptor.key
+        self._evicted[pod_key] = preemptor.key
         return Status.success()
 
     # ------------------------------------------------------------- cluster
@@ -325,7 +320,7 @@ class Scheduler:
     @property
     def evicted(self) -> Mapping[str, str]:
         """Pods evicted by preemption: victim key -> preemptor key."""
-        return self._stats.evicted
+        return self._evicted
 
     # ----------------------------------------------------------- scheduling
 
@@ -500,13 +495,13 @@ class Scheduler:
         started: float,
     ) -> SchedulingResult:
         pod = qpi.pod
-        before = set(self._stats.evicted)
+        before = set(self._evicted)
         nominated = ""
         if fwk.points["postFilter"]:
             result, _status = fwk.run_post_filter(state, pod, diagnosis)
             if result is not None:
                 nominated = result.nominated_node_name
-        victims = tuple(k for k in self._stats.evicted if k not in before)
+        victims = tuple(k for k in self._evicted if k not in before)
         if nominated:
             self.nominated[pod.key] = nominated
         else:
