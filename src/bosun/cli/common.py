@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -16,3 +19,18 @@ def fail(message: str) -> typer.Exit:
     console = Console(stderr=True, soft_wrap=True, highlight=False)
     console.print(Text("error: ", style="bold red") + Text(message))
     return typer.Exit(EXIT_BAD_INPUT)
+
+
+#: ``--config``: the KubeSchedulerConfiguration file (schedule, simulate, serve).
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="KubeSchedulerConfiguration file.")
+]
+#: ``--kubeconfig``: without it, the in-cluster config (serve, snapshot).
+KubeconfigOption = Annotated[
+    Path | None,
+    typer.Option("--kubeconfig", help="kubeconfig file; without it, the in-cluster config."),
+]
+#: ``--context``: a kubeconfig context (serve, snapshot).
+ContextOption = Annotated[
+    str | None, typer.Option("--context", help="kubeconfig context (default: current).")
+]

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from bosun.api.manifest import load_manifests
 from bosun.api.types import ClusterObjects
-from bosun.cli.common import fail
+from bosun.cli.common import ConfigOption, fail
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.config import (
     SchedulerConfiguration,
@@ -174,9 +174,7 @@ def schedule(
     pods: Annotated[
         list[Path], typer.Option("--pods", help="Pod or workload manifests; repeatable.")
     ],
-    config: Annotated[
-        Path | None, typer.Option("--config", help="KubeSchedulerConfiguration file.")
-    ] = None,
+    config: ConfigOption = None,
     explain: Annotated[
         bool,
         typer.Option("--explain", help="Show per-plugin scores of the chosen node and runners-up."),

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 import re
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from bosun.cli.common import fail
+from bosun.cli.common import ConfigOption, ContextOption, KubeconfigOption, fail
 from bosun.errors import BosunError
 from bosun.framework.config import default_configuration, load_configuration
 from bosun.framework.scheduler import Scheduler
@@ -60,16 +59,9 @@ def parse_bool(text: str, flag: str) -> bool:
 
 
 def serve(
-    config: Annotated[
-        Path | None, typer.Option("--config", help="KubeSchedulerConfiguration file.")
-    ] = None,
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option("--kubeconfig", help="kubeconfig file; without it, the in-cluster config."),
-    ] = None,
-    context: Annotated[
-        str | None, typer.Option("--context", help="kubeconfig context (default: current).")
-    ] = None,
+    config: ConfigOption = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
     leader_elect: Annotated[
         str,
         typer.Option(

@@ -26,7 +26,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from bosun.api.build import make_pod
-from bosun.cli.common import fail
+from bosun.cli.common import ConfigOption, fail
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.config import (
     SchedulerConfiguration,
@@ -429,9 +429,7 @@ def simulate(
         Path | None,
         typer.Option("--snapshot", help="A cluster dump (manifests) to replay instead."),
     ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="KubeSchedulerConfiguration file.")
-    ] = None,
+    config: ConfigOption = None,
     policy: Annotated[
         list[str] | None,
         typer.Option(

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from bosun.api.manifest import load_manifest_text
-from bosun.cli.common import fail
+from bosun.cli.common import ContextOption, KubeconfigOption, fail
 from bosun.errors import BosunError, InputError
 from bosun.live.client import connect
 from bosun.live.snapshot import dump_cluster, write_snapshot
@@ -21,13 +21,8 @@ def snapshot(
     output: Annotated[
         Path, typer.Option("-o", "--output", help="File to write (multi-document YAML).")
     ],
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option("--kubeconfig", help="kubeconfig file; without it, the in-cluster config."),
-    ] = None,
-    context: Annotated[
-        str | None, typer.Option("--context", help="kubeconfig context (default: current).")
-    ] = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
 ) -> None:
     """Dump a cluster's Nodes, Pods (bound and pending), PriorityClasses,
     PodDisruptionBudgets and Namespaces to one YAML file, which `bosun schedule --nodes`
