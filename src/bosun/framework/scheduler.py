@@ -219,7 +219,8 @@ class Scheduler:
 
     @staticmethod
     def _plugin_events(fwk: Framework) -> dict[str, frozenset[str]]:
-        out: dict[str, frozenset[str]] = {}
+        # pods rejected because the cluster has no node wait for a node, like a plugin would
+        out: dict[str, frozenset[str]] = {NO_NODES: frozenset({"NodeAdd"})}
         for name, plugin in fwk.instances.items():
             events = getattr(plugin, "events_to_register", None)
             out[name] = frozenset(events()) if callable(events) else frozenset({"*"})
@@ -229,8 +230,6 @@ class Scheduler:
         interests = self._interests.get(qpi.pod.scheduler_name, {})
         if not qpi.unschedulable_plugins:
             return True
-        if NO_NODES in qpi.unschedulable_plugins:
-            return event == "NodeAdd"
         for plugin in qpi.unschedulable_plugins:
             events = interests.get(plugin, frozenset({"*"}))
             if "*" in events or event in events:
