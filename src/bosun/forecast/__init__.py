@@ -1,0 +1,1 @@
+"""Resource profiles and usage forecasting for load-aware scheduling."""
