@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from bosun.cli.experiment import app as experiment_app
+from bosun.cli.forecast import app as forecast_app
 from bosun.cli.schedule import schedule
 from bosun.cli.serve import serve
 from bosun.cli.simulate import simulate
@@ -22,6 +23,7 @@ app.command(name="simulate")(simulate)
 app.command(name="snapshot")(snapshot)
 app.command(name="serve")(serve)
 app.add_typer(experiment_app, name="experiment")
+app.add_typer(forecast_app, name="forecast")
 
 
 @app.callback()

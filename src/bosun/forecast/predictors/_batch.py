@@ -1,0 +1,68 @@
+"""Vectorized calibration over a matrix of series, shared by the batch baselines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from bosun.forecast.base import (
+    BatchForecast,
+    FloatArray,
+    ForecastError,
+    check_levels,
+    horizon_steps,
+)
+from bosun.forecast.predictors._calibration import (
+    MIN_CALIBRATION,
+    IntArray,
+    calibrate,
+    calibration_window,
+)
+
+#: paths(values (S, T), origins (n,), h) -> (S, n, h) point forecasts at those origins.
+PathFn = Callable[[FloatArray, IntArray, int], FloatArray]
+
+
+def batch_forecast(
+    name: str,
+    values: FloatArray,
+    step_s: float,
+    horizon_s: float,
+    quantiles: Sequence[float],
+    paths: PathFn,
+    min_context: int,
+    calibration_s: float,
+    neighbours: int,
+) -> BatchForecast:
+    """Point paths + localized conformal quantiles for every row of ``values``.
+
+    Raises:
+        ForecastError: ``values`` not 2-D or not finite (names the first bad row), too
+            few columns (names both lengths), a bad horizon or level.
+    """
+    levels = check_levels(quantiles)
+    h = horizon_steps(horizon_s, step_s)
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 2:
+        raise ForecastError(f"{name}: values must be a (S, T) matrix, got shape {arr.shape}")
+    bad_rows = np.flatnonzero(~np.isfinite(arr).all(axis=1))
+    if bad_rows.size:
+        raise ForecastError(f"{name}: row {int(bad_rows[0])} holds a non-finite value")
+    _s_count, t = arr.shape
+    need = min_context + h + MIN_CALIBRATION - 1
+    if t < need:
+        raise ForecastError(
+            f"{name}: series have {t} samples; a {h}-step horizon needs at least {need}"
+        )
+    window = calibration_window(step_s, calibration_s)
+    last = t - h
+    first = max(min_context, last - window + 1)
+    origins = np.arange(first, last + 1, dtype=np.int64)
+    cal_points = paths(arr, origins, h)
+    cal_actual = arr[:, origins[:, None] + np.arange(h)[None, :]]
+    point_now = paths(arr, np.array([t], dtype=np.int64), h)[:, 0, :]
+    out = calibrate(point_now, cal_points, cal_actual, levels, neighbours)
+    return BatchForecast(
+        step_s=float(step_s), mean=out.mean, quantiles=out.quantiles, peak=out.peak
+    )

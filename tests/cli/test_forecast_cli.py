@@ -1,0 +1,366 @@
+"""``bosun forecast backtest`` and ``predict`` driven through typer's runner."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from bosun.cli.forecast import RESULT_FILES
+from bosun.cli.main import app
+from bosun.forecast import registry
+from bosun.forecast.backtest import backtest
+from bosun.forecast.series import duration_text, parse_duration, read_series
+from bosun.twin.data import require
+
+EC2_CPU = "nab-aws/realAWSCloudwatch/ec2_cpu_utilization_5f5533.csv"
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def series_csv(tmp_path: Path, name: str, values: list[float], step_s: int = 60) -> Path:
+    """A NAB-layout file: one sample every ``step_s`` seconds from 2014-02-14 14:30 UTC."""
+    t0 = 1392388200
+    rows = "".join(f"{t0 + i * step_s},{v}\n" for i, v in enumerate(values))
+    path = tmp_path / name
+    path.write_text("timestamp,value\n" + rows)
+    return path
+
+
+def first_origin(model: str, samples: int) -> int:
+    """The backtest's default first origin (its documented rule): max(min_samples, ceil(T/4))."""
+    return max(registry.create(model).min_samples, math.ceil(samples / 4))
+
+
+def test_backtest_writes_results_and_prints_one_table_per_series(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    flat = series_csv(tmp_path, "flat.csv", [5.0] * 40)
+    zero = series_csv(tmp_path, "zero.csv", [0.0] * 40)
+    out = tmp_path / "out"
+    res = runner.invoke(
+        app,
+        [
+            "forecast",
+            "backtest",
+            "--data",
+            str(flat),
+            "--data",
+            str(zero),
+            "--horizon",
+            "2m",
+            "-m",
+            "ewma,seasonal-naive",
+            "--out",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == sorted(RESULT_FILES)
+    # one table per series, each with both models
+    assert res.stdout.count("horizon 2m (2 steps of 1m)") == 2
+    assert res.stdout.count("seasonal-naive") == 2 and res.stdout.count("ewma") == 2
+    rows = list(csv.DictReader((out / "backtest.csv").open()))
+    assert [(r["series"], r["model"]) for r in rows] == [
+        ("flat", "ewma"),
+        ("flat", "seasonal-naive"),
+        ("zero", "ewma"),
+        ("zero", "seasonal-naive"),
+    ]
+    for r in rows:
+        # 40 samples, H = 2: origins first_origin .. 38, i.e. 40 - 2 - first + 1 of them
+        assert int(r["n_origins"]) == 40 - 2 - first_origin(r["model"], 40) + 1
+        # a constant series is forecast exactly: no error, every peak covered
+        assert float(r["mae"]) == 0.0 and float(r["accuracy"]) == 1.0
+    # predicted peak 5 / actual peak 5 = 1; a zero peak leaves the ratio undefined (empty)
+    assert [r["overprovision_ratio"] for r in rows] == ["1.0", "1.0", "", ""]
+    doc = json.loads((out / "backtest.json").read_text())
+    assert doc["meta"]["horizon_s"] == 120.0 and doc["meta"]["models"] == ["ewma", "seasonal-naive"]
+    assert doc["results"][2]["overprovision_ratio"] is None  # NaN is null in JSON
+    origins = list(csv.DictReader((out / "origins.csv").open()))
+    assert len(origins) == sum(int(r["n_origins"]) for r in rows)
+    html = (out / "backtest.html").read_text()
+    # self-contained: plotly.js inlined, no script loaded from the network
+    assert "Plotly.newPlot" in html and '<script src="http' not in html
+    assert "wrote" in res.stderr
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_machine_readable_output(runner: CliRunner, tmp_path: Path, fmt: str) -> None:
+    flat = series_csv(tmp_path, "flat.csv", [5.0] * 40)
+    res = runner.invoke(
+        app, ["forecast", "backtest", "--data", str(flat), "--horizon", "120", "-o", fmt]
+    )
+    assert res.exit_code == 0, res.output
+    if fmt == "json":
+        (row,) = json.loads(res.stdout)["results"]
+    else:
+        (row,) = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert row["model"] == registry.DEFAULT_MODEL and row["series"] == "flat"
+    assert float(row["horizon_s"]) == 120.0
+
+
+def test_long_format_parquet_with_a_selected_series(runner: CliRunner, tmp_path: Path) -> None:
+    n = 40
+    frame = pd.DataFrame(
+        {
+            "time": [1392388200 + 60 * i for i in range(n) for _ in range(2)],
+            "node": ["n1", "n2"] * n,
+            "cpu": [5.0, 7.0] * n,
+        }
+    )
+    path = tmp_path / "nodes.parquet"
+    frame.to_parquet(path)
+    res = runner.invoke(
+        app,
+        [
+            "forecast",
+            "backtest",
+            "--data",
+            str(path),
+            "--horizon",
+            "2m",
+            "--time-column",
+            "time",
+            "--value-column",
+            "cpu",
+            "--series-column",
+            "node",
+            "--series",
+            "n2",
+            "-o",
+            "csv",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    (row,) = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert (row["source"], row["series"], row["mae"]) == (str(path), "n2", "0.0")
+
+
+def test_a_previous_result_folder_is_replaced(runner: CliRunner, tmp_path: Path) -> None:
+    flat = series_csv(tmp_path, "flat.csv", [5.0] * 40)
+    out = tmp_path / "out"
+    args = ["forecast", "backtest", "--data", str(flat), "--horizon", "2m", "--out", str(out)]
+    assert runner.invoke(app, args).exit_code == 0
+    (out / "backtest.csv").write_text("stale")
+    assert runner.invoke(app, args).exit_code == 0
+    assert (out / "backtest.csv").read_text().startswith("source,series,model")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temps
+
+
+def test_a_folder_with_other_files_is_not_replaced(runner: CliRunner, tmp_path: Path) -> None:
+    flat = series_csv(tmp_path, "flat.csv", [5.0] * 40)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    res = runner.invoke(
+        app, ["forecast", "backtest", "--data", str(flat), "--horizon", "2m", "--out", str(out)]
+    )
+    assert res.exit_code == 2 and res.stdout == ""
+    assert "--out" in res.stderr and "mine.txt" in res.stderr
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]
+
+
+T = ["2014-02-14 14:30:00", "2014-02-14 14:35:00", "2014-02-14 14:40:00"]
+BAD_FILES = [
+    # (name, content, what the message must name besides the file)
+    ("nonnum.csv", f"timestamp,value\n{T[0]},1\n{T[1]},abc\n", ["line 3", "value", "abc"]),
+    ("badtime.csv", f"timestamp,value\n{T[0]},1\nnot-a-time,2\n", ["line 3", "timestamp"]),
+    (
+        "dup.csv",
+        f"timestamp,value\n{T[0]},1\n{T[1]},2\n{T[1]},3\n",
+        ["line 4", "timestamp", "duplicate timestamp (first at line 3)"],
+    ),
+    (
+        "gap.csv",
+        f"timestamp,value\n{T[0]},1\n{T[1]},2\n2014-02-14 15:35:00,3\n",
+        ["line 3 to line 4", "timestamp", "gap of 3600 s"],
+    ),
+    ("empty.csv", "", ["file", "empty file"]),
+    ("header.csv", "timestamp,value\n", ["file", "no data rows"]),
+    ("nocol.csv", f"time,value\n{T[0]},1\n", ["line 1", "timestamp", "required column missing"]),
+    ("one.csv", f"timestamp,value\n{T[0]},1\n", ["series one", "too short"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"), BAD_FILES, ids=[b[0].removesuffix(".csv") for b in BAD_FILES]
+)
+def test_bad_input_exits_2_and_writes_nothing(
+    runner: CliRunner, tmp_path: Path, name: str, content: str, expected: list[str]
+) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    out = tmp_path / "out"
+    res = runner.invoke(
+        app, ["forecast", "backtest", "--data", str(path), "--horizon", "10m", "--out", str(out)]
+    )
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    assert f"{path}: " in res.stderr
+    for part in expected:
+        assert part in res.stderr
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no temporary folder
+
+
+def test_too_short_for_the_model_names_the_file_and_the_need(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # H = 2; the backtest needs first_origin + H samples: with 22 samples the first origin
+    # is max(min_samples, ceil(22 / 4)), and for ewma (min_samples 21) 21 + 2 = 23 > 22
+    min_samples = registry.create("ewma").min_samples
+    n = min_samples + 1
+    path = series_csv(tmp_path, "short.csv", [1.0] * n)
+    res = runner.invoke(
+        app, ["forecast", "backtest", "--data", str(path), "--horizon", "2m", "-m", "ewma"]
+    )
+    assert res.exit_code == 2 and res.stdout == ""
+    need = first_origin("ewma", n) + 2
+    assert f"{path}: series short: value: too short for model ewma: {n} samples" in res.stderr
+    assert f"needs at least {need}" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--horizon", "10x"], "--horizon"),
+        (["--horizon", "0s"], "--horizon"),
+        (["--level", "1.5"], "--level"),
+        (["-m", "no-such-model"], "--model"),
+        (["-o", "xml"], "--output"),
+        (["--long-gaps", "drop"], "--long-gaps"),
+        (["--duplicates", "max"], "--duplicates"),
+        (["--max-gap", "-1"], "--max-gap"),
+        (["--step", "soon"], "--step"),
+        (["--stride", "0"], "--stride"),
+        (["--series", "absent"], "--series"),
+    ],
+    ids=[
+        "horizon-unit",
+        "horizon-zero",
+        "level",
+        "model",
+        "output",
+        "long-gaps",
+        "duplicates",
+        "max-gap",
+        "step",
+        "stride",
+        "select",
+    ],
+)
+def test_bad_options_exit_2(runner: CliRunner, tmp_path: Path, args: list[str], flag: str) -> None:
+    flat = series_csv(tmp_path, "flat.csv", [5.0] * 40)
+    base = ["forecast", "backtest", "--data", str(flat)]
+    if "--horizon" not in args:
+        base += ["--horizon", "2m"]
+    res = runner.invoke(app, [*base, *args])
+    assert res.exit_code == 2 and res.stdout == ""
+    assert f"command line: options: {flag}: " in res.stderr
+
+
+def test_predict_prints_each_step(runner: CliRunner, tmp_path: Path) -> None:
+    flat = series_csv(tmp_path, "flat.csv", [5.0] * 40)
+    res = runner.invoke(
+        app,
+        ["forecast", "predict", "--data", str(flat), "--horizon", "3m", "-m", "ewma", "-o", "json"],
+    )
+    assert res.exit_code == 0, res.output
+    (doc,) = json.loads(res.stdout)
+    # the last sample is 14:30 + 39 min = 15:09; three 1-minute steps follow
+    assert [s["time"] for s in doc["steps"]] == [
+        "2014-02-14T15:10:00Z",
+        "2014-02-14T15:11:00Z",
+        "2014-02-14T15:12:00Z",
+    ]
+    assert [s["mean"] for s in doc["steps"]] == [5.0, 5.0, 5.0]  # a constant stays constant
+    assert doc["peak"] == 5.0
+    table = runner.invoke(
+        app, ["forecast", "predict", "--data", str(flat), "--horizon", "3m", "-m", "ewma"]
+    )
+    assert table.exit_code == 0 and "P95 of the peak over the horizon: 5.000" in table.stdout
+
+
+def test_predict_bad_input_exits_2(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(f"timestamp,value\n{T[0]},1\n{T[1]},oops\n")
+    res = runner.invoke(app, ["forecast", "predict", "--data", str(path), "--horizon", "10m"])
+    assert res.exit_code == 2 and res.stdout == ""
+    assert f"{path}: line 3: value: not a number: 'oops'" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("10m", 600.0),
+        ("1h", 3600.0),
+        ("300s", 300.0),
+        ("1h30m", 5400.0),
+        ("1d", 86400.0),
+        ("500ms", 0.5),
+        ("90", 90.0),
+        ("2.5m", 150.0),
+    ],
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "10x", "m", "-5m", "0s", "1h 30m", "inf", "nan"])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(3600, "1h"), (5400, "1h30m"), (600, "10m"), (45, "45s"), (0.5, "0.5s")]
+)
+def test_duration_text(seconds: float, text: str) -> None:
+    assert duration_text(seconds) == text
+
+
+@pytest.mark.data
+def test_backtest_on_a_nab_ec2_cpu_series(runner: CliRunner, tmp_path: Path) -> None:
+    path = require(EC2_CPU)
+    out = tmp_path / "out"
+    res = runner.invoke(
+        app,
+        [
+            "forecast",
+            "backtest",
+            "--data",
+            str(path),
+            "--horizon",
+            "10m",
+            "-m",
+            "seasonal-naive",
+            "--max-origins",
+            "200",
+            "--unit",
+            "percent",
+            "--out",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    (row,) = list(csv.DictReader((out / "backtest.csv").open()))
+    assert row["series"] == "ec2_cpu_utilization_5f5533" and row["unit"] == "percent"
+    # README: 4,032 samples 5 minutes apart; 10 minutes is 2 steps
+    assert (row["step_s"], row["horizon_steps"], row["n_origins"]) == ("300.0", "2", "200")
+    # the CLI scores what the library's backtest gives on the same series
+    (series,) = read_series(path)
+    direct = backtest(series, "seasonal-naive", 600.0, max_origins=200).summary
+    assert float(row["mae"]) == pytest.approx(direct.mae)
+    assert float(row["accuracy"]) == pytest.approx(direct.accuracy)
+    assert float(row["overprovision_ratio"]) == pytest.approx(direct.overprovision_ratio)
+    assert "ec2_cpu_utilization_5f5533 (percent): horizon 10m" in res.stdout
