@@ -1,0 +1,729 @@
+"""The RL scheduler's observation: one pending pod against the cluster, as a flat vector.
+
+This module is the single definition of what the policy sees. The Gymnasium environment
+(:mod:`bosun.rl.env`) and the ``RLPolicy`` Score plugin both call :func:`encode` on the live
+:class:`~bosun.framework.snapshot.Snapshot`, so a policy sees in serving exactly what it saw
+in training. Everything here is a pure function of the snapshot, the pod, the nodes the
+Score point was asked to score and the :class:`DecisionHistory`; nothing loops over nodes in
+Python.
+
+Layout (``spec = ObservationSpec(max_nodes, history_len)``), float32, length
+:func:`observation_size`::
+
+    [ node block: max_nodes rows x NODE_FEATURES | cluster | pod | history ]
+      row i = snapshot row i; rows >= num_nodes   (CLUSTER_FEATURES, POD_FEATURES,
+      are padding, all zero                        history_len x HISTORY_FEATURES)
+
+The part after the node block is the *global* vector (:attr:`ObservationSpec.global_features`
+values). A real node row is never all zero (``present`` is 1), a padding row always is.
+
+Units and normalizations. Resources are read from the snapshot columns: ``cpu`` in
+milli-CPU, ``memory`` in bytes, ``pods`` a count, ``nvidia.com/gpu`` in milli-GPU (a node with
+8 GPUs has 8000); the per-device GPU state is ``gpu_used_milli``. Ratios whose denominator
+is 0 (a node without GPUs, a cluster without nodes) are 0. Every value is finite and lies in
+the bounds listed below (:func:`observation_bounds`); ``clip(x, a, b)`` clamps.
+
+Node block, per node ``n`` (:data:`NODE_FEATURES`; ``A`` allocatable, ``U`` requested, ``p``
+the pod's request, ``max_*`` the largest value over the snapshot's nodes):
+
+====  ====================  ==================================================  =========
+#     name                  value                                               bounds
+====  ====================  ==================================================  =========
+0     present               1                                                   [0, 1]
+1     cpu_capacity          ``A_cpu / max_n A_cpu``                             [0, 1]
+2     memory_capacity       ``A_mem / max_n A_mem``                             [0, 1]
+3     gpu_capacity          ``gpu_count / max_n gpu_count``                     [0, 1]
+4     cpu_used              ``clip(U_cpu / A_cpu, 0, 1)``; free = 1 - used      [0, 1]
+5     memory_used           ``clip(U_mem / A_mem, 0, 1)``                       [0, 1]
+6     gpu_used              ``clip(U_gpu / A_gpu, 0, 1)`` (milli-GPU)           [0, 1]
+7     pods_used             ``clip(U_pods / A_pods, 0, 1)``                     [0, 1]
+8     cpu_free_after        ``clip((A_cpu - U_cpu - p_cpu) / A_cpu, -1, 1)``    [-1, 1]
+9     memory_free_after     same for memory                                     [-1, 1]
+10    gpu_free_after        same for milli-GPU (``p_gpu = gpu_count*gpu_milli``) [-1, 1]
+11    gpu_fragment_for_pod  ``F_n(pod) / A_gpu`` (below)                        [0, 1]
+12    gpu_whole_free        devices with all 1000 milli free / ``gpu_count``    [0, 1]
+13    cordoned              1 when ``spec.unschedulable``                       [0, 1]
+14    feasible              1 when the node is among the nodes to score         [0, 1]
+====  ====================  ==================================================  =========
+
+``F_n(pod)`` is FGD's fragmentation of node ``n`` for the task class of the pending pod
+alone (Weng et al., "Beware of Fragmentation", USENIX ATC 2023, §3.2, with the workload
+``M = {pod}``): with ``R_g = 1000 - used_g`` the free milli-GPU of device ``g``, ``T = sum_g
+R_g``; when the pod asks for no GPU, or cannot run on the node (free CPU or memory short of
+its request, or fewer than ``gpu_count`` devices with ``R_g >= gpu_milli``), ``F = T``;
+otherwise ``F = sum_g R_g 1(R_g < gpu_milli)``, the free GPU the pod cannot use. GPU-model
+constraints are left to the Filters (the ``feasible`` flag). Unlike the workload-weighted
+measure the reward uses (:mod:`bosun.twin.fragmentation`), this needs no task classes, so
+serving needs nothing but the snapshot.
+
+Cluster features (:data:`CLUSTER_FEATURES`; the sums of 2 to 6 run over the schedulable,
+i.e. not cordoned, nodes, as the twin's metrics do (:func:`bosun.twin.metrics.allocation`);
+the totals 8 to 10 over every node):
+
+====  =====================  ================================================  ======
+0     node_count             ``num_nodes / max_nodes``                         [0, 1]
+1     schedulable_share      schedulable nodes / ``num_nodes``                 [0, 1]
+2     cpu_alloc_ratio        ``sum U_cpu / sum A_cpu``                         [0, 1]
+3     memory_alloc_ratio     same for memory                                   [0, 1]
+4     gpu_alloc_ratio        same for milli-GPU                                [0, 1]
+5     gpu_fragment_for_pod   ``sum_n F_n(pod) / sum_n T_n`` (0 if no free GPU)  [0, 1]
+6     gpu_whole_free_share   devices entirely free / devices                   [0, 1]
+7     feasible_share         nodes to score / ``num_nodes``                    [0, 1]
+8     cpu_total              ``log1p(sum A_cpu / 1000) / log1p(1e6)``, clipped  [0, 1]
+9     memory_total           ``log1p(sum A_mem / 2**30) / log1p(1e7)``, clipped [0, 1]
+10    gpu_total              ``log1p(sum A_gpu / 1000) / log1p(1e5)``, clipped  [0, 1]
+====  =====================  ================================================  ======
+
+(the totals are cores, GiB and GPUs on a log scale that reaches 1 at a million cores, ten
+million GiB and 100,000 GPUs.)
+
+Pod features (:data:`POD_FEATURES`):
+
+====  ==============  ==========================================================  =======
+0     cpu             ``clip(p_cpu / max_n A_cpu, 0, 1)``                         [0, 1]
+1     memory          ``clip(p_mem / max_n A_mem, 0, 1)``                         [0, 1]
+2     gpu             ``clip(p_gpu / max_n A_gpu, 0, 1)`` (milli-GPU)             [0, 1]
+3     gpu_count       ``clip(gpu_count / max_n gpu_count, 0, 1)``                 [0, 1]
+4     gpu_share       ``gpu_milli / 1000`` (0 without GPU)                        [0, 1]
+5     is_gpu_share    1 for one GPU at less than 1000 milli                       [0, 1]
+6     is_cpu_only     1 when the pod asks for no GPU                              [0, 1]
+7     priority        ``sign(P) log1p(|P|) / log1p(2**31)`` (``spec.priority``)   [-1, 1]
+8-13  qos_*           one-hot of the label ``bosun.io/qos`` (:data:`QOS_CLASSES`;   [0, 1]
+                      absent or another value: ``qos_other``)
+====  ==============  ==========================================================  =======
+
+History (:data:`HISTORY_FEATURES`, ``history_len`` records, the most recent first; missing
+records are zero): one record per pod the scheduler placed, written by
+:meth:`DecisionHistory.record` right after the pod was placed on its node:
+
+====  =================  ==========================================================  ======
+0     valid              1                                                           [0, 1]
+1     pod_cpu_of_node    ``clip(p_cpu / A_cpu, 0, 1)`` of the chosen node            [0, 1]
+2     pod_memory_of_node same for memory                                             [0, 1]
+3     pod_gpu_of_node    same for milli-GPU (0 on a node without GPUs)               [0, 1]
+4     node_cpu_used      the chosen node's ``cpu_used`` after the placement          [0, 1]
+5     node_memory_used   its ``memory_used`` after                                   [0, 1]
+6     node_gpu_used      its ``gpu_used`` after                                      [0, 1]
+7     node_position      ``row / max_nodes``                                         [0, 1]
+====  =================  ==========================================================  ======
+
+Versioning: :data:`FEATURES_VERSION` changes whenever any of the above changes; a policy
+stores the version it was trained with, and :func:`check_features_version` refuses another.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from bosun.api.types import CPU, GPU, GPU_MILLI_PER_GPU, MEMORY, PODS, Pod
+from bosun.errors import BosunError, InputError, InputProblem
+from bosun.framework.snapshot import Snapshot
+
+FloatArray = npt.NDArray[np.float32]
+BoolArray = npt.NDArray[np.bool_]
+
+#: Changes with every change of the layout or of a formula in this module.
+FEATURES_VERSION = 1
+
+#: Pod label carrying the QoS class (the openb trace's ``qos`` column, see
+#: :data:`bosun.twin.traces.generic.QOS_LABEL`).
+QOS_LABEL = "bosun.io/qos"
+#: QoS classes with their own one-hot slot: openb's four and kube's BestEffort.
+QOS_CLASSES = ("LS", "BE", "Burstable", "Guaranteed", "BestEffort")
+
+NODE_FEATURES = (
+    "present",
+    "cpu_capacity",
+    "memory_capacity",
+    "gpu_capacity",
+    "cpu_used",
+    "memory_used",
+    "gpu_used",
+    "pods_used",
+    "cpu_free_after",
+    "memory_free_after",
+    "gpu_free_after",
+    "gpu_fragment_for_pod",
+    "gpu_whole_free",
+    "cordoned",
+    "feasible",
+)
+CLUSTER_FEATURES = (
+    "node_count",
+    "schedulable_share",
+    "cpu_alloc_ratio",
+    "memory_alloc_ratio",
+    "gpu_alloc_ratio",
+    "gpu_fragment_for_pod",
+    "gpu_whole_free_share",
+    "feasible_share",
+    "cpu_total",
+    "memory_total",
+    "gpu_total",
+)
+POD_FEATURES = (
+    "cpu",
+    "memory",
+    "gpu",
+    "gpu_count",
+    "gpu_share",
+    "is_gpu_share",
+    "is_cpu_only",
+    "priority",
+    *(f"qos_{q}" for q in QOS_CLASSES),
+    "qos_other",
+)
+HISTORY_FEATURES = (
+    "valid",
+    "pod_cpu_of_node",
+    "pod_memory_of_node",
+    "pod_gpu_of_node",
+    "node_cpu_used",
+    "node_memory_used",
+    "node_gpu_used",
+    "node_position",
+)
+
+#: Node features whose lower bound is -1 (every other feature lies in [0, 1]).
+_SIGNED_NODE = ("cpu_free_after", "memory_free_after", "gpu_free_after")
+_SIGNED_POD = ("priority",)
+
+#: Log-scale ends of the cluster totals: cores, GiB, GPUs.
+CPU_CORES_SCALE = 1e6
+MEMORY_GIB_SCALE = 1e7
+GPU_SCALE = 1e5
+#: ``|priority|`` at which the priority feature reaches 1 (int32 range, kube's limit).
+PRIORITY_SCALE = 2.0**31
+
+_GIB = float(1 << 30)
+#: The resource columns the features read, in this order.
+_RESOURCES = (CPU, MEMORY, GPU, PODS)
+_N_NODE = len(NODE_FEATURES)
+_N_CLUSTER = len(CLUSTER_FEATURES)
+_N_POD = len(POD_FEATURES)
+_N_HIST = len(HISTORY_FEATURES)
+
+
+class FeatureError(BosunError):
+    """The snapshot or the arguments do not fit the observation spec (too many nodes, a
+    mask of the wrong length, a row out of range, a features version mismatch)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationSpec:
+    """The shape of an observation.
+
+    Attributes:
+        max_nodes: node rows in the node block (>= 1); a snapshot with more nodes cannot be
+            encoded (:class:`FeatureError`).
+        history_len: decision records in the history block (>= 0).
+
+    Raises:
+        FeatureError: a bound out of range.
+    """
+
+    max_nodes: int
+    history_len: int = 8
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_nodes, bool) or not isinstance(self.max_nodes, int):
+            raise FeatureError(f"max_nodes must be an integer, got {self.max_nodes!r}")
+        if isinstance(self.history_len, bool) or not isinstance(self.history_len, int):
+            raise FeatureError(f"history_len must be an integer, got {self.history_len!r}")
+        if self.max_nodes < 1:
+            raise FeatureError(f"max_nodes must be >= 1, got {self.max_nodes}")
+        if self.history_len < 0:
+            raise FeatureError(f"history_len must be >= 0, got {self.history_len}")
+
+    @property
+    def node_features(self) -> int:
+        """Values per node row (F = ``len(NODE_FEATURES)``)."""
+        return _N_NODE
+
+    @property
+    def global_features(self) -> int:
+        """Values after the node block: cluster, pod and history (G)."""
+        return _N_CLUSTER + _N_POD + self.history_len * _N_HIST
+
+    @property
+    def size(self) -> int:
+        """``max_nodes * node_features + global_features``."""
+        return self.max_nodes * _N_NODE + self.global_features
+
+    def as_dict(self) -> dict[str, int]:
+        """What a policy file stores: the version, the spec and the derived sizes."""
+        return {
+            "features_version": FEATURES_VERSION,
+            "max_nodes": self.max_nodes,
+            "history_len": self.history_len,
+            "node_features": self.node_features,
+            "global_features": self.global_features,
+            "observation_size": self.size,
+        }
+
+    @staticmethod
+    def from_dict(raw: Mapping[str, Any], source: str = "<policy>") -> ObservationSpec:
+        """The spec stored by :meth:`as_dict`, checked against this module.
+
+        Raises:
+            InputError: a missing or non-integer field, another features version, or sizes
+                that do not match this version's layout (each problem names ``source``, the
+                field, what was expected and what was found).
+        """
+        problems: list[InputProblem] = []
+        values: dict[str, int] = {}
+        for key in ("features_version", "max_nodes", "history_len"):
+            v = raw.get(key)
+            if isinstance(v, bool) or not isinstance(v, int):
+                problems.append(
+                    InputProblem(
+                        source, "observation spec", key, f"expected an integer, found {v!r}"
+                    )
+                )
+            else:
+                values[key] = v
+        if problems:
+            raise InputError(problems)
+        if values["features_version"] != FEATURES_VERSION:
+            raise InputError([_version_problem(values["features_version"], source)])
+        try:
+            spec = ObservationSpec(values["max_nodes"], values["history_len"])
+        except FeatureError as e:
+            raise InputError([InputProblem(source, "observation spec", "", str(e))]) from None
+        for key, want in spec.as_dict().items():
+            if key in raw and raw[key] != want:
+                problems.append(
+                    InputProblem(
+                        source, "observation spec", key, f"expected {want}, found {raw[key]!r}"
+                    )
+                )
+        if problems:
+            raise InputError(problems)
+        return spec
+
+
+def _version_problem(found: object, source: str) -> InputProblem:
+    return InputProblem(
+        source,
+        "observation spec",
+        "features_version",
+        f"expected {FEATURES_VERSION} (this bosun's observation features), found {found!r}: "
+        "the policy was trained on other features; retrain it",
+    )
+
+
+def check_features_version(found: object, source: str = "<policy>") -> None:
+    """Raise unless ``found`` is :data:`FEATURES_VERSION`.
+
+    Raises:
+        InputError: naming ``source``, the expected and the found version.
+    """
+    if isinstance(found, bool) or found != FEATURES_VERSION:
+        raise InputError([_version_problem(found, source)])
+
+
+def observation_size(spec: ObservationSpec) -> int:
+    """Length of an observation: ``max_nodes * len(NODE_FEATURES) + len(CLUSTER_FEATURES)
+    + len(POD_FEATURES) + history_len * len(HISTORY_FEATURES)``."""
+    return spec.size
+
+
+def feature_names(spec: ObservationSpec) -> list[str]:
+    """The name of every position of an observation (``node[3].gpu_used``, ``pod.cpu``,
+    ``history[0].valid``, ...), in order."""
+    names = [f"node[{i}].{f}" for i in range(spec.max_nodes) for f in NODE_FEATURES]
+    names += [f"cluster.{f}" for f in CLUSTER_FEATURES]
+    names += [f"pod.{f}" for f in POD_FEATURES]
+    names += [f"history[{k}].{f}" for k in range(spec.history_len) for f in HISTORY_FEATURES]
+    return names
+
+
+def observation_bounds(spec: ObservationSpec) -> tuple[FloatArray, FloatArray]:
+    """float32 ``(low, high)``, each of shape ``(observation_size(spec),)``: -1 for the
+    signed features (``*_free_after``, ``pod.priority``), 0 for every other; 1 above."""
+    node_low = np.array([-1.0 if f in _SIGNED_NODE else 0.0 for f in NODE_FEATURES], np.float32)
+    pod_low = np.array([-1.0 if f in _SIGNED_POD else 0.0 for f in POD_FEATURES], np.float32)
+    low = np.concatenate(
+        [
+            np.tile(node_low, spec.max_nodes),
+            np.zeros(_N_CLUSTER, np.float32),
+            pod_low,
+            np.zeros(spec.history_len * _N_HIST, np.float32),
+        ]
+    )
+    return low, np.ones(spec.size, dtype=np.float32)
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+def _ratio(num: npt.NDArray[Any], den: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    """``num / den`` elementwise (broadcast) as float64, 0 where ``den`` is 0."""
+    den_f = np.asarray(den, dtype=np.float64)
+    safe = np.where(den_f != 0, den_f, 1.0)
+    out: npt.NDArray[np.float64] = np.where(den_f != 0, num / safe, 0.0)
+    return out
+
+
+def _scalar_ratio(num: float, den: float) -> float:
+    return num / den if den != 0 else 0.0
+
+
+def _log_scale(x: float, scale: float) -> float:
+    return min(1.0, math.log1p(max(x, 0.0)) / math.log1p(scale))
+
+
+def _column(snapshot: Snapshot, name: str, table: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Column ``name`` of ``table`` (allocatable or requested) over the real node rows;
+    zeros when no node has the resource."""
+    n = snapshot.num_nodes
+    col = snapshot.resource_index.get(name)
+    if col is None:
+        return np.zeros(n, dtype=np.int64)
+    out: npt.NDArray[np.int64] = table[:n, col]
+    return out
+
+
+def _pod_request(pod: Pod) -> tuple[int, int, int]:
+    """The pod's CPU (milli), memory (bytes) and GPU (milli-GPU, ``count * share``)."""
+    return (
+        int(pod.requests.get(CPU, 0)),
+        int(pod.requests.get(MEMORY, 0)),
+        pod.gpu_count * pod.gpu_milli,
+    )
+
+
+def _feasible_mask(snapshot: Snapshot, feasible: npt.ArrayLike) -> BoolArray:
+    """A bool ``(num_nodes,)`` mask from a mask or an array of node rows."""
+    n = snapshot.num_nodes
+    arr = np.asarray(feasible)
+    if arr.dtype == np.bool_:
+        if arr.shape != (n,):
+            raise FeatureError(
+                f"feasible mask: expected shape ({n},) (one entry per snapshot node), "
+                f"found {arr.shape}"
+            )
+        return arr
+    if arr.size and arr.dtype.kind not in "iu":
+        raise FeatureError(
+            f"feasible: expected a bool mask or integer node rows, found {arr.dtype}"
+        )
+    rows = arr.astype(np.intp).reshape(-1)
+    if rows.size and (rows.min() < 0 or rows.max() >= n):
+        raise FeatureError(
+            f"feasible rows: expected rows in 0..{n - 1}, "
+            f"found {int(rows.min())}..{int(rows.max())}"
+        )
+    mask = np.zeros(n, dtype=bool)
+    mask[rows] = True
+    return mask
+
+
+def _check_nodes(snapshot: Snapshot, spec: ObservationSpec) -> None:
+    if snapshot.num_nodes > spec.max_nodes:
+        raise FeatureError(
+            f"the snapshot has {snapshot.num_nodes} nodes, the observation spec holds at most "
+            f"max_nodes={spec.max_nodes}"
+        )
+
+
+def _device_free(snapshot: Snapshot) -> npt.NDArray[np.int64]:
+    """int64 ``(N, G)``: free milli-GPU per device, 0 for padding device columns."""
+    n = snapshot.num_nodes
+    used = snapshot.gpu_used_milli[:n].astype(np.int64)
+    exists = np.arange(used.shape[1])[None, :] < snapshot.gpu_count[:n, None]
+    out: npt.NDArray[np.int64] = np.where(exists, GPU_MILLI_PER_GPU - used, 0)
+    return out
+
+
+def _resources(snapshot: Snapshot) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """int64 ``(N, 4)`` allocatable and requested over :data:`_RESOURCES` (cpu milli,
+    memory bytes, milli-GPU, pods); a resource no node has is a column of zeros."""
+    n = snapshot.num_nodes
+    idx = [snapshot.resource_index.get(r, -1) for r in _RESOURCES]
+    if min(idx) >= 0:
+        return snapshot.allocatable[:n, idx], snapshot.requested[:n, idx]
+    present = [max(i, 0) for i in idx]
+    missing = np.array([i < 0 for i in idx])
+    alloc = snapshot.allocatable[:n, present]
+    used = snapshot.requested[:n, present]
+    alloc[:, missing] = 0
+    used[:, missing] = 0
+    return alloc, used
+
+
+def _pod_fragmentation(
+    snapshot: Snapshot,
+    pod: Pod,
+    dev: npt.NDArray[np.int64],
+    alloc: npt.NDArray[np.int64],
+    used: npt.NDArray[np.int64],
+    total: npt.NDArray[np.int64],
+) -> npt.NDArray[np.int64]:
+    """``F_n(pod)`` from the device matrix ``dev``, its row sums ``total`` and the
+    :func:`_resources` columns."""
+    if pod.gpu_count == 0:
+        return total
+    cpu, mem, _ = _pod_request(pod)
+    free = alloc[:, :2] - used[:, :2]
+    usable = dev >= pod.gpu_milli
+    fits = (free[:, 0] >= cpu) & (free[:, 1] >= mem) & (usable.sum(axis=1) >= pod.gpu_count)
+    unusable = np.where(usable, 0, dev).sum(axis=1)
+    out: npt.NDArray[np.int64] = np.where(fits, unusable, total)
+    return out
+
+
+def pod_fragmentation_milli(snapshot: Snapshot, pod: Pod) -> npt.NDArray[np.int64]:
+    """int64 ``(num_nodes,)``: ``F_n(pod)``, the free milli-GPU of each node the pod cannot
+    use (the module docstring; Weng et al., ATC '23, §3.2 with ``M = {pod}``).
+
+    Always ``0 <= F_n(pod) <= sum_g R_g``.
+    """
+    alloc, used = _resources(snapshot)
+    dev = _device_free(snapshot)
+    return _pod_fragmentation(snapshot, pod, dev, alloc, used, dev.sum(axis=1))
+
+
+# ------------------------------------------------------------------------------ history
+
+
+class DecisionHistory:
+    """The last ``history_len`` placements, as a ring buffer of fixed-size records.
+
+    Both the environment and the serving plugin record every pod their scheduler profile
+    placed (the agent's choices and the pods that had a single feasible node alike), in
+    placement order, each right after the pod was placed (assumed or bound) in the snapshot,
+    so the two see the same history for the same sequence of placements.
+
+    Args:
+        spec: the observation spec (its ``history_len`` and ``max_nodes``).
+    """
+
+    __slots__ = ("_buf", "_count", "_head", "spec")
+
+    def __init__(self, spec: ObservationSpec) -> None:
+        self.spec = spec
+        self._buf = np.zeros((spec.history_len, _N_HIST), dtype=np.float32)
+        self._head = 0  # where the next record goes
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def clear(self) -> None:
+        """Forget every record."""
+        self._buf[:] = 0.0
+        self._head = 0
+        self._count = 0
+
+    def record(self, snapshot: Snapshot, pod: Pod, row: int) -> None:
+        """Record that ``pod`` was placed on node ``row`` (it is already in ``snapshot``).
+
+        Raises:
+            FeatureError: ``row`` is not a node of the snapshot or not below ``max_nodes``.
+        """
+        n = snapshot.num_nodes
+        if not 0 <= row < min(n, self.spec.max_nodes):
+            raise FeatureError(
+                f"history: node row {row} is outside 0..{min(n, self.spec.max_nodes) - 1}"
+            )
+        if self.spec.history_len == 0:
+            return
+        cpu, mem, gpu = _pod_request(pod)
+        alloc = [_column(snapshot, r, snapshot.allocatable)[row] for r in (CPU, MEMORY, GPU)]
+        used = [_column(snapshot, r, snapshot.requested)[row] for r in (CPU, MEMORY, GPU)]
+        rec = self._buf[self._head]
+        rec[0] = 1.0
+        for i, (req, a) in enumerate(zip((cpu, mem, gpu), alloc, strict=True)):
+            rec[1 + i] = min(1.0, max(0.0, _scalar_ratio(float(req), float(a))))
+        for i, (u, a) in enumerate(zip(used, alloc, strict=True)):
+            rec[4 + i] = min(1.0, max(0.0, _scalar_ratio(float(u), float(a))))
+        rec[7] = row / self.spec.max_nodes
+        self._head = (self._head + 1) % self.spec.history_len
+        self._count = min(self._count + 1, self.spec.history_len)
+
+    def vector(self) -> FloatArray:
+        """float32 ``(history_len * len(HISTORY_FEATURES),)``: the records, most recent
+        first, zeros where there are fewer than ``history_len``."""
+        h = self.spec.history_len
+        if h == 0:
+            return np.zeros(0, dtype=np.float32)
+        order = (self._head - 1 - np.arange(h)) % h
+        out = self._buf[order].copy()
+        out[self._count :] = 0.0
+        flat: FloatArray = out.reshape(-1)
+        return flat
+
+
+# ------------------------------------------------------------------------------- encode
+
+
+def action_mask(
+    feasible: npt.ArrayLike, spec: ObservationSpec, num_nodes: int | None = None
+) -> BoolArray:
+    """bool ``(max_nodes,)``: True at the rows of the nodes to score (padding False).
+
+    Args:
+        feasible: a bool mask over the snapshot's nodes, or integer node rows.
+        spec: the observation spec.
+        num_nodes: the snapshot's node count, needed only when ``feasible`` is given as
+            rows (a mask carries it).
+
+    Raises:
+        FeatureError: more nodes than ``max_nodes``, or a row out of range.
+    """
+    arr = np.asarray(feasible)
+    out = np.zeros(spec.max_nodes, dtype=bool)
+    if arr.dtype == np.bool_:
+        if arr.ndim != 1 or arr.shape[0] > spec.max_nodes:
+            raise FeatureError(
+                f"feasible mask: expected at most max_nodes={spec.max_nodes} entries, "
+                f"found shape {arr.shape}"
+            )
+        out[: arr.shape[0]] = arr
+        return out
+    rows = arr.astype(np.intp).reshape(-1)
+    limit = spec.max_nodes if num_nodes is None else min(num_nodes, spec.max_nodes)
+    if rows.size and (rows.min() < 0 or rows.max() >= limit):
+        raise FeatureError(
+            f"feasible rows: expected rows in 0..{limit - 1}, found "
+            f"{int(rows.min())}..{int(rows.max())}"
+        )
+    out[rows] = True
+    return out
+
+
+def encode(
+    snapshot: Snapshot,
+    pod: Pod,
+    feasible: npt.ArrayLike,
+    history: DecisionHistory | None,
+    spec: ObservationSpec,
+) -> FloatArray:
+    """The observation of ``pod`` pending against ``snapshot`` (layout: module docstring).
+
+    Args:
+        snapshot: the cluster (row ``i`` of the node block is snapshot row ``i``).
+        pod: the pending pod.
+        feasible: the nodes the policy may choose: a bool mask ``(num_nodes,)`` or integer
+            node rows (the rows a Score plugin is given).
+        history: the recent placements (None: an empty history).
+        spec: the observation spec.
+
+    Returns:
+        float32 ``(observation_size(spec),)``, every value finite and within
+        :func:`observation_bounds`.
+
+    Raises:
+        FeatureError: the snapshot has more than ``max_nodes`` nodes, or ``feasible`` does
+            not fit the snapshot, or ``history`` was built for another spec.
+    """
+    _check_nodes(snapshot, spec)
+    if history is not None and history.spec != spec:
+        raise FeatureError(f"history was built for {history.spec}, the observation is {spec}")
+    n = snapshot.num_nodes
+    mask = _feasible_mask(snapshot, feasible)
+    out = np.zeros(spec.size, dtype=np.float32)
+    cpu, mem, gpu = _pod_request(pod)
+
+    # (n, 4) int64 over cpu, memory, nvidia.com/gpu (milli), pods; 0 for a missing column
+    alloc, used = _resources(snapshot)
+    count = snapshot.gpu_count[:n].astype(np.int64)
+    cordoned = snapshot.unschedulable[:n]
+    dev = _device_free(snapshot)
+    dev_total = dev.sum(axis=1)
+    whole = (dev == GPU_MILLI_PER_GPU).sum(axis=1)
+    frag = _pod_fragmentation(snapshot, pod, dev, alloc, used, dev_total)
+    largest = alloc.max(axis=0) if n else np.zeros(4, dtype=np.int64)
+    max_count = int(count.max()) if n else 0
+
+    if n:
+        block = out[: spec.max_nodes * _N_NODE].reshape(spec.max_nodes, _N_NODE)
+        rows = block[:n]
+        rows[:, 0] = 1.0
+        rows[:, 1:3] = _ratio(alloc[:, :2], largest[None, :2])
+        rows[:, 3] = _ratio(count, np.full(n, max_count))
+        rows[:, 4:8] = np.clip(_ratio(used, alloc), 0.0, 1.0)
+        after = alloc[:, :3] - used[:, :3] - np.array([cpu, mem, gpu], dtype=np.int64)
+        rows[:, 8:11] = np.clip(_ratio(after, alloc[:, :3]), -1.0, 1.0)
+        gpu_milli = count * GPU_MILLI_PER_GPU
+        rows[:, 11] = np.clip(_ratio(frag, gpu_milli), 0.0, 1.0)
+        rows[:, 12] = _ratio(whole, count)
+        rows[:, 13] = cordoned
+        rows[:, 14] = mask
+
+    g = spec.max_nodes * _N_NODE
+    sched = (~cordoned).astype(np.float64)
+    # sums over the schedulable nodes as float64 matrix-vector products (BLAS); exact while
+    # a sum stays below 2**53 (8 PiB of memory)
+    alloc_sum = sched @ alloc.astype(np.float64)
+    used_sum = sched @ used.astype(np.float64)
+    devices = float(sched @ count)
+    free_total = float(sched @ dev_total)
+    total = alloc.sum(axis=0)
+    cluster = (
+        n / spec.max_nodes,
+        _scalar_ratio(float(sched.sum()), float(n)),
+        _scalar_ratio(float(used_sum[0]), float(alloc_sum[0])),
+        _scalar_ratio(float(used_sum[1]), float(alloc_sum[1])),
+        _scalar_ratio(float(used_sum[2]), float(alloc_sum[2])),
+        _scalar_ratio(float(sched @ frag), float(free_total)),
+        _scalar_ratio(float(sched @ whole), float(devices)),
+        _scalar_ratio(float(mask.sum()), float(n)),
+        _log_scale(float(total[0]) / 1000.0, CPU_CORES_SCALE),
+        _log_scale(float(total[1]) / _GIB, MEMORY_GIB_SCALE),
+        _log_scale(float(total[2]) / GPU_MILLI_PER_GPU, GPU_SCALE),
+    )
+    out[g : g + _N_CLUSTER] = np.clip(cluster, 0.0, 1.0)
+    max_cpu, max_mem, max_gpu = float(largest[0]), float(largest[1]), float(largest[2])
+
+    g += _N_CLUSTER
+    share = pod.gpu_milli / GPU_MILLI_PER_GPU if pod.gpu_count else 0.0
+    prio = float(pod.priority)
+    qos = pod.labels.get(QOS_LABEL, "")
+    qos_hot = [1.0 if qos == q else 0.0 for q in QOS_CLASSES]
+    qos_hot.append(0.0 if qos in QOS_CLASSES else 1.0)
+    pod_vec = (
+        min(1.0, _scalar_ratio(float(cpu), max_cpu)),
+        min(1.0, _scalar_ratio(float(mem), max_mem)),
+        min(1.0, _scalar_ratio(float(gpu), max_gpu)),
+        min(1.0, _scalar_ratio(float(pod.gpu_count), float(max_count))),
+        min(1.0, max(0.0, share)),
+        1.0 if pod.gpu_count == 1 and pod.gpu_milli < GPU_MILLI_PER_GPU else 0.0,
+        1.0 if pod.gpu_count == 0 else 0.0,
+        math.copysign(min(1.0, math.log1p(abs(prio)) / math.log1p(PRIORITY_SCALE)), prio),
+        *qos_hot,
+    )
+    out[g : g + _N_POD] = pod_vec
+
+    g += _N_POD
+    if history is not None and spec.history_len:
+        out[g:] = history.vector()
+    return out
+
+
+__all__ = [
+    "CLUSTER_FEATURES",
+    "FEATURES_VERSION",
+    "HISTORY_FEATURES",
+    "NODE_FEATURES",
+    "POD_FEATURES",
+    "QOS_CLASSES",
+    "QOS_LABEL",
+    "DecisionHistory",
+    "FeatureError",
+    "ObservationSpec",
+    "action_mask",
+    "check_features_version",
+    "encode",
+    "feature_names",
+    "observation_bounds",
+    "observation_size",
+    "pod_fragmentation_milli",
+]

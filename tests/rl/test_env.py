@@ -1,0 +1,357 @@
+"""bosun/Scheduling-v0: conformance, determinism, the mask, the reward by hand, bad args."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import bosun.rl
+from bosun.api.build import make_node, make_pod
+from bosun.errors import InputError
+from bosun.framework.interface import CycleState
+from bosun.rl.env import ENV_ID, EnvError, SchedulingEnv, select_nodes, split_trace
+from bosun.rl.reward import RewardConfig
+from bosun.twin.trace import PodArrival, Trace
+from bosun.twin.traces import synthetic_trace
+
+GPU = "nvidia.com/gpu"
+SHARE = "alibabacloud.com/gpu-milli"
+SMALL = "synthetic:nodes=6,pods=60,hours=1"
+
+
+def _gpu_trace(third_gpus: int) -> Trace:
+    """Nodes n0, n1 (1 GPU each) and c (CPU only); three pods of 1 CPU and 1 GiB:
+    p0 at t=0 and p1 at t=10 each take a 0.5-GPU share for 100 s, p2 at t=20 asks for
+    ``third_gpus`` whole GPUs for 50 s."""
+    nodes = [
+        make_node("n0", cpu="8", memory="32Gi", extra={GPU: 1}),
+        make_node("n1", cpu="8", memory="32Gi", extra={GPU: 1}),
+        make_node("c", cpu="8", memory="32Gi"),
+    ]
+    pods = [
+        make_pod("p0", cpu="1", memory="1Gi", extra={SHARE: 500}),
+        make_pod("p1", cpu="1", memory="1Gi", extra={SHARE: 500}),
+        make_pod("p2", cpu="1", memory="1Gi", extra={GPU: third_gpus}),
+    ]
+    arrivals = [
+        PodArrival(pods[0], 0.0, duration_s=100.0),
+        PodArrival(pods[1], 10.0, duration_s=100.0),
+        PodArrival(pods[2], 20.0, duration_s=50.0),
+    ]
+    return Trace(name="hand", nodes=nodes, arrivals=arrivals)
+
+
+def _run(env: SchedulingEnv, actions: list[int]) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    obs, info = env.reset(seed=3)
+    out.append((obs, info["pod"]))
+    for a in actions:
+        obs, reward, term, trunc, info = env.step(a)
+        out.append((obs, reward, term, trunc, info["pod"], info["node"]))
+        if term or trunc:
+            break
+    return out
+
+
+def test_check_env_passes() -> None:
+    env = SchedulingEnv(SMALL, max_steps=20)
+    check_env(env, skip_render_check=True)
+    env.close()
+
+
+def test_registered_with_gymnasium() -> None:
+    assert bosun.rl.ENV_ID == ENV_ID == "bosun/Scheduling-v0"
+    env = gym.make(ENV_ID, trace=SMALL, max_steps=5)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == env.observation_space.shape
+    inner = env.unwrapped
+    assert isinstance(inner, SchedulingEnv)
+    assert inner.action_masks().any()
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("third", "actions", "want"),
+    [
+        # pack: p0 -> n0 (util 500/2000; frag: n0 has 500 free, unusable by the whole-GPU
+        # class (1/3): 166.7 milli of 1.5 free GPUs = 1/9): 0.4*0.25 + 0.3 - 0.1/9
+        # p1 -> n0 (n0 full, n1 free: util 0.5, frag 0): 0.4*0.5 + 0.3 = 0.5;
+        # p2 fits n1 alone at t=20: placed without a decision, no SLA violation
+        (1, [0, 0], [0.1 + 0.3 - 0.1 / 9, 0.5]),
+        # spread: p0 -> n0 as above; p1 -> n1 (each node 500 free, 1/3 * 500 each:
+        # 333.3 milli of 1.0 free GPU): 0.2 + 0.3 - 0.1/3; p2 waits from t=20 to the end
+        # of p0 at t=100 (80 s > the 50-s deadline): one violation in step 2: -0.2
+        (1, [0, 1], [0.1 + 0.3 - 0.1 / 9, 0.2 + 0.3 - 0.2 - 0.1 / 3]),
+        # p2 asks 2 GPUs (fits no node): classes 2/3 share, 1/3 two-GPU, which fits nowhere,
+        # so its F_n is every free GPU. pack: step 1 frag (500 + 1000)/3 milli of 1.5 GPUs
+        # = 1/3: 0.1 + 0.3 - 0.1/3; step 2: n1's 1000 free, 1/3 unusable = 1/3 of 1 GPU,
+        # and p2 still pending when the trace ends: one violation: 0.2 + 0.3 - 0.2 - 0.1/3
+        (2, [0, 0], [0.1 + 0.3 - 0.1 / 3, 0.2 + 0.3 - 0.2 - 0.1 / 3]),
+    ],
+    ids=["pack", "spread-late-pod", "never-fits"],
+)
+def test_reward_by_hand(third: int, actions: list[int], want: list[float]) -> None:
+    env = SchedulingEnv(_gpu_trace(third), reward=RewardConfig(sla_wait_s=50.0))
+    obs, info = env.reset(seed=0)
+    assert info["pod"] == "default/p0"
+    assert env.action_masks().tolist() == [True, True, False]  # c has no GPU
+    rewards = []
+    for k, a in enumerate(actions):
+        obs, r, term, trunc, info = env.step(a)
+        rewards.append(r)
+        assert info["pod"] == f"default/p{k}"
+        assert info["node"] == f"n{a}"
+        assert trunc is False
+        assert term is (k == len(actions) - 1)  # p2 never asks: it has <= 1 feasible node
+    assert rewards == pytest.approx(want)
+    assert not obs.any()  # the terminal observation
+    assert not env.action_masks().any()
+    with pytest.raises(EnvError, match="reset"):
+        env.step(0)
+    env.close()
+
+
+def test_invalid_action_takes_first_feasible_node_with_penalty() -> None:
+    env = SchedulingEnv(_gpu_trace(1), invalid_action_penalty=0.5)
+    env.reset(seed=0)
+    _, r, _, _, info = env.step(2)  # node c: no GPU, masked out
+    assert info["invalid_action"] is True
+    assert info["node"] == "n0"
+    # as the first step of "pack", minus 0.5
+    assert r == pytest.approx(0.1 + 0.3 - 0.1 / 9 - 0.5)
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("policy", "want"),
+    [("mostallocated", "n0"), ("leastallocated", "n1"), ("fgd", "n0")],
+    ids=["most", "least", "fgd"],
+)
+def test_heuristic_action(policy: str, want: str) -> None:
+    # after p0 (0.5 GPU, 1 CPU, 1 GiB) on n0, p1 asks the same: MostAllocated prefers the
+    # fuller n0, LeastAllocated the empty n1; FGD: on n0 the last 500 milli go (F_n0 from
+    # 1/3 * 500 to 0), on n1 the whole-GPU class loses its GPU (F_n1 from 0 to 1/3 * 500):
+    # n0's increase is the smallest
+    env = SchedulingEnv(_gpu_trace(1))
+    assert env.pending is None
+    env.reset(seed=0)
+    env.step(0)
+    pending = env.pending
+    assert pending is not None and pending.pod.key == "default/p1"
+    assert sorted(pending.rows.tolist()) == [0, 1] and pending.time_s == 10.0
+    assert pending.snapshot.pods.get("default/p0") is not None
+    row = env.heuristic_action(policy)
+    _, _, _, _, info = env.step(row)
+    assert info["node"] == want
+    with pytest.raises(EnvError, match="no decision is pending"):
+        env.heuristic_action(policy)
+    env.close()
+
+
+def test_warmup_and_no_departures() -> None:
+    # arrivals 0..2, window (1/3, 1]: floor(3 / 3) = 1, so p0 is placed by the warm-up
+    # policy and the agent's first decision is p1
+    env = SchedulingEnv(
+        _gpu_trace(1),
+        arrival_fraction=(1 / 3, 1.0),
+        warmup="mostallocated",
+        departures=False,
+        reward=RewardConfig(sla_wait_s=50.0),
+    )
+    assert env.window_arrivals == 2
+    assert "warmup:mostallocated" in env.trace.name
+    assert all(a.duration_s is None and a.departure_s is None for a in env.trace.arrivals)
+    _, info = env.reset(seed=0)
+    assert info["pod"] == "default/p1"
+    ep = env._episode
+    assert ep is not None and ep.sim.snapshot.pods.get("default/p0") is not None
+    warm_row = ep.sim.snapshot.pods.get("default/p0").node_row  # type: ignore[union-attr]
+    # spread p1 to the other node: p2 (a whole GPU) then fits nowhere, and since pods never
+    # finish it waits until the end: one SLA violation in this last step
+    _, r, term, _, info = env.step(1 - warm_row)
+    assert term and info["sla_violations"] == 1
+    # util 1000/2000; both nodes 500 free, F = 1/3 * 500 each of 1.0 free GPU
+    assert r == pytest.approx(0.2 + 0.3 - 0.2 - 0.1 / 3)
+    env.close()
+
+
+def test_same_seed_same_actions_same_episode() -> None:
+    actions = [int(x) for x in np.random.default_rng(7).integers(0, 6, 40)]
+    a = _run(SchedulingEnv(SMALL), actions)
+    b = _run(SchedulingEnv(SMALL), actions)
+    assert len(a) == len(b) > 10
+    for x, y in zip(a, b, strict=True):
+        assert np.array_equal(x[0], y[0])
+        assert x[1:] == y[1:]
+
+
+def test_mask_equals_the_core_filter_result() -> None:
+    env = SchedulingEnv("synthetic:nodes=8,pods=120,hours=1,gpu_spec_fraction=0.5", max_steps=60)
+    env.reset(seed=1)
+    rng = np.random.default_rng(1)
+    checked = 0
+    while True:
+        ep = env._episode
+        assert ep is not None and ep.decision is not None
+        fwk = ep.sim.scheduler.profiles["default-scheduler"]
+        feasible, _ = fwk.run_filters(CycleState(), ep.decision.pod)
+        mask = env.action_masks()
+        n = len(feasible)
+        assert mask[:n].tolist() == feasible.tolist()
+        assert not mask[n:].any()
+        checked += 1
+        _, _, term, trunc, _ = env.step(rng.choice(np.flatnonzero(mask)))
+        if term or trunc:
+            break
+    assert checked == 60
+
+
+def test_truncation_reset_and_threads() -> None:
+    before = threading.active_count()
+    env = SchedulingEnv(SMALL, max_steps=3)
+    for _ in range(3):
+        env.reset()
+        env.step(int(np.flatnonzero(env.action_masks())[0]))  # abandon mid-episode
+    env.reset(seed=0)
+    trunc = False
+    for _ in range(3):
+        _, _, term, trunc, info = env.step(int(np.flatnonzero(env.action_masks())[0]))
+    assert trunc and not term and info["episode_decisions"] == 3
+    env.close()
+    assert threading.active_count() == before
+
+
+def test_record_metrics_result_matches_the_decisions() -> None:
+    env = SchedulingEnv(SMALL, record_metrics=True)
+    env.reset(seed=0)
+    rng = np.random.default_rng(5)
+    chosen: dict[str, str] = {}
+    while True:
+        _, _, term, _, info = env.step(rng.choice(np.flatnonzero(env.action_masks())))
+        chosen[info["pod"]] = info["node"]
+        if term:
+            break
+    pods = info["result"].pods
+    placed = dict(zip(pods["pod"], pods["node"], strict=True))
+    assert len(chosen) == info["episode_decisions"] > 10
+    assert all(placed[k] == v for k, v in chosen.items())
+    env.close()
+
+
+def test_profile_agent_scores_and_preemption_only_with_priorities() -> None:
+    trace = _gpu_trace(1)
+    env = SchedulingEnv(trace)
+    prof = env.config.profiles[0]
+    assert [r.name for r in prof.plugins["score"]] == ["RLAgent"]
+    assert prof.plugins["preScore"] == ()
+    assert prof.plugins["preFilter"][0].name == "RLAgent"
+    assert prof.plugins["postBind"][-1].name == "RLAgent"
+    assert prof.plugins["postFilter"] == ()  # one priority: preemption cannot succeed
+    assert prof.percentage_of_nodes_to_score == 100
+    urgent = make_pod("hi", cpu="1", memory="1Gi", priority=1000)
+    with_prio = replace(trace, arrivals=[*trace.arrivals, PodArrival(urgent, 30.0)])
+    env2 = SchedulingEnv(with_prio)
+    assert [r.name for r in env2.config.profiles[0].plugins["postFilter"]] == ["DefaultPreemption"]
+
+
+@pytest.mark.data
+def test_openb_env() -> None:
+    env = SchedulingEnv("openb", max_steps=30, arrival_fraction=(0.7, 1.0))
+    # 1,523 nodes x 15 + 11 + 14 + 8 x 8 = 22,845 + 89 = 22,934
+    assert env.observation_space.shape == (22934,)
+    assert len(env.trace.arrivals) == 8152 - 5706  # floor(0.7 * 8152) = 5706
+    obs, _ = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    total = 0.0
+    for _ in range(30):
+        obs, r, term, trunc, _ = env.step(env.heuristic_action("fgd"))
+        assert env.observation_space.contains(obs)
+        total += r
+    assert trunc and not term
+    assert -0.3 * 30 <= total <= 0.7 * 30
+    env.close()
+
+
+def test_split_and_node_subset() -> None:
+    trace = synthetic_trace(nodes=10, pods=50, seed=0)
+    first, rest = split_trace(trace, (0.0, 0.7)), split_trace(trace, (0.7, 1.0))
+    # floor(0.7 * 50) = 35: arrivals 0..34 and 35..49
+    assert [len(first.arrivals), len(rest.arrivals)] == [35, 15]
+    assert first.arrivals[-1] is trace.arrivals[34]
+    assert rest.arrivals[0] is trace.arrivals[35]
+    assert split_trace(trace, (0.0, 1.0)) is trace
+    # every 10/4-th node: rows floor(i * 10 / 4) = 0, 2, 5, 7
+    sub = select_nodes(trace, 4)
+    assert [n.name for n in sub.nodes] == [trace.nodes[r].name for r in (0, 2, 5, 7)]
+    names = [trace.nodes[1].name, trace.nodes[3].name]
+    assert [n.name for n in select_nodes(trace, names).nodes] == names
+    env = SchedulingEnv(trace, nodes=4, arrival_fraction=(0.7, 1.0))
+    assert env.obs_spec.max_nodes == 4
+    assert len(env.trace.arrivals) == 15
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"arrival_fraction": (0.5, 0.52)},
+            r"synthetic.*arrival_fraction: trace too short to split: the window \(0.5, 0.52\) "
+            r"of its 40 arrivals is arrivals 20..19: expected at least 1 arrival, found 0",
+        ),
+        ({"arrival_fraction": (0.7, 0.3)}, r"expected 0 <= start < end <= 1, found \(0.7, 0.3\)"),
+        ({"arrival_fraction": (0.1,)}, "expected two numbers"),
+        ({"reward": RewardConfig}, "reward: expected a RewardConfig"),
+        ({"nodes": ["nope"]}, "nodes: not nodes of the trace: nope"),
+        ({"nodes": 0}, r"nodes: expected 1\.\.6, found 0"),
+        ({"max_nodes": 3}, "max_nodes: expected an integer >= 6"),
+        ({"seed": -1}, "seed: expected an integer >= 0"),
+        ({"max_steps": 0}, "max_steps: expected None or an integer >= 1"),
+        ({"invalid_action_penalty": -1.0}, "invalid_action_penalty: expected a number >= 0"),
+        ({"warmup": "nope"}, "warmup: expected one of fgd, bestfit.*found 'nope'"),
+    ],
+    ids=[
+        "window-empty",
+        "window-reversed",
+        "window-shape",
+        "reward-type",
+        "unknown-node",
+        "node-count",
+        "max-nodes",
+        "seed",
+        "max-steps",
+        "penalty",
+        "warmup-policy",
+    ],
+)
+def test_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        SchedulingEnv("synthetic:nodes=6,pods=40,hours=1", **kwargs)
+
+
+def test_untimed_trace_is_rejected_at_construction() -> None:
+    trace = replace(_gpu_trace(1), timed=False)
+    with pytest.raises(InputError, match="hand: trace: timed: this trace has no time columns"):
+        SchedulingEnv(trace)
+
+
+def test_bad_reward_weights() -> None:
+    with pytest.raises(InputError, match=r"w_sla: must be a finite number >= 0, found -0\.2"):
+        SchedulingEnv(SMALL, reward=RewardConfig(w_sla=-0.2))
+
+
+def test_trace_without_decision() -> None:
+    # one node: every pod has at most one feasible node, so nothing is ever asked
+    trace = select_nodes(
+        synthetic_trace(nodes=4, pods=5, seed=0), [synthetic_trace(nodes=4, pods=5).nodes[0].name]
+    )
+    env = SchedulingEnv(trace)
+    with pytest.raises(EnvError, match=r"asks for no decision"):
+        env.reset()
+    env.close()

@@ -1,0 +1,315 @@
+"""The observation of bosun.rl.features: layout, hand-worked values, bounds, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bosun.api.build import make_node, make_pod
+from bosun.api.types import Pod
+from bosun.errors import InputError
+from bosun.framework.snapshot import Snapshot
+from bosun.rl.features import (
+    CLUSTER_FEATURES,
+    FEATURES_VERSION,
+    HISTORY_FEATURES,
+    NODE_FEATURES,
+    POD_FEATURES,
+    DecisionHistory,
+    FeatureError,
+    ObservationSpec,
+    action_mask,
+    check_features_version,
+    encode,
+    feature_names,
+    observation_bounds,
+    observation_size,
+    pod_fragmentation_milli,
+)
+
+GPU = "nvidia.com/gpu"
+SHARE = "alibabacloud.com/gpu-milli"
+GIB = 1 << 30
+
+
+def _share(name: str, milli: int, cpu: str = "1", memory: str = "1Gi") -> Pod:
+    return make_pod(name, cpu=cpu, memory=memory, extra={SHARE: milli})
+
+
+def _cluster() -> Snapshot:
+    """n0: 8 CPU, 32 GiB, 4 GPUs; n1: 4 CPU, 16 GiB, no GPU; n2: 16 CPU, 64 GiB, 2 GPUs."""
+    return Snapshot(
+        [
+            make_node("n0", cpu="8", memory="32Gi", extra={GPU: 4}),
+            make_node("n1", cpu="4", memory="16Gi"),
+            make_node("n2", cpu="16", memory="64Gi", extra={GPU: 2}),
+        ]
+    )
+
+
+def _view(obs: np.ndarray, spec: ObservationSpec) -> dict[str, float]:
+    return dict(zip(feature_names(spec), obs.tolist(), strict=True))
+
+
+def test_layout_sizes() -> None:
+    spec = ObservationSpec(max_nodes=5, history_len=3)
+    # 5 rows x 15 node features + 11 cluster + 14 pod + 3 x 8 history = 75 + 49 = 124
+    assert (len(NODE_FEATURES), len(CLUSTER_FEATURES), len(POD_FEATURES)) == (15, 11, 14)
+    assert len(HISTORY_FEATURES) == 8
+    assert spec.node_features == 15
+    assert spec.global_features == 11 + 14 + 24
+    assert observation_size(spec) == spec.size == 124
+    assert len(feature_names(spec)) == 124
+    low, high = observation_bounds(spec)
+    assert low.shape == high.shape == (124,)
+    names = feature_names(spec)
+    signed = {n for n, lo in zip(names, low.tolist(), strict=True) if lo < 0}
+    assert signed == {
+        *(
+            f"node[{i}].{f}"
+            for i in range(5)
+            for f in ("cpu_free_after", "memory_free_after", "gpu_free_after")
+        ),
+        "pod.priority",
+    }
+
+
+def test_pod_fragmentation_by_hand() -> None:
+    snap = Snapshot([make_node("g", cpu="8", memory="32Gi", extra={GPU: 4})])
+    # devices used 0, 600, 900, 1000 milli -> free R = 1000, 400, 100, 0 (T = 1500)
+    for i, used in enumerate((600, 900, 1000)):
+        snap.add_pod(_share(f"u{i}", used), "g", gpu_devices=[i + 1])
+    cases = {
+        # share 500: one device with >= 500 free, fits; free below 500: 400 + 100 = 500
+        "share-500": (_share("p", 500), 500),
+        # share 300: devices with >= 300: 1000, 400; unusable: 100
+        "share-300": (_share("p", 300), 100),
+        # two whole GPUs: one device fully free < 2 -> cannot run: F = T = 1500
+        "two-gpus": (make_pod("p", cpu="1", memory="1Gi", extra={GPU: 2}), 1500),
+        # a CPU pod uses no GPU: every free GPU is a fragment
+        "cpu-only": (make_pod("p", cpu="1", memory="1Gi"), 1500),
+        # fits on GPUs but asks 9 CPUs of the 8 free (the u* pods took 3): F = T
+        "no-cpu": (_share("p", 100, cpu="6"), 1500),
+    }
+    for name, (pod, want) in cases.items():
+        assert pod_fragmentation_milli(snap, pod).tolist() == [want], name
+
+
+def test_encode_by_hand() -> None:
+    snap = _cluster()
+    # n0: a pod with 2 CPU, 8 GiB, 1 whole GPU (device 0) and a 500-milli share on device 1
+    snap.add_pod(make_pod("a", cpu="2", memory="8Gi", extra={GPU: 1}), "n0")
+    snap.add_pod(_share("b", 500, cpu="2", memory="8Gi"), "n0", gpu_devices=[1])
+    snap.add_pod(make_pod("c", cpu="1", memory="4Gi"), "n1")
+    spec = ObservationSpec(max_nodes=4, history_len=2)
+    history = DecisionHistory(spec)
+    history.record(snap, make_pod("c", cpu="1", memory="4Gi"), 1)
+    pod = make_pod(
+        "p", cpu="2", memory="4Gi", extra={SHARE: 600}, labels={"bosun.io/qos": "LS"}, priority=100
+    )
+    feasible = np.array([True, False, True])
+    v = _view(encode(snap, pod, feasible, history, spec), spec)
+
+    # node 0: A = 8000m, 32 GiB, 4000 milli-GPU; U = 4000m, 16 GiB, 1500 milli-GPU, 2 pods
+    assert v["node[0].present"] == 1.0
+    assert v["node[0].cpu_capacity"] == pytest.approx(8 / 16)  # largest node: 16 CPU
+    assert v["node[0].memory_capacity"] == pytest.approx(32 / 64)
+    assert v["node[0].gpu_capacity"] == pytest.approx(4 / 4)
+    assert v["node[0].cpu_used"] == pytest.approx(4 / 8)
+    assert v["node[0].memory_used"] == pytest.approx(16 / 32)
+    assert v["node[0].gpu_used"] == pytest.approx(1500 / 4000)
+    assert v["node[0].pods_used"] == pytest.approx(2 / 110)
+    assert v["node[0].cpu_free_after"] == pytest.approx((8 - 4 - 2) / 8)
+    assert v["node[0].memory_free_after"] == pytest.approx((32 - 16 - 4) / 32)
+    assert v["node[0].gpu_free_after"] == pytest.approx((4000 - 1500 - 600) / 4000)
+    # free devices 0, 500, 1000, 1000: usable for 600: two; unusable 500 -> 500 / 4000
+    assert v["node[0].gpu_fragment_for_pod"] == pytest.approx(500 / 4000)
+    assert v["node[0].gpu_whole_free"] == pytest.approx(2 / 4)
+    assert v["node[0].cordoned"] == 0.0
+    assert v["node[0].feasible"] == 1.0
+    # node 1: no GPU, not feasible; 1 of 4 CPUs, 4 of 16 GiB used
+    assert v["node[1].gpu_capacity"] == 0.0
+    assert v["node[1].gpu_used"] == 0.0
+    assert v["node[1].gpu_free_after"] == 0.0
+    assert v["node[1].gpu_fragment_for_pod"] == 0.0
+    assert v["node[1].cpu_free_after"] == pytest.approx((4 - 1 - 2) / 4)
+    assert v["node[1].feasible"] == 0.0
+    # node 3 is padding: all zero
+    assert all(v[f"node[3].{f}"] == 0.0 for f in NODE_FEATURES)
+
+    # cluster: 28 CPU (5 used), 112 GiB (20 used), 6000 milli-GPU (1500 used)
+    assert v["cluster.node_count"] == pytest.approx(3 / 4)
+    assert v["cluster.schedulable_share"] == 1.0
+    assert v["cluster.cpu_alloc_ratio"] == pytest.approx(5 / 28)
+    assert v["cluster.memory_alloc_ratio"] == pytest.approx(20 / 112)
+    assert v["cluster.gpu_alloc_ratio"] == pytest.approx(1500 / 6000)
+    # free GPU 2500 (n0) + 2000 (n2) = 4500; unusable for 600: 500 on n0, 0 on n2
+    assert v["cluster.gpu_fragment_for_pod"] == pytest.approx(500 / 4500)
+    assert v["cluster.gpu_whole_free_share"] == pytest.approx(4 / 6)
+    assert v["cluster.feasible_share"] == pytest.approx(2 / 3)
+    assert v["cluster.cpu_total"] == pytest.approx(np.log1p(28) / np.log1p(1e6), rel=1e-6)
+    assert v["cluster.gpu_total"] == pytest.approx(np.log1p(6) / np.log1p(1e5), rel=1e-6)
+
+    # pod: 2 of the largest node's 16 CPU, 4 of its 64 GiB, 600 of its 4000 milli-GPU
+    assert v["pod.cpu"] == pytest.approx(2 / 16)
+    assert v["pod.memory"] == pytest.approx(4 / 64)
+    assert v["pod.gpu"] == pytest.approx(600 / 4000)
+    assert v["pod.gpu_count"] == pytest.approx(1 / 4)
+    assert v["pod.gpu_share"] == pytest.approx(0.6)
+    assert (v["pod.is_gpu_share"], v["pod.is_cpu_only"]) == (1.0, 0.0)
+    assert v["pod.priority"] == pytest.approx(np.log1p(100) / np.log1p(2.0**31), rel=1e-6)
+    assert v["pod.qos_LS"] == 1.0
+    assert v["pod.qos_other"] == 0.0
+
+    # history: pod c (1 CPU, 4 GiB) on n1 (4 CPU, 16 GiB), then nothing
+    assert v["history[0].valid"] == 1.0
+    assert v["history[0].pod_cpu_of_node"] == pytest.approx(1 / 4)
+    assert v["history[0].pod_memory_of_node"] == pytest.approx(4 / 16)
+    assert v["history[0].pod_gpu_of_node"] == 0.0
+    assert v["history[0].node_cpu_used"] == pytest.approx(1 / 4)
+    assert v["history[0].node_position"] == pytest.approx(1 / 4)
+    assert all(v[f"history[1].{f}"] == 0.0 for f in HISTORY_FEATURES)
+
+
+def test_rows_and_mask_give_the_same_observation() -> None:
+    snap = _cluster()
+    spec = ObservationSpec(max_nodes=3)
+    pod = _share("p", 300)
+    by_mask = encode(snap, pod, np.array([True, False, True]), None, spec)
+    by_rows = encode(snap, pod, np.array([2, 0]), None, spec)
+    assert np.array_equal(by_mask, by_rows)
+    assert action_mask(np.array([2, 0]), spec, 3).tolist() == [True, False, True]
+    assert action_mask(np.array([True, False]), spec).tolist() == [True, False, False]
+
+
+def test_history_ring_most_recent_first() -> None:
+    snap = _cluster()
+    spec = ObservationSpec(max_nodes=3, history_len=2)
+    h = DecisionHistory(spec)
+    assert h.vector().tolist() == [0.0] * 16
+    for row in (0, 1, 2):  # the first record (row 0) falls out
+        h.record(snap, make_pod(f"p{row}", cpu="1"), row)
+    vec = h.vector().reshape(2, 8)
+    # node_position = row / max_nodes: newest row 2 first, then row 1
+    assert vec[:, 7].tolist() == pytest.approx([2 / 3, 1 / 3])
+    assert len(h) == 2
+    h.clear()
+    assert len(h) == 0 and not h.vector().any()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda s, p: encode(s, p, np.ones(3, bool), None, ObservationSpec(2)), "max_nodes=2"),
+        (lambda s, p: encode(s, p, np.ones(2, bool), None, ObservationSpec(3)), "shape (3,)"),
+        (lambda s, p: encode(s, p, np.array([0, 3]), None, ObservationSpec(3)), "0..2"),
+        (
+            lambda s, p: encode(
+                s, p, np.ones(3, bool), DecisionHistory(ObservationSpec(4)), ObservationSpec(3)
+            ),
+            "history was built",
+        ),
+        (lambda s, p: DecisionHistory(ObservationSpec(3)).record(s, p, 3), "row 3"),
+        (lambda s, p: ObservationSpec(0), "max_nodes must be >= 1"),
+        (lambda s, p: ObservationSpec(3, -1), "history_len must be >= 0"),
+    ],
+    ids=[
+        "too-many-nodes",
+        "mask-length",
+        "row-range",
+        "history-spec",
+        "history-row",
+        "spec-nodes",
+        "spec-history",
+    ],
+)
+def test_errors(call, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(FeatureError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        call(_cluster(), _share("p", 300))
+
+
+def test_spec_dict_round_trip_and_version() -> None:
+    spec = ObservationSpec(7, 4)
+    d = spec.as_dict()
+    assert d["features_version"] == FEATURES_VERSION
+    assert ObservationSpec.from_dict(d) == spec
+    with pytest.raises(
+        InputError, match=rf"features_version: expected {FEATURES_VERSION} .*found 999"
+    ):
+        ObservationSpec.from_dict({**d, "features_version": 999}, "policy/meta.json")
+    # 7 rows x 15 + 11 cluster + 14 pod + 4 x 8 history = 105 + 25 + 32 = 162
+    with pytest.raises(InputError, match=r"observation_size: expected 162, found 5"):
+        ObservationSpec.from_dict({**d, "observation_size": 5})
+    with pytest.raises(InputError, match=r"max_nodes: expected an integer"):
+        ObservationSpec.from_dict({"features_version": FEATURES_VERSION, "history_len": 1})
+    check_features_version(FEATURES_VERSION)
+    with pytest.raises(InputError, match=r"policy\.onnx: .*features_version: expected 1 .*found 0"):
+        check_features_version(0, "policy.onnx")
+
+
+@st.composite
+def _clusters(draw: st.DrawFn) -> tuple[Snapshot, Pod, np.ndarray]:
+    n = draw(st.integers(1, 6))
+    nodes = []
+    for i in range(n):
+        gpus = draw(st.sampled_from([0, 1, 2, 4, 8]))
+        nodes.append(
+            make_node(
+                f"n{i}",
+                cpu=str(draw(st.integers(1, 64))),
+                memory=f"{draw(st.integers(1, 256))}Gi",
+                extra={GPU: gpus} if gpus else None,
+                unschedulable=draw(st.booleans()),
+            )
+        )
+    snap = Snapshot(nodes)
+    for j in range(draw(st.integers(0, 12))):
+        row = draw(st.integers(0, n - 1))
+        gpus = int(snap.gpu_count[row])
+        milli = draw(st.integers(1, 1000)) if gpus and draw(st.booleans()) else 0
+        pod = make_pod(
+            f"b{j}",
+            cpu=f"{draw(st.integers(0, 8000))}m",
+            memory=draw(st.integers(0, 8 * GIB)),
+            extra={SHARE: milli} if milli else None,
+        )
+        try:
+            snap.add_pod(pod, row)  # may overcommit CPU/memory: clipping must hold
+        except Exception:  # no GPU device room: skip
+            continue
+    want = draw(st.sampled_from([0, 1, 2, 8]))
+    extra = {GPU: want} if want else None
+    if want == 1 and draw(st.booleans()):
+        extra = {SHARE: draw(st.integers(1, 999))}
+    pod = make_pod(
+        "p",
+        cpu=f"{draw(st.integers(0, 200_000))}m",
+        memory=draw(st.integers(0, 1 << 40)),
+        extra=extra,
+        priority=draw(st.integers(-(2**31), 2**31 - 1)),
+    )
+    mask = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    return snap, pod, mask
+
+
+@settings(derandomize=True, max_examples=150, deadline=None)
+@given(_clusters(), st.integers(0, 3))
+def test_observation_finite_and_within_bounds(
+    case: tuple[Snapshot, Pod, np.ndarray], h: int
+) -> None:
+    snap, pod, mask = case
+    spec = ObservationSpec(max_nodes=8, history_len=h)
+    history = DecisionHistory(spec)
+    if snap.num_nodes:
+        history.record(snap, pod, 0)
+    obs = encode(snap, pod, mask, history, spec)
+    low, high = observation_bounds(spec)
+    assert obs.dtype == np.float32 and obs.shape == (spec.size,)
+    assert np.isfinite(obs).all()
+    assert (obs >= low).all() and (obs <= high).all()
+    block = obs[: 8 * spec.node_features].reshape(8, spec.node_features)
+    assert (block[: snap.num_nodes, 0] == 1).all()  # a real row is never all zero
+    assert not block[snap.num_nodes :].any()  # padding rows are
+    assert block[: snap.num_nodes, -1].tolist() == mask.astype(float).tolist()
