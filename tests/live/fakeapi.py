@@ -7,6 +7,8 @@ code in ``pkg/registry`` and ``staging/src/k8s.io/apiserver``) for:
 * resources: core/v1 ``nodes``, ``pods`` (with ``pods/binding`` and ``pods/status``),
   ``namespaces``, ``events``; ``scheduling.k8s.io/v1 priorityclasses``;
   ``policy/v1 poddisruptionbudgets``; ``coordination.k8s.io/v1 leases``;
+  ``authorization.k8s.io/v1 selfsubjectaccessreviews`` (create only: allowed unless
+  :meth:`~FakeApiServer.forbid` denies the verb on the resource, nothing stored);
 * one global, monotonically increasing ``resourceVersion`` (as etcd's revision);
 * list: ``metadata.resourceVersion``, ``limit``/``continue`` pagination that serves every
   page from the snapshot of the first one (``remainingItemCount`` when no selector is
@@ -31,7 +33,7 @@ code in ``pkg/registry`` and ``staging/src/k8s.io/apiserver``) for:
   one, as kube's lease strategy disallows unconditional updates), patch
   (``application/merge-patch+json``; ``application/strategic-merge-patch+json``
   approximated as a JSON merge patch that merges lists of conditions by ``type``),
-  delete (immediate);
+  delete (immediate; ``DeleteOptions.preconditions.uid`` checked, ``409`` on mismatch);
 * ``pods/binding`` POST: 201 with a ``Status`` of ``Success``; ``409 Conflict`` when the
   pod is already assigned (``Operation cannot be fulfilled on pods/binding ...``); sets
   ``spec.nodeName`` and the ``PodScheduled=True`` condition; ``pods/status`` PUT/PATCH
@@ -49,7 +51,8 @@ etcd: every write still gets a resourceVersion and a watch event), and inject fa
 :meth:`~FakeApiServer.cut_next_watch_event`, :meth:`~FakeApiServer.drop_watches`
 (an apiserver restart), :meth:`~FakeApiServer.expire_next_watch`,
 :meth:`~FakeApiServer.compact`, :meth:`~FakeApiServer.conflict_next_bind`,
-:meth:`~FakeApiServer.forbid`, and a required bearer token (401).
+:meth:`~FakeApiServer.forbid`, :meth:`~FakeApiServer.slow`, and a required bearer token
+(401).
 """
 
 from __future__ import annotations
@@ -145,7 +148,12 @@ RESOURCES: tuple[Resource, ...] = (
         "leases", "Lease", "coordination.k8s.io", "v1", True, _META_NS,
         unconditional_update=False,
     ),
+    Resource(
+        "selfsubjectaccessreviews", "SelfSubjectAccessReview", "authorization.k8s.io", "v1",
+        False, (),
+    ),
 )
+_CREATE_ONLY = ("selfsubjectaccessreviews",)
 _BY_PATH = {(r.prefix, r.plural): r for r in RESOURCES}
 _BY_KIND = {r.kind: r for r in RESOURCES}
 
@@ -384,6 +392,7 @@ class _Faults:
     expire_watches: int = 0
     conflict_binds: list[str] = field(default_factory=list)
     forbidden: set[tuple[str, str]] = field(default_factory=set)
+    delays: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 def _now() -> str:
@@ -425,6 +434,8 @@ class FakeApiServer:
         self.token = token
         self.user = user
         self.requests: list[tuple[str, str]] = []
+        #: seconds each ``pods/binding`` POST takes before it is handled (a slow server)
+        self.bind_delay_s = 0.0
         self._cond = threading.Condition()
         self._rv = 100
         self._compacted = self._rv
@@ -469,6 +480,8 @@ class FakeApiServer:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+            # a graceful stop: let the watches write their last chunk (2 s at most)
+            self._cond.wait_for(lambda: not self._watches, timeout=2.0)
         self._httpd.shutdown()
         with self._cond:
             conns = list(self._connections)
@@ -569,6 +582,20 @@ class FakeApiServer:
         ``delete``) on ``resource`` (``pods``, ``pods/binding``, ``leases`` ...): 403."""
         with self._cond:
             self._faults.forbidden.add((verb, resource))
+
+    def slow(self, verb: str, resource: str, seconds: float) -> None:
+        """Every ``verb`` on ``resource`` (as :meth:`forbid` names them) waits ``seconds``
+        before it is handled (0 ends the delay)."""
+        with self._cond:
+            if seconds > 0:
+                self._faults.delays[(verb, resource)] = seconds
+            else:
+                self._faults.delays.pop((verb, resource), None)
+
+    def permit(self, verb: str, resource: str) -> None:
+        """Undo :meth:`forbid`."""
+        with self._cond:
+            self._faults.forbidden.discard((verb, resource))
 
     def send_bookmarks(self) -> None:
         """Send a ``BOOKMARK`` now on every watch that allows them."""
@@ -816,12 +843,18 @@ class _Handler(BaseHTTPRequestHandler):
             route = _route(split.path)
             verb = self._verb(method, route, query)
             self._authorize(verb, route)
+            with self.api._cond:
+                delay = self.api._faults.delays.get(
+                    (verb, route.res.plural + (f"/{route.sub}" if route.sub else ""))
+                )
+            if delay:
+                time.sleep(delay)
             if verb == "watch":
                 self._watch(route, query)
                 return
             code, body = self._dispatch(verb, route, query)
         except ApiError as e:
-            if method in ("POST", "PUT", "PATCH"):
+            if method in ("POST", "PUT", "PATCH", "DELETE"):
                 self._drain()
             self._send_json(e.code, e.status())
             return
@@ -858,15 +891,56 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ---- verbs
 
+    def _review(self, route: _Route, body: Obj) -> Obj:
+        """A SelfSubjectAccessReview: allowed unless :meth:`FakeApiServer.forbid` denies
+        the verb on the resource (``resource/subresource``); nothing is stored."""
+        self._check_body(route, body, route.res.kind)
+        attrs = (body.get("spec") or {}).get("resourceAttributes")
+        if not isinstance(attrs, dict):
+            raise ApiError(
+                422, "Invalid",
+                'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: '
+                "spec.resourceAttributes: Invalid value: \"null\": exactly one of "
+                "nonResourceAttributes or resourceAttributes must be specified",
+                {"group": "authorization.k8s.io", "kind": "SelfSubjectAccessReview"},
+            )
+        resource = str(attrs.get("resource", ""))
+        if attrs.get("subresource"):
+            resource += f"/{attrs['subresource']}"
+        with self.api._cond:
+            allowed = (str(attrs.get("verb", "")), resource) not in self.api._faults.forbidden
+        out = copy.deepcopy(body)
+        out["apiVersion"], out["kind"] = "authorization.k8s.io/v1", "SelfSubjectAccessReview"
+        out.setdefault("metadata", {})["creationTimestamp"] = None
+        out["status"] = {"allowed": allowed}
+        if allowed:
+            out["status"]["reason"] = "allowed by the fake apiserver"
+        return out
+
     def _dispatch(self, verb: str, route: _Route, query: Mapping[str, str]) -> tuple[int, Obj]:
         api, res = self.api, route.res
+        if res.plural in _CREATE_ONLY and verb != "create":
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on "
+                           "the requested resource")
         if verb == "list":
             return 200, self._list(route, query)
         if verb == "get":
             with api._cond:
                 return 200, copy.deepcopy(api._get(res, route.namespace, route.name))
         if verb == "delete":
+            options = self._body()
+            self._drained = True
+            uid = ((options or {}).get("preconditions") or {}).get("uid") if isinstance(
+                options, dict) else None
             with api._cond:
+                if uid:
+                    have = api._get(res, route.namespace, route.name)["metadata"].get("uid")
+                    if have != uid:
+                        raise _conflict(
+                            res.qualified, res.group, res.plural, route.name,
+                            f"Precondition failed: UID in precondition: {uid}, UID in object "
+                            f"meta: {have}",
+                        )
                 gone = api._delete(res, route.namespace, route.name)
             if res.return_deleted:
                 return 200, gone
@@ -879,6 +953,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise _bad_request("the body of the request must be a JSON object")
         if verb == "create" and route.sub == "binding":
             return 201, self._bind(route, body)
+        if verb == "create" and res.plural == "selfsubjectaccessreviews":
+            return 201, self._review(route, body)
         if verb == "create":
             return 201, self._create(route, body)
         if verb == "update":
@@ -1032,6 +1108,8 @@ class _Handler(BaseHTTPRequestHandler):
                 {"name": route.name, "group": "", "kind": "Binding"},
             )
         res = _BY_KIND["Pod"]
+        if api.bind_delay_s > 0:
+            time.sleep(api.bind_delay_s)  # a slow API server, before the pod is touched
         with api._cond:
             pod = api._get(res, route.namespace, route.name)
             if api._faults.conflict_binds:
@@ -1153,6 +1231,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with api._cond:
                 api._watches.discard(watch)
+                api._cond.notify_all()
 
     def _send_event(self, event: Obj) -> bool:
         """Write one event; False when the cut fault hit it (connection reset)."""

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from bosun.framework.config import parse_configuration
+from bosun.live.rbac import required_permissions
 from bosun.plugins.registry import in_tree_registry, registry_points
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +34,7 @@ CLUSTER_RULES = {
                              ("scheduling.k8s.io", "priorityclasses"),
                              ("policy", "poddisruptionbudgets"))
       for v in ("get", "list", "watch")),
+    ("", "pods", "delete"),
     ("", "pods/binding", "create"),
     ("", "pods/status", "patch"),
     ("", "pods/status", "update"),
@@ -89,6 +91,27 @@ def test_cluster_role_grants_exactly_what_bosun_needs() -> None:
     got = flatten(load("clusterrole.yaml")["rules"])
     assert all(names == () for *_, names in got)
     assert {t[:3] for t in got} == CLUSTER_RULES
+
+
+def test_the_roles_grant_every_permission_serve_checks_for() -> None:
+    """What ``bosun serve`` reviews before it starts (bosun.live.rbac) is granted by the
+    ClusterRole, or for the Lease by the Role in its namespace and for its name."""
+    cluster = {t[:3] for t in flatten(load("clusterrole.yaml")["rules"])}
+    role_doc = load("role.yaml")
+    role = flatten(role_doc["rules"])
+    f = flags(deployment_container())
+    needed = required_permissions(
+        leader_elect=True,
+        lease_namespace=f["--leader-elect-resource-namespace"],
+        lease_name=f["--leader-elect-resource-name"],
+    )
+    for perm in needed:
+        if perm.namespace:
+            assert perm.namespace == role_doc["metadata"]["namespace"]
+            names = (perm.name,) if perm.name else ()
+            assert (perm.group, perm.resource_path, perm.verb, names) in role, perm
+        else:
+            assert (perm.group, perm.resource_path, perm.verb) in cluster, perm
 
 
 def test_lease_rights_are_namespaced_and_narrow() -> None:

@@ -5,154 +5,41 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+import yaml
 from typer.testing import CliRunner
 
 from bosun.api.types import Pod
 from bosun.cli.main import app
-from bosun.framework.config import SchedulerConfiguration, parse_configuration
-from bosun.live.binder import PostBinding, api_poster
+from bosun.errors import InputError
+from bosun.framework.config import load_configuration
+from bosun.live.binder import PostBinding
 from bosun.live.client import ClusterError
-from bosun.live.informer import InformerSettings
-from bosun.live.serve import LiveScheduler, ServeOptions
+from bosun.live.serve import ServeOptions, check_serve_configuration
 from bosun.plugins.registry import in_tree_registry, registry_points
 
 from .fakeapi import FakeApiServer
-
-Obj = dict[str, Any]
-
-FAST = InformerSettings(watch_timeout_s=5, initial_backoff_s=0.01, max_backoff_s=0.05)
-OPTS = ServeOptions(
-    informer_settings=FAST,
-    idle_wait_s=0.05,
-    bind_workers=4,
-    shutdown_timeout_s=5.0,
-    sync_timeout_s=10.0,
+from .serving import (
+    FAST,
+    OPTS,
+    Obj,
+    Running,
+    binding_posts,
+    bosun_threads,
+    events,
+    fields_of,
+    kubeconfig_for,
+    node,
+    node_of,
+    pod,
+    wait_until,
 )
-THREAD_PREFIXES = ("bosun-", "leader-elector-")
-
-
-def config(name: str = "bosun") -> SchedulerConfiguration:
-    doc = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "profiles": [{"schedulerName": name}],
-    }
-    return parse_configuration(doc, "<test>", registry_points(in_tree_registry()))
-
-
-def node(name: str, cpu: str = "4") -> Obj:
-    alloc = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "status": {"capacity": alloc, "allocatable": alloc},
-    }
-
-
-def pod(name: str, cpu: str = "100m", scheduler: str = "bosun") -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "schedulerName": scheduler,
-            "containers": [
-                {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}
-            ],
-        },
-    }
-
-
-def wait_until(pred: Callable[[], bool], timeout_s: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or pred}")
-        time.sleep(0.02)
-
-
-def node_of(fake: FakeApiServer, name: str) -> str:
-    return str(fake.get("Pod", name, "default").get("spec", {}).get("nodeName", ""))
-
-
-def events(fake: FakeApiServer, pod_name: str, reason: str = "") -> list[Obj]:
-    return [
-        e
-        for e in fake.list("Event")
-        if e["involvedObject"]["name"] == pod_name and (not reason or e["reason"] == reason)
-    ]
-
-
-def binding_posts(fake: FakeApiServer, pod_name: str) -> int:
-    return sum(
-        1
-        for method, path in fake.requests
-        if method == "POST" and path.split("?")[0].endswith(f"/pods/{pod_name}/binding")
-    )
-
-
-def bosun_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith(THREAD_PREFIXES)]
-
-
-class Running:
-    """A LiveScheduler running in a thread."""
-
-    def __init__(self, live: LiveScheduler) -> None:
-        self.live = live
-        self.code: int | None = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="test-serve", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.code = self.live.run()
-        except BaseException as e:  # surfaced by stop()
-            self.error = e
-
-    def stop(self, timeout_s: float = 15.0) -> None:
-        self.live.stop()
-        self.thread.join(timeout_s)
-        assert not self.thread.is_alive(), "serve did not stop"
-        if self.error is not None:
-            raise self.error
-
-
-@pytest.fixture
-def serve(fake_api: FakeApiServer) -> Iterator[Callable[..., Running]]:
-    started: list[Running] = []
-    apis: list[client.ApiClient] = []
-
-    def start(
-        options: ServeOptions = OPTS,
-        post: Callable[[PostBinding], PostBinding] | None = None,
-        name: str = "bosun",
-    ) -> Running:
-        api = client.ApiClient(client.Configuration(host=fake_api.url))
-        apis.append(api)
-        poster = api_poster(api)
-        live = LiveScheduler(
-            api, config(name), options, post_binding=post(poster) if post else poster
-        )
-        run = Running(live)
-        started.append(run)
-        return run
-
-    yield start
-    for run in started:
-        run.stop()
-    for api in apis:
-        api.close()
-    wait_until(lambda: not bosun_threads(), 5.0, "bosun threads to end")
 
 
 def test_pending_pods_are_bound_with_events(
@@ -330,8 +217,8 @@ def test_two_replicas_with_leader_election_bind_each_pod_once(
         bind_workers=4,
         shutdown_timeout_s=5.0,
     )
-    a = serve(ServeOptions(**{**_fields(opts), "identity": "a"}))
-    b = serve(ServeOptions(**{**_fields(opts), "identity": "b"}))
+    a = serve(ServeOptions(**{**fields_of(opts), "identity": "a"}))
+    b = serve(ServeOptions(**{**fields_of(opts), "identity": "b"}))
     for i in range(20):
         fake_api.create(pod(f"p{i}"))
     wait_until(lambda: all(node_of(fake_api, f"p{i}") for i in range(20)), what="binds")
@@ -351,10 +238,6 @@ def test_two_replicas_with_leader_election_bind_each_pod_once(
     assert leader.code == 0
 
 
-def _fields(opts: ServeOptions) -> dict[str, Any]:
-    return {f: getattr(opts, f) for f in opts.__dataclass_fields__}
-
-
 def test_stop_finishes_in_flight_binds_and_leaves_no_threads(
     fake_api: FakeApiServer, serve: Callable[..., Running]
 ) -> None:
@@ -362,18 +245,23 @@ def test_stop_finishes_in_flight_binds_and_leaves_no_threads(
     for i in range(5):
         fake_api.create(pod(f"p{i}"))
     gate = threading.Event()
+    posting: list[str] = []
 
     def slow(post: PostBinding) -> PostBinding:
         def wrapped(p: Pod, node_name: str) -> None:
+            posting.append(p.name)
             gate.wait(5.0)
             post(p, node_name)
 
         return wrapped
 
     run = serve(
-        ServeOptions(**{**_fields(OPTS), "port": 0, "bind_address": "127.0.0.1"}), post=slow
+        ServeOptions(
+            **{**fields_of(OPTS), "port": 0, "bind_address": "127.0.0.1", "bind_workers": 8}
+        ),
+        post=slow,
     )
-    wait_until(lambda: run.live.stats["attempts"] == 5, what="5 attempts")
+    wait_until(lambda: len(posting) == 5, what="5 bindings being posted")
     assert run.live.health is not None
     url = run.live.health.url
     with urllib.request.urlopen(f"{url}/readyz") as resp:
@@ -388,18 +276,45 @@ def test_stop_finishes_in_flight_binds_and_leaves_no_threads(
     assert not bosun_threads()
 
 
+def test_stop_cancels_queued_binds_and_leaves_their_pods_pending(
+    fake_api: FakeApiServer, serve: Callable[..., Running]
+) -> None:
+    """One binding thread, held on p0's POST; four more pods assumed and queued behind it.
+    A stop lets p0's POST finish and does not send the others: they stay pending, with no
+    Event or condition, and leave the scheduler's cache (no pod half-bound)."""
+    fake_api.create(node("n1"))
+    for i in range(5):
+        fake_api.create(pod(f"p{i}"))
+    gate = threading.Event()
+    posting: list[str] = []
+
+    def slow(post: PostBinding) -> PostBinding:
+        def wrapped(p: Pod, node_name: str) -> None:
+            posting.append(p.name)
+            gate.wait(5.0)
+            post(p, node_name)
+
+        return wrapped
+
+    run = serve(ServeOptions(**{**fields_of(OPTS), "bind_workers": 1}), post=slow)
+    wait_until(lambda: run.live.stats["attempts"] == 5 and len(posting) == 1, what="attempts")
+    threading.Timer(0.3, gate.set).start()
+    run.stop()
+    assert run.code == 0
+    (first,) = posting
+    bound = {f"p{i}" for i in range(5) if node_of(fake_api, f"p{i}")}
+    assert bound == {first}
+    assert run.live.stats["scheduled"] == 1
+    for name in {f"p{i}" for i in range(5)} - bound:
+        assert binding_posts(fake_api, name) == 0
+        assert events(fake_api, name) == []
+        assert "conditions" not in fake_api.get("Pod", name, "default")["status"]
+        key = f"default/{name}"
+        assert run.live.scheduler.snapshot.pods.get(key) is None
+        assert not run.live.scheduler.cache.is_assumed(key)
+
+
 # ---------------------------------------------------------------------------- the CLI
-
-
-def _kubeconfig(tmp_path: Path, url: str) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-        f"clusters: [{{name: c, cluster: {{server: '{url}'}}}}]\n"
-        "contexts: [{name: t, context: {cluster: c, user: u}}]\n"
-        "users: [{name: u, user: {token: x}}]\n"
-    )
-    return path
 
 
 def test_cli_unreadable_kubeconfig_exits_2(tmp_path: Path) -> None:
@@ -417,19 +332,81 @@ def test_cli_unreachable_server_exits_2_naming_the_url(tmp_path: Path) -> None:
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     res = CliRunner().invoke(
-        app, ["serve", "--kubeconfig", str(_kubeconfig(tmp_path, url)), "--port", "0"]
+        app, ["serve", "--kubeconfig", str(kubeconfig_for(tmp_path, url)), "--port", "0"]
     )
     assert res.exit_code == 2
     assert f"cannot reach the API server at {url}" in res.output
 
 
-def test_cli_forbidden_exits_2_naming_verb_and_resource(
+LEASE_FLAGS = ["--leader-elect=true", "--leader-elect-resource-namespace=kube-system"]
+
+RBAC_CASES = [
+    # (denied (verb, resource), extra flags, lines the message must hold)
+    pytest.param(
+        [("list", "pods")], [],
+        ['- list pods in API group "" in all namespaces (for the pod informer)'],
+        id="list-pods",
+    ),
+    pytest.param(
+        [("create", "pods/binding")], [],
+        ['- create pods/binding in API group "" in all namespaces (for binding pods'],
+        id="create-binding",
+    ),
+    pytest.param(
+        [("delete", "pods"), ("patch", "events")], [],
+        ['- delete pods in API group "" in all namespaces (for evicting preemption victims)',
+         '- patch events in API group "" in all namespaces (for counting repeated Events)'],
+        id="two-denied-both-named",
+    ),
+    pytest.param(
+        [("update", "leases")], LEASE_FLAGS,
+        ['- update leases "bosun-scheduler" in API group "coordination.k8s.io" in namespace '
+         '"kube-system" (for leader election)'],
+        id="update-lease",
+    ),
+    pytest.param(
+        [("watch", "nodes")], [],
+        ['- watch nodes in API group "" at the cluster scope (for the node informer)'],
+        id="watch-nodes",
+    ),
+]
+
+
+@pytest.mark.parametrize(("denied", "flags", "lines"), RBAC_CASES)
+def test_cli_denied_permissions_exit_2_naming_verb_resource_and_group(
+    fake_api: FakeApiServer,
+    tmp_path: Path,
+    denied: list[tuple[str, str]],
+    flags: list[str],
+    lines: list[str],
+) -> None:
+    for verb, resource in denied:
+        fake_api.forbid(verb, resource)
+    res = CliRunner().invoke(
+        app,
+        ["serve", "--kubeconfig", str(kubeconfig_for(tmp_path, fake_api.url)), "--port", "0",
+         *flags],
+    )
+    assert res.exit_code == 2, res.output
+    assert f"error: the API server at {fake_api.url} does not allow bosun to:" in res.output
+    for line in lines:
+        assert line in res.output
+    assert res.output.count("\n  - ") == len(denied)
+    # nothing was started: no watch, no binding, no Lease
+    assert not any("watch=" in path for _, path in fake_api.requests)
+    assert fake_api.list("Lease") == []
+
+
+def test_cli_without_access_reviews_still_names_a_refused_list(
     fake_api: FakeApiServer, tmp_path: Path
 ) -> None:
+    """A cluster that took away the SelfSubjectAccessReview grant: the check is skipped
+    (a warning) and the refused list still stops bosun with its verb and resource."""
+    fake_api.forbid("create", "selfsubjectaccessreviews")
     fake_api.forbid("list", "pods")
     res = CliRunner().invoke(
         app,
-        ["serve", "--kubeconfig", str(_kubeconfig(tmp_path, fake_api.url)), "--port", "0"],
+        ["serve", "--kubeconfig", str(kubeconfig_for(tmp_path, fake_api.url)), "--port", "0"],
     )
     assert res.exit_code == 2
     assert "not allowed to list pods (403 Forbidden)" in res.output
@@ -441,7 +418,7 @@ def test_cli_bad_duration_exits_2(fake_api: FakeApiServer, tmp_path: Path) -> No
         [
             "serve",
             "--kubeconfig",
-            str(_kubeconfig(tmp_path, fake_api.url)),
+            str(kubeconfig_for(tmp_path, fake_api.url)),
             "--port",
             "0",
             "--leader-elect=true",
@@ -450,3 +427,113 @@ def test_cli_bad_duration_exits_2(fake_api: FakeApiServer, tmp_path: Path) -> No
     )
     assert res.exit_code == 2
     assert "--leader-elect-lease-duration='soon'" in res.output
+
+
+def test_healthz_fails_while_the_scheduling_loop_is_stuck(
+    fake_api: FakeApiServer, serve: Callable[..., Running]
+) -> None:
+    """The loop blocked inside one iteration (here: applying informer events) stops
+    beating: after ``heartbeat_timeout_s`` ``/healthz`` answers 500 naming the check and
+    the age of the last beat; once the loop runs again it answers 200."""
+    fake_api.create(node("n1"))
+    opts = ServeOptions(
+        **{
+            **fields_of(OPTS),
+            "port": 0,
+            "bind_address": "127.0.0.1",
+            "heartbeat_timeout_s": 0.5,
+        }
+    )
+    run = serve(opts)
+    wait_until(run.live.ready.is_set, what="sync")
+    assert run.live.health is not None
+    url = run.live.health.url + "/healthz"
+    assert _get(url) == (200, "ok")
+    stuck, release = threading.Event(), threading.Event()
+    drain = run.live.sync.drain
+
+    def blocking_drain(*args: Any, **kwargs: Any) -> int:
+        stuck.set()
+        release.wait(10.0)
+        return drain(*args, **kwargs)
+
+    run.live.sync.drain = blocking_drain  # type: ignore[method-assign]
+    try:
+        assert stuck.wait(5.0)
+        wait_until(lambda: _get(url)[0] == 500, 5.0, "/healthz to fail")
+        code, body = _get(url)
+        assert code == 500
+        assert "[-]scheduling-loop failed: the scheduling loop last beat " in body
+        assert "(timeout 0.5s)" in body and body.endswith("healthz check failed\n")
+        # readiness is about the informers, not the loop
+        assert _get(run.live.health.url + "/readyz")[0] == 200
+    finally:
+        run.live.sync.drain = drain  # type: ignore[method-assign]
+        release.set()
+    wait_until(lambda: _get(url) == (200, "ok"), 5.0, "/healthz to pass again")
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+NO_FILTERS = "plugins: {filter: {disabled: [{name: '*'}]}, score: {disabled: [{name: '*'}]}}"
+PROFILE_CASES = [
+    # (profiles section of the file, refused?, text of the message)
+    pytest.param("profiles: []\n", True, "profiles: is an empty list", id="explicitly-empty"),
+    pytest.param(
+        f"profiles:\n  - schedulerName: a\n    {NO_FILTERS}\n", True,
+        "every profile (a) has all Filter and Score plugins disabled", id="no-filter-no-score",
+    ),
+    pytest.param(
+        f"profiles:\n  - schedulerName: a\n    {NO_FILTERS}\n  - schedulerName: b\n", False, "",
+        id="one-usable-profile-is-enough",
+    ),
+    pytest.param("", False, "", id="absent-means-default-scheduler"),
+    pytest.param(
+        "profiles:\n  - schedulerName: a\n    plugins: {score: {disabled: [{name: '*'}]}}\n",
+        False, "", id="filters-without-scores",
+    ),
+]
+
+
+@pytest.mark.parametrize(("profiles", "refused", "message"), PROFILE_CASES)
+def test_configuration_with_no_usable_profile_is_refused(
+    tmp_path: Path, profiles: str, refused: bool, message: str
+) -> None:
+    path = tmp_path / "sched.yaml"
+    path.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        + profiles
+    )
+    points = registry_points(in_tree_registry())
+    cfg = load_configuration(path, points)
+    raw = yaml.safe_load(path.read_text())
+    if not refused:
+        check_serve_configuration(cfg, raw)
+        return
+    with pytest.raises(InputError) as err:
+        check_serve_configuration(cfg, raw)
+    (problem,) = err.value.problems
+    assert (problem.source, problem.field) == (str(path), "profiles")
+    assert message in str(problem)
+
+
+def test_cli_refuses_an_empty_profile_list_before_connecting(tmp_path: Path) -> None:
+    path = tmp_path / "sched.yaml"
+    path.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        "profiles: []\n"
+    )
+    # the kubeconfig points nowhere: the configuration is refused first
+    kubeconfig = kubeconfig_for(tmp_path, "http://127.0.0.1:9")
+    res = CliRunner().invoke(
+        app, ["serve", "--kubeconfig", str(kubeconfig), "--config", str(path), "--port", "0"]
+    )
+    assert res.exit_code == 2
+    assert f"{path}: KubeSchedulerConfiguration: profiles: is an empty list" in res.output
+    assert "cannot reach" not in res.output

@@ -4,6 +4,7 @@ from a fresh list after a random sequence of changes and faults."""
 
 from __future__ import annotations
 
+import copy
 import logging
 import queue
 import random
@@ -407,3 +408,56 @@ def test_random_changes_and_faults_keep_the_snapshot_equal_to_a_fresh_list(
     assert_same_as_fresh_list(lv)
     assert len(lv.sched.snapshot.pods) > 0  # not a vacuous run
     assert sum(inf.watches for inf in lv.informers) > 2  # the faults broke watches
+
+
+ECHO_CASES = [
+    # (change to the bound version besides spec.nodeName, reused?)
+    pytest.param(lambda o: None, True, id="binding-echo"),
+    pytest.param(
+        lambda o: o["metadata"].update(resourceVersion="999", managedFields=[{"m": 1}]),
+        True, id="bookkeeping-only",
+    ),
+    pytest.param(
+        lambda o: o.setdefault("status", {}).update(conditions=[{"type": "PodScheduled"}]),
+        True, id="conditions-only",
+    ),
+    pytest.param(lambda o: o["metadata"]["labels"].update(app="z"), False, id="labels"),
+    pytest.param(
+        lambda o: o["spec"]["containers"][0]["resources"]["requests"].update(cpu="2"),
+        False, id="requests",
+    ),
+    pytest.param(lambda o: o.setdefault("status", {}).update(phase="Running"), False,
+                 id="phase"),
+]
+
+
+@pytest.mark.parametrize(("change", "reused"), ECHO_CASES)
+def test_the_binding_echo_reuses_the_parsed_pod(
+    change: Callable[[Obj], None], reused: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound version of a pending pod is parsed again only when something the loader
+    reads changed; either way the result equals a full parse of the bound object."""
+    sched = Scheduler(
+        default_configuration(registry_points(in_tree_registry())), Snapshot()
+    )
+    sync = ClusterSync(sched)
+    sync.apply(("ADDED", "Node", node("n1")))
+    pending = pod("p", scheduler="default-scheduler")
+    pending["metadata"]["uid"] = "u1"
+    assert sync.apply(("ADDED", "Pod", pending))
+    bound = copy.deepcopy(pending)
+    bound["spec"]["nodeName"] = "n1"
+    change(bound)
+    calls: list[Obj] = []
+    real = pod_from_api
+
+    def counting(obj: Obj) -> Pod | None:
+        calls.append(obj)
+        return real(obj)
+
+    monkeypatch.setattr("bosun.live.sync.pod_from_api", counting)
+    assert sync.apply(("MODIFIED", "Pod", bound))
+    assert (calls == []) is reused
+    entry = sched.snapshot.pods.get("default/p")
+    assert entry is not None
+    assert entry.pod == real(bound)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
 
 from bosun.cli.common import ConfigOption, ContextOption, KubeconfigOption, fail
 from bosun.errors import BosunError
@@ -15,11 +17,26 @@ from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import Snapshot
 from bosun.live.client import connect
 from bosun.live.metrics import DEFAULT_PORT
-from bosun.live.serve import LiveScheduler, ServeOptions, install_signal_handlers, preflight
+from bosun.live.serve import (
+    LiveScheduler,
+    ServeOptions,
+    check_serve_configuration,
+    install_signal_handlers,
+    preflight,
+)
 from bosun.plugins.registry import in_tree_registry, registry_points
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _raw_document(path: Path) -> object:
+    """The configuration file as parsed YAML (the loader has read it already, so it is
+    readable and valid YAML); ``None`` if that changed meanwhile."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
 
 
 def parse_duration(text: str, flag: str) -> float:
@@ -101,8 +118,9 @@ def serve(
     configuration, binding them through the API server, until SIGTERM or SIGINT.
 
     Pods for other schedulers are left alone. Exit code 2 when the kubeconfig or the
-    configuration is bad, the server cannot be reached, or a needed request is refused;
-    1 when leadership is lost (as kube-scheduler); 0 after a signal.
+    configuration is bad (including `profiles: []`, or profiles with every Filter and
+    Score plugin disabled), the server cannot be reached, or a permission bosun needs is
+    denied; 1 when leadership is lost (as kube-scheduler); 0 after a signal.
     """
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
@@ -112,6 +130,7 @@ def serve(
         points = registry_points(in_tree_registry())
         cfg = load_configuration(config, points) if config else default_configuration(points)
         Scheduler(cfg, Snapshot())  # validates every plugin's args before connecting
+        check_serve_configuration(cfg, _raw_document(config) if config else None)
         options = ServeOptions(
             leader_elect=parse_bool(leader_elect, "--leader-elect"),
             lease_name=lease_name,

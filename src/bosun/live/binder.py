@@ -20,7 +20,10 @@ goroutine per pod then runs the binding cycle and POSTs ``pods/binding``
 Errors never escape a worker: an API error or a broken connection becomes a failed
 :class:`BindOutcome` carrying the :class:`~bosun.live.client.ClusterError` message (which
 names the verb, resource and server). :meth:`AsyncBinder.close` stops taking new bindings,
-waits for those queued or in flight (at most ``timeout_s``) and joins the workers.
+cancels those still queued (a ``cancelled`` outcome each), waits for those being posted
+(at most ``timeout_s``) and joins the workers. Bindings start in the order they were
+queued; the queue is unbounded, as kube starts one goroutine per binding, so the
+scheduling thread never waits on the API.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class BindOutcome:
         error: ``""`` on success, else why it failed.
         status: the HTTP status of a failure, when the API server answered.
         duration_s: seconds from :meth:`AsyncBinder.bind_pod` to the outcome.
+        cancelled: never POSTed: the binder was closed with it still queued.
     """
 
     pod: Pod
@@ -64,6 +68,7 @@ class BindOutcome:
     error: str = ""
     status: int | None = None
     duration_s: float = 0.0
+    cancelled: bool = False
 
     @property
     def ok(self) -> bool:
@@ -139,8 +144,8 @@ class AsyncBinder:
         if workers < 1:
             raise ValueError(f"workers={workers}: at least one binding thread is needed")
         self._post = post
-        self._jobs: queue.Queue[Any] = queue.Queue()
-        self.results: queue.Queue[BindOutcome] = queue.Queue()
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.results: queue.SimpleQueue[BindOutcome] = queue.SimpleQueue()
         self._on_outcome = on_outcome
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -178,24 +183,54 @@ class AsyncBinder:
             return self._idle.wait_for(lambda: self._pending == 0, timeout_s)
 
     def close(self, timeout_s: float = 30.0) -> bool:
-        """Take no new bindings, let those queued or in flight finish (at most
-        ``timeout_s``), and stop the threads.
+        """Take no new bindings, cancel the queued ones, let those being posted finish (at
+        most ``timeout_s``), and stop the threads.
+
+        A binding still queued (not yet POSTed) is not sent: it becomes a
+        :class:`BindOutcome` with ``cancelled`` set (kube's binding goroutines end with
+        the scheduler's context, and a pod left pending is scheduled by the next leader).
+        So every binding handed to :meth:`bind_pod` gets exactly one outcome, those being
+        posted when their POST ends. Calling it again is harmless.
 
         Returns:
-            True when every binding finished and every thread ended in time.
+            True when every POST under way finished and every thread ended in time.
         """
         with self._lock:
             self._closed = True
         deadline = time.monotonic() + timeout_s
+        cancelled = 0
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is _STOP:
+                continue
+            pod, node_name, started = job
+            cancelled += 1
+            self._report(
+                BindOutcome(
+                    pod,
+                    node_name,
+                    "not sent: the scheduler is shutting down",
+                    None,
+                    time.perf_counter() - started,
+                    cancelled=True,
+                )
+            )
         done = self.wait_idle(timeout_s)
         for _ in self._threads:
             self._jobs.put(_STOP)
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
         alive = [t.name for t in self._threads if t.is_alive()]
+        if cancelled:
+            _LOG.info("binder closed: %d queued binding(s) not sent", cancelled)
         if alive or not done:
             _LOG.warning(
-                "binder closed with %d binding(s) unfinished after %.1fs", self.in_flight, timeout_s
+                "binder closed after %.1fs with %d binding(s) still being posted",
+                timeout_s,
+                self.in_flight,
             )
         return done and not alive
 
@@ -221,13 +256,17 @@ class AsyncBinder:
                     None,
                     time.perf_counter() - started,
                 )
-            self.results.put(outcome)
-            with self._idle:
-                self._pending -= 1
-                if self._pending == 0:
-                    self._idle.notify_all()
-            if self._on_outcome is not None:
-                try:
-                    self._on_outcome()
-                except Exception:
-                    _LOG.exception("the binder's on_outcome callback failed")
+            self._report(outcome)
+
+    def _report(self, outcome: BindOutcome) -> None:
+        """Queue ``outcome``, count the binding done, and wake the scheduling thread."""
+        self.results.put(outcome)
+        with self._idle:
+            self._pending -= 1
+            if self._pending == 0:
+                self._idle.notify_all()
+        if self._on_outcome is not None:
+            try:
+                self._on_outcome()
+            except Exception:
+                _LOG.exception("the binder's on_outcome callback failed")

@@ -14,14 +14,22 @@ and its ``updatePod`` status patch do not hold up the scheduling loop either):
   Each names the pod in ``involvedObject`` (kind, namespace, name, uid), carries
   ``source.component`` and ``reportingComponent`` (:data:`COMPONENT`, ``bosun-scheduler``),
   ``reportingInstance`` (the replica's identity), ``action`` ``Scheduling`` /
-  ``Binding`` / ``Preempting``, ``count: 1`` and first/last timestamps. Identical events
-  are not aggregated (kube's recorder counts repeats into one Event).
+  ``Binding`` / ``Preempting``, ``count`` and first/last timestamps. A repeat of an
+  identical Event (same object, type, reason, message, source) within 10 minutes is
+  counted into the first one, as client-go's ``EventCorrelator`` does: a strategic-merge
+  PATCH raises its ``count`` and ``lastTimestamp`` (:class:`EventCorrelator`); a ``404``
+  (the Event expired) creates it anew.
 * **The PodScheduled condition**: after a failed attempt, a strategic-merge PATCH of
   ``pods/status`` sets ``PodScheduled`` to ``False`` with reason ``Unschedulable`` (or
   ``SchedulerError`` for an Error status) and the message, and ``nominatedNodeName`` when
   preemption nominated a node. As kube's ``updatePod``, the patch is skipped when the pod's
-  last patched condition already says the same.
-* **Preemption victims** are deleted (``DELETE`` of the pod, preconditioned on its uid).
+  last patched condition already says the same. kube patches before its next attempt;
+  here the patch waits in the queue, so one still waiting when the pod gets bound (or a
+  newer failure is queued) is not sent: a bound pod never gets ``PodScheduled=False``
+  from a stale attempt.
+* **Preemption victims** (:meth:`Recorder.preempted`), as kube's ``prepareCandidate``:
+  the ``DisruptionTarget`` condition patched onto the victim, then its ``DELETE``
+  (preconditioned on its uid), then the ``Preempted`` Event.
 
 One worker thread sends them in order from a bounded queue (kube's broadcaster drops
 events when its queue is full; here too, with a warning). Failures of the API are logged
@@ -35,6 +43,7 @@ import logging
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -46,7 +55,14 @@ from bosun.framework.interface import Code
 from bosun.framework.scheduler import SchedulingResult
 from bosun.live.client import ClusterError, call
 
-__all__ = ["COMPONENT", "Recorder", "event_body", "unschedulable_patch"]
+__all__ = [
+    "COMPONENT",
+    "EventCorrelator",
+    "Recorder",
+    "event_body",
+    "event_key",
+    "unschedulable_patch",
+]
 
 _LOG = logging.getLogger("bosun.live.recorder")
 
@@ -102,6 +118,17 @@ def event_body(
     }
 
 
+def _reference(pod: Pod) -> Obj:
+    """An ``ObjectReference`` to ``pod``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "uid": pod.uid,
+    }
+
+
 def unschedulable_patch(reason: str, message: str, nominated_node: str = "") -> Obj:
     """The ``pods/status`` patch of a failed attempt (kube's ``updatePod``)."""
     status: Obj = {
@@ -121,6 +148,85 @@ def unschedulable_patch(reason: str, message: str, nominated_node: str = "") -> 
     return {"status": status}
 
 
+def event_key(body: Obj) -> tuple[str, ...]:
+    """What makes two Events the same for counting (client-go ``getEventKey``): source,
+    involved object (kind, namespace, name, uid, apiVersion), type, reason, message,
+    reporting component and instance."""
+    obj = body.get("involvedObject") or {}
+    return (
+        str((body.get("source") or {}).get("component", "")),
+        str(obj.get("kind", "")),
+        str(obj.get("namespace", "")),
+        str(obj.get("name", "")),
+        str(obj.get("uid", "")),
+        str(obj.get("apiVersion", "")),
+        str(body.get("type", "")),
+        str(body.get("reason", "")),
+        str(body.get("message", "")),
+        str(body.get("reportingComponent", "")),
+        str(body.get("reportingInstance", "")),
+    )
+
+
+class EventCorrelator:
+    """Counts repeats of an identical Event into the first one (client-go's
+    ``tools/record`` ``EventCorrelator`` / ``eventLogger``).
+
+    An Event whose :func:`event_key` was created (or counted) less than ``window_s`` ago
+    becomes a patch of that Event: ``count`` one more, ``lastTimestamp`` now. Otherwise
+    a new Event is created. At most ``max_keys`` keys are remembered, least recently used
+    first out (client-go's LRU holds 4096). ``window_s`` is client-go's aggregation
+    window, ``defaultAggregateIntervalInSeconds`` = 600 s (its logger alone keeps a key
+    as long as the LRU does). Not modelled: the aggregator's "(combined from similar
+    events)" merge of events that differ only in message, and the per-object spam
+    filter (a token bucket of 25 events, one more per 5 minutes).
+
+    Not thread-safe: the recorder's worker thread alone uses it.
+
+    Args:
+        window_s: seconds after which a repeat is a new Event.
+        max_keys: keys remembered.
+        clock: monotonic seconds (tests inject one).
+    """
+
+    def __init__(
+        self,
+        window_s: float = 600.0,
+        max_keys: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if window_s < 0 or max_keys < 1:
+            raise ValueError(f"window_s={window_s}, max_keys={max_keys}: out of range")
+        self.window_s = window_s
+        self.max_keys = max_keys
+        self._clock = clock
+        # key -> (event name, count so far, when last created or counted)
+        self._seen: OrderedDict[tuple[str, ...], tuple[str, int, float]] = OrderedDict()
+
+    def observe(self, key: tuple[str, ...]) -> tuple[str, int] | None:
+        """A new occurrence of ``key``: ``(name of the Event to patch, its new count)``
+        when it repeats one inside the window (the count is taken), else None (create)."""
+        entry = self._seen.get(key)
+        now = self._clock()
+        if entry is None or now - entry[2] > self.window_s:
+            return None
+        name, count, _ = entry
+        self._seen[key] = (name, count + 1, now)
+        self._seen.move_to_end(key)
+        return name, count + 1
+
+    def created(self, key: tuple[str, ...], name: str) -> None:
+        """The Event ``name`` was created for ``key`` (count 1)."""
+        self._seen[key] = (name, 1, self._clock())
+        self._seen.move_to_end(key)
+        while len(self._seen) > self.max_keys:
+            self._seen.popitem(last=False)
+
+    def forget(self, key: tuple[str, ...]) -> None:
+        """The Event of ``key`` is gone (or could not be patched): the next is new."""
+        self._seen.pop(key, None)
+
+
 class Recorder:
     """Sends Events, ``PodScheduled`` conditions and victim deletions from one thread.
 
@@ -128,17 +234,30 @@ class Recorder:
         api_client: an official-client ``ApiClient``.
         instance: ``reportingInstance`` of the Events (the replica's identity).
         max_queued: requests waiting at most; beyond that new ones are dropped (logged).
+        correlator: counts repeated Events (default: kube's 10-minute window, 4096 keys).
 
     Attributes:
         sent, failures, dropped: requests sent successfully, refused or failed, dropped.
     """
 
-    def __init__(self, api_client: Any, *, instance: str = "", max_queued: int = 10_000) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        instance: str = "",
+        max_queued: int = 10_000,
+        correlator: EventCorrelator | None = None,
+    ) -> None:
         self.api_client = api_client
+        self.correlator = correlator or EventCorrelator()
         self.instance = instance or COMPONENT
         self._core = client.CoreV1Api(api_client)
         self._jobs: queue.Queue[tuple[str, Callable[[], object]] | None] = queue.Queue(max_queued)
         self._last_condition: dict[str, tuple[str, str]] = {}
+        # pod key -> sequence number of its newest PodScheduled=False patch not yet sent
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._latest_failure: dict[str, int] = {}
         self.sent = 0
         self.failures = 0
         self.dropped = 0
@@ -148,8 +267,11 @@ class Recorder:
     # ------------------------------------------------------------------ what to report
 
     def scheduled(self, pod: Pod, node_name: str) -> None:
-        """The Binding of ``pod`` to ``node_name`` was created: a ``Scheduled`` Event."""
+        """The Binding of ``pod`` to ``node_name`` was created: a ``Scheduled`` Event; a
+        ``PodScheduled=False`` patch of an earlier attempt still queued is not sent."""
         self._last_condition.pop(pod.key, None)
+        with self._lock:
+            self._latest_failure.pop(pod.key, None)
         message = f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}"
         self._event(pod, "Normal", "Scheduled", message, "Binding")
 
@@ -173,39 +295,114 @@ class Recorder:
             return
         self._last_condition[pod.key] = (reason, message)
         body = unschedulable_patch(reason, message, nominated_node)
-        self._submit(
-            f"patch pods/status {pod.key}",
-            lambda: call(
-                self.api_client,
-                "patch",
-                "pods/status",
-                self._core.patch_namespaced_pod_status,
-                name=pod.name,
-                namespace=pod.namespace,
-                body=body,
-                _content_type="application/strategic-merge-patch+json",
-                _preload_content=False,
-            ),
-        )
+        with self._lock:
+            self._seq += 1
+            seq = self._latest_failure[pod.key] = self._seq
 
-    def preempted(self, victim_key: str, preemptor: Pod, node_name: str) -> None:
-        """Delete the preemption victim ``namespace/name`` with a ``Preempted`` Event."""
-        namespace, _, name = victim_key.partition("/")
-        victim = Pod(name=name, namespace=namespace)
+        def patch() -> object:
+            with self._lock:
+                if self._latest_failure.get(pod.key) != seq:
+                    return None  # bound since, or a newer failure will say it
+            try:
+                return call(
+                    self.api_client,
+                    "patch",
+                    "pods/status",
+                    self._core.patch_namespaced_pod_status,
+                    name=pod.name,
+                    namespace=pod.namespace,
+                    body=body,
+                    _content_type="application/strategic-merge-patch+json",
+                    _preload_content=False,
+                )
+            finally:
+                with self._lock:
+                    if self._latest_failure.get(pod.key) == seq:
+                        del self._latest_failure[pod.key]
+
+        self._submit(f"patch pods/status {pod.key}", patch)
+
+    def preempted(
+        self,
+        victim: Pod,
+        preemptor: Pod,
+        node_name: str,
+        on_failed: Callable[[str], object] | None = None,
+    ) -> None:
+        """Evict the preemption victim ``victim`` for ``preemptor``, as kube's
+        ``prepareCandidate`` does, in one job of the worker thread:
+
+        1. a ``pods/status`` patch adding the ``DisruptionTarget`` condition (``True``,
+           reason ``PreemptionByScheduler``, message ``<preemptor's schedulerName>:
+           preempting to accommodate a higher priority pod``);
+        2. ``DELETE`` of the pod, preconditioned on its uid (a pod created again under
+           the same name is not deleted); a ``404`` means it is already gone: done;
+        3. a ``Normal`` ``Preempted`` Event on the victim, ``Preempted by pod <preemptor
+           uid> on node <node>``, its ``related`` object the preemptor.
+
+        When step 1 or 2 fails, the rest is skipped and ``on_failed(victim.key)`` is
+        called from the worker thread (the scheduling thread then requeues the preemptor;
+        kube's PostFilter returns the error). A job dropped on a full queue counts as
+        failed too.
+        """
         message = f"Preempted by pod {preemptor.uid or preemptor.key} on node {node_name}"
-        self._event(victim, "Normal", "Preempted", message, "Preempting")
-        self._submit(
-            f"delete pods {victim_key}",
-            lambda: call(
-                self.api_client,
-                "delete",
-                "pods",
-                self._core.delete_namespaced_pod,
-                name=name,
-                namespace=namespace,
-                _preload_content=False,
-            ),
-        )
+        condition: Obj = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": "PreemptionByScheduler",
+                        "message": f"{preemptor.scheduler_name}: preempting to accommodate a "
+                        "higher priority pod",
+                        "lastProbeTime": None,
+                        "lastTransitionTime": _now(),
+                    }
+                ]
+            }
+        }
+        body = event_body(victim, "Normal", "Preempted", message, "Preempting", self.instance)
+        body["related"] = _reference(preemptor)
+        delete_options: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if victim.uid:
+            delete_options["preconditions"] = {"uid": victim.uid}
+
+        def evict() -> None:
+            try:
+                self._release(
+                    call(
+                        self.api_client,
+                        "patch",
+                        "pods/status",
+                        self._core.patch_namespaced_pod_status,
+                        name=victim.name,
+                        namespace=victim.namespace,
+                        body=condition,
+                        _content_type="application/strategic-merge-patch+json",
+                        _preload_content=False,
+                    )
+                )
+                self._release(
+                    call(
+                        self.api_client,
+                        "delete",
+                        "pods",
+                        self._core.delete_namespaced_pod,
+                        name=victim.name,
+                        namespace=victim.namespace,
+                        body=delete_options,
+                        _preload_content=False,
+                    )
+                )
+            except ClusterError as e:
+                if e.status != 404:  # already gone: the victim is evicted
+                    if on_failed is not None:
+                        on_failed(victim.key)
+                    raise
+            self._post_event(body)
+
+        if not self._submit(f"preempt {victim.key}", evict) and on_failed is not None:
+            on_failed(victim.key)
 
     def forget(self, pod_key: str) -> None:
         """The pod is gone: forget its last condition."""
@@ -244,25 +441,67 @@ class Recorder:
 
     def _event(self, pod: Pod, type_: str, reason: str, message: str, action: str) -> None:
         body = event_body(pod, type_, reason, message, action, self.instance)
-        self._submit(
-            f"create events ({reason} {pod.key})",
-            lambda: call(
+        self._submit(f"create events ({reason} {pod.key})", lambda: self._post_event(body))
+
+    def _post_event(self, body: Obj) -> None:
+        """Create ``body``, or count it into the identical Event sent last (worker thread
+        only; see :class:`EventCorrelator`)."""
+        namespace = body["metadata"]["namespace"]
+        key = event_key(body)
+        seen = self.correlator.observe(key)
+        if seen is not None:
+            name, count = seen
+            patch = {"count": count, "lastTimestamp": body["lastTimestamp"]}
+            try:
+                self._release(
+                    call(
+                        self.api_client,
+                        "patch",
+                        "events",
+                        self._core.patch_namespaced_event,
+                        name=name,
+                        namespace=namespace,
+                        body=patch,
+                        _content_type="application/strategic-merge-patch+json",
+                        _preload_content=False,
+                    )
+                )
+                return
+            except ClusterError as e:
+                if e.status != 404:
+                    self.correlator.forget(key)
+                    raise
+                self.correlator.forget(key)  # expired or deleted: create it again
+        self._release(
+            call(
                 self.api_client,
                 "create",
                 "events",
                 self._core.create_namespaced_event,
-                namespace=pod.namespace,
+                namespace=namespace,
                 body=body,
                 _preload_content=False,
-            ),
+            )
         )
+        self.correlator.created(key, body["metadata"]["name"])
 
-    def _submit(self, what: str, fn: Callable[[], object]) -> None:
+    @staticmethod
+    def _release(resp: Any) -> None:
+        """Read and return the connection of a ``_preload_content=False`` answer."""
+        release = getattr(resp, "release_conn", None)
+        if callable(release):
+            getattr(resp, "read", lambda: b"")()
+            release()
+
+    def _submit(self, what: str, fn: Callable[[], object]) -> bool:
+        """Queue ``fn`` for the worker; False (logged, counted) when the queue is full."""
         try:
             self._jobs.put_nowait((what, fn))
+            return True
         except queue.Full:
             self.dropped += 1
             _LOG.warning("recorder queue full: dropping %s", what)
+            return False
 
     def _work(self) -> None:
         while True:
@@ -272,11 +511,7 @@ class Recorder:
                     return
                 what, fn = job
                 try:
-                    resp = fn()
-                    release = getattr(resp, "release_conn", None)
-                    if callable(release):
-                        getattr(resp, "read", lambda: b"")()
-                        release()
+                    self._release(fn())
                     self.sent += 1
                 except ClusterError as e:
                     self.failures += 1

@@ -31,15 +31,21 @@ Threads:
 
 Pods whose ``schedulerName`` has no profile are ignored, as kube-scheduler ignores pods for
 other schedulers. When pods are pending after the first sync and none of them is for one
-of the profiles, a warning says so (and lists the profiles); bosun keeps running.
+of the profiles, a warning says so (and lists the profiles); bosun keeps running, as
+kube-scheduler does. A configuration with no profile for any pod is refused before
+anything starts (:func:`check_serve_configuration`): an explicit ``profiles: []``
+(kube would default it to ``default-scheduler``; an absent list still is), or profiles
+that all have every Filter and Score plugin disabled.
 
 Stopping (:meth:`LiveScheduler.stop`, from a signal handler or another thread): the loop
-stops scheduling; the binder finishes the bindings in flight (at most
-``shutdown_timeout_s``) and their outcomes are reported; the Lease is released; the
+stops scheduling; the bindings queued but not yet sent are cancelled (the pods stay
+pending, for the next leader); those being POSTed finish (at most ``shutdown_timeout_s``)
+and their outcomes are reported; the Lease is released; the
 informers, recorder and health server stop. No thread is left running.
 
 :func:`preflight` makes the first requests before anything starts, so that an unreachable
-server or a refused permission is a clear :class:`ClusterError` (exit code 2 in the CLI).
+server or a missing permission is a clear :class:`ClusterError` (exit code 2 in the CLI):
+it reviews every permission bosun uses (:mod:`bosun.live.rbac`) and lists nodes and pods.
 """
 
 from __future__ import annotations
@@ -57,11 +63,13 @@ from typing import Any
 
 from kubernetes import client
 
+from bosun.api.types import Pod
+from bosun.errors import InputError, InputProblem
 from bosun.framework.config import SchedulerConfiguration
-from bosun.framework.interface import Code
+from bosun.framework.interface import Code, Status
 from bosun.framework.queue import WallClock
 from bosun.framework.scheduler import Scheduler, SchedulingResult
-from bosun.framework.snapshot import Snapshot
+from bosun.framework.snapshot import Snapshot, SnapshotError
 from bosun.live.binder import AsyncBinder, BindOutcome, PostBinding, api_poster
 from bosun.live.client import ClusterError, call
 from bosun.live.informer import (
@@ -73,6 +81,7 @@ from bosun.live.informer import (
 )
 from bosun.live.leader import LeaderElectionConfig, LeaderElector
 from bosun.live.metrics import HealthServer, Heartbeat, SchedulerMetrics, event_check
+from bosun.live.rbac import check_permissions, required_permissions
 from bosun.live.recorder import Recorder
 from bosun.live.sync import ClusterSync
 
@@ -80,6 +89,7 @@ __all__ = [
     "EXIT_LOST_LEASE",
     "LiveScheduler",
     "ServeOptions",
+    "check_serve_configuration",
     "default_identity",
     "install_signal_handlers",
     "preflight",
@@ -146,15 +156,79 @@ class ServeOptions:
         )
 
 
+def check_serve_configuration(config: SchedulerConfiguration, raw: object = None) -> None:
+    """Refuse a configuration under which ``bosun serve`` could place no pod sensibly.
+
+    * ``profiles: []`` written in the file (``raw`` is the parsed document): kube
+      defaults an empty list, like an absent one, to one ``default-scheduler`` profile,
+      and so does bosun's loader; ``bosun serve`` refuses it instead, as a list that
+      declares no profile is taken to be a mistake. An absent ``profiles`` keeps kube's
+      default.
+    * every profile with all Filter and all Score plugins disabled: such a profile
+      checks nothing, and would bind pods to nodes they may not fit (kube accepts it).
+
+    Pods pending for other schedulers only are not an error (kube ignores them; ``bosun
+    serve`` warns once synced).
+
+    Raises:
+        InputError: naming the configuration file and ``profiles``.
+    """
+    source = config.source or "<default configuration>"
+    if isinstance(raw, dict) and isinstance(raw.get("profiles"), list) and not raw["profiles"]:
+        raise InputError(
+            [
+                InputProblem(
+                    source,
+                    "KubeSchedulerConfiguration",
+                    "profiles",
+                    "is an empty list: bosun serve would schedule no pod. List the "
+                    "profiles (one per schedulerName), or leave `profiles` out for kube's "
+                    "default-scheduler profile",
+                )
+            ]
+        )
+    empty = [
+        p.scheduler_name
+        for p in config.profiles
+        if not p.plugins.get("filter") and not p.plugins.get("score")
+    ]
+    if config.profiles and len(empty) == len(config.profiles):
+        raise InputError(
+            [
+                InputProblem(
+                    source,
+                    "KubeSchedulerConfiguration",
+                    "profiles",
+                    f"every profile ({', '.join(empty)}) has all Filter and Score plugins "
+                    "disabled: bosun serve would bind pods to nodes without checking that "
+                    "they fit. Enable at least one Filter plugin (e.g. NodeResourcesFit)",
+                )
+            ]
+        )
+
+
 def preflight(api_client: Any, options: ServeOptions) -> None:
     """The requests ``bosun serve`` needs first, made once, so that what would make it
     fail is reported before anything starts.
 
+    First every permission bosun uses is reviewed (:func:`bosun.live.rbac.check_permissions`:
+    one SelfSubjectAccessReview each); then nodes and pods are listed and (with leader
+    election) the Lease is read.
+
     Raises:
-        ClusterError: the server cannot be reached (the message names its URL), or
-            refuses to list nodes or pods, or (with leader election) to get the Lease; the
-            message names the verb and the resource.
+        ClusterError: the server cannot be reached (the message names its URL), denies
+            permissions bosun needs (each verb, resource and API group named), or refuses
+            to list nodes or pods, or (with leader election) to get the Lease; the message
+            names the verb and the resource.
     """
+    check_permissions(
+        api_client,
+        required_permissions(
+            leader_elect=options.leader_elect,
+            lease_namespace=options.lease_namespace,
+            lease_name=options.lease_name,
+        ),
+    )
     core = client.CoreV1Api(api_client)
     for resource, fn in (("nodes", core.list_node), ("pods", core.list_pod_for_all_namespaces)):
         resp: Any = call(api_client, "list", resource, fn, limit=1, _preload_content=False)
@@ -177,6 +251,32 @@ def preflight(api_client: Any, options: ServeOptions) -> None:
         except ClusterError as e:
             if e.status != 404:
                 raise
+
+
+class _LiveCore(Scheduler):
+    """The scheduler of live mode: preemption victims are remembered as they are evicted
+    (pod, node, GPU devices), so that the live loop can keep them accounted until the API
+    server deletes them (the framework's eviction drops them from the snapshot at once,
+    as the twin wants)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.evicted_now: list[tuple[Pod, str, tuple[int, ...]]] = []
+        super().__init__(*args, **kwargs)
+
+    def take_evicted(self) -> list[tuple[Pod, str, tuple[int, ...]]]:
+        """The victims evicted since the last call (pod, node, GPU devices); the
+        framework's record of evictions is cleared too, so that it does not grow over a
+        long-running live scheduler."""
+        out, self.evicted_now = self.evicted_now, []
+        self._evicted.clear()
+        return out
+
+    def _evict(self, pod_key: str, preemptor: Pod) -> Status:
+        entry = self.snapshot.pods.get(pod_key)
+        if entry is not None:
+            node = self.snapshot.node_names[entry.node_row]
+            self.evicted_now.append((entry.pod, node, entry.gpu_devices))
+        return super()._evict(pod_key, preemptor)
 
 
 class LiveScheduler:
@@ -211,7 +311,9 @@ class LiveScheduler:
         self.api_client = api_client
         self.options = options or ServeOptions()
         self.metrics = metrics or SchedulerMetrics()
-        self.scheduler = Scheduler(config, Snapshot(), clock=WallClock(), seed=self.options.seed)
+        self.scheduler: _LiveCore = _LiveCore(
+            config, Snapshot(), clock=WallClock(), seed=self.options.seed
+        )
         self.sync = ClusterSync(self.scheduler)
         self.ready = threading.Event()
         self.stats: dict[str, int] = dict.fromkeys(
@@ -220,6 +322,7 @@ class LiveScheduler:
         )
         self.heartbeat = Heartbeat(self.options.heartbeat_timeout_s)
         self._events: queue.Queue[InformerEvent] = queue.Queue()
+        self._undeleted: queue.Queue[str] = queue.Queue()  # victims whose DELETE failed
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._post = post_binding or api_poster(api_client)
@@ -274,6 +377,7 @@ class LiveScheduler:
                 host=opts.bind_address,
                 port=opts.port,
             )
+        stopping: float | None = None
         try:
             if self.health is not None:
                 self.health.start()
@@ -293,16 +397,20 @@ class LiveScheduler:
                 )
                 self._elector.start()
             self._loop(binder, recorder)
-            # finish the bindings in flight, and report them
+            stopping = time.monotonic()
+            # cancel the queued bindings, finish those being posted, and report them
             binder.close(opts.shutdown_timeout_s)
             self._handle_outcomes(binder, recorder)
         finally:
+            stopping = stopping if stopping is not None else time.monotonic()
             binder.close(0.0)
             if self._elector is not None:
                 self._elector.stop(opts.renew_deadline_s + 1.0)
             for inf in informers:
                 inf.stop()
-            recorder.close(opts.shutdown_timeout_s)
+            # the reports queued get what is left of the shutdown timeout (1 s at least)
+            left = opts.shutdown_timeout_s - (time.monotonic() - stopping)
+            recorder.close(max(1.0, left))
             if self.health is not None:
                 self.health.stop()
         return EXIT_LOST_LEASE if self._lost_lease else 0
@@ -361,6 +469,7 @@ class LiveScheduler:
             self._wake.clear()
             busy = self.sync.drain(self._events) > 0
             busy = self._handle_outcomes(binder, recorder) or busy
+            busy = self._handle_undeleted() or busy
             if self.leading:
                 q.flush_backoff_completed()
                 q.flush_unschedulable_leftover()
@@ -397,9 +506,45 @@ class LiveScheduler:
             self.metrics.observe_attempt("unschedulable", res.profile, res.decision_s)
         if res.nominated_node_name:
             self.metrics.observe_preemption(len(res.victims))
-            for victim in res.victims:
-                recorder.preempted(victim, res.pod, res.nominated_node_name)
+        # the preemptor's nominatedNodeName goes out before its victims are deleted
         recorder.failed(res)
+        self._preempt(res, recorder)
+
+    def _preempt(self, res: SchedulingResult, recorder: Recorder) -> None:
+        """The victims of this attempt's preemption: back into the snapshot (they run until
+        the API server deletes them, as kube's cache keeps terminating pods), the
+        preemptor held until they are gone (:meth:`ClusterSync.hold`), and each one
+        evicted through the API (:meth:`Recorder.preempted`)."""
+        evicted = self.scheduler.take_evicted()
+        if not evicted:
+            return
+        snap = self.scheduler.snapshot
+        for victim, node, devices in evicted:
+            if snap.pods.get(victim.key) is None and node in snap.node_index:
+                try:
+                    snap.add_pod(victim, node, devices)
+                except SnapshotError as e:  # pragma: no cover - the slot was just freed
+                    _LOG.error("cannot keep victim %s accounted on %s: %s", victim.key, node, e)
+        self.sync.hold(res.pod, (v.key for v, _, _ in evicted), res.attempts)
+        for victim, _, _ in evicted:
+            recorder.preempted(
+                victim, res.pod, res.nominated_node_name, on_failed=self._victim_not_deleted
+            )
+
+    def _victim_not_deleted(self, victim_key: str) -> None:
+        self._undeleted.put(victim_key)
+        self._wake.set()
+
+    def _handle_undeleted(self) -> bool:
+        n = 0
+        while True:
+            try:
+                key = self._undeleted.get_nowait()
+            except queue.Empty:
+                return n > 0
+            n += 1
+            _LOG.warning("preemption victim %s was not deleted: its preemptor is requeued", key)
+            self.sync.victim_not_deleted(key)
 
     def _handle_outcomes(self, binder: AsyncBinder, recorder: Recorder) -> bool:
         n = 0
@@ -419,6 +564,9 @@ class LiveScheduler:
             self.stats["scheduled"] += 1
             self.metrics.observe_attempt("scheduled", profile, decision_s + out.duration_s)
             recorder.scheduled(pod, out.node_name)
+            return
+        if out.cancelled:  # shutting down: left pending for the next leader
+            self.scheduler.forget_failed_binding(pod, out.node_name, attempts)
             return
         self.metrics.observe_attempt("error", profile, decision_s + out.duration_s)
         if out.conflict:

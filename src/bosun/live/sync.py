@@ -27,9 +27,19 @@ Semantics, per event:
 * Pod ``DELETED``, or in phase ``Succeeded``/``Failed``: released from the snapshot
   (``PodDelete``) or dropped from the queue (``Scheduler.delete_pod``).
 
+Preemption (:meth:`ClusterSync.hold`): a preemptor whose victims the API server has not
+deleted yet is held out of the scheduling queue, keeping its nominated node. The victims
+stay accounted on their node until their ``DELETED`` event (as kube's cache keeps a
+terminating pod); when the last one is gone the preemptor goes back to activeQ. A held
+pod's updates only refresh the held copy; a held pod that is deleted, or bound by someone
+else, is let go. :meth:`ClusterSync.victim_not_deleted` (the DELETE failed) sends the
+preemptor to backoffQ, so a victim that cannot be deleted never strands it.
+
 API objects become bosun objects through the manifest loader, one at a time
 (:func:`node_from_api`, :func:`pod_from_api`), so the API server's rules bosun checks are
-checked here too. An object the loader rejects, or that does not fit the snapshot, is
+checked here too. A pod event that changes nothing the loader reads but
+``spec.nodeName`` (a Binding's echo) reuses the pod parsed from the previous event. An
+object the loader rejects, or that does not fit the snapshot, is
 logged (logger ``bosun.live.sync``, with its name and the problems) and skipped, and the
 state bosun had for it is left as it was; :attr:`ClusterSync.skipped` lists them.
 """
@@ -39,12 +49,14 @@ from __future__ import annotations
 import json
 import logging
 import queue
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
 from bosun.api.manifest import load_manifest_text
 from bosun.api.types import Node, Pod
 from bosun.errors import InputError
+from bosun.framework.queue import QueuedPodInfo
 from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import SnapshotError
 from bosun.live.informer import ADDED, DELETED, MODIFIED, InformerEvent
@@ -148,6 +160,61 @@ class ClusterSync:
         self.applied = 0
         self._orphans: dict[str, dict[str, Pod]] = {}
         self._orphan_node: dict[str, str] = {}
+        # pod key -> (what its last API object had that bosun reads, the parsed pod)
+        self._parsed: dict[str, tuple[tuple[Any, ...], Pod]] = {}
+        # preemptor key -> (pod, victims left, attempts)
+        self._held: dict[str, tuple[Pod, set[str], int]] = {}
+        self._victim_of: dict[str, str] = {}  # victim key -> preemptor key
+
+    # ------------------------------------------------------------------ preemption
+
+    @property
+    def held(self) -> dict[str, frozenset[str]]:
+        """Preemptors held until their victims are deleted: key -> victim keys left."""
+        return {k: frozenset(v) for k, (_, v, _) in self._held.items()}
+
+    def hold(self, preemptor: Pod, victims: Iterable[str], attempts: int = 1) -> None:
+        """Hold ``preemptor`` out of the queue until every pod of ``victims``
+        (``namespace/name``) has left the snapshot (module docstring)."""
+        sched = self.scheduler
+        left = {v for v in victims if sched.snapshot.pods.get(v) is not None}
+        if not left:
+            return
+        sched.queue.delete(preemptor.key)
+        self._held[preemptor.key] = (preemptor, left, attempts)
+        for v in left:
+            self._victim_of[v] = preemptor.key
+
+    def victim_not_deleted(self, victim_key: str) -> None:
+        """The DELETE of ``victim_key`` failed: its preemptor goes to backoffQ (and will
+        try again, preempting if it must)."""
+        pre = self._victim_of.pop(victim_key, None)
+        held = self._held.pop(pre, None) if pre is not None else None
+        if held is None:
+            return
+        pod, victims, attempts = held
+        for v in victims:
+            self._victim_of.pop(v, None)
+        now = self.scheduler.clock.now()
+        qpi = QueuedPodInfo(
+            pod=pod, timestamp=now, initial_attempt_timestamp=now, attempts=attempts
+        )
+        self.scheduler.queue.requeue_after_error(qpi)
+
+    def _pod_gone(self, key: str) -> None:
+        """``key`` left the cluster: a held preemptor is let go; a victim counts down."""
+        held = self._held.pop(key, None)
+        if held is not None:
+            for v in held[1]:
+                self._victim_of.pop(v, None)
+        pre = self._victim_of.pop(key, None)
+        if pre is None or pre not in self._held:
+            return
+        pod, victims, _ = self._held[pre]
+        victims.discard(key)
+        if not victims:
+            del self._held[pre]
+            self.scheduler.queue.add(pod)
 
     @property
     def orphans(self) -> dict[str, str]:
@@ -243,8 +310,9 @@ class ClusterSync:
             self._remove_pod(key)
             return True
         try:
-            pod = pod_from_api(obj)
+            pod = self._parse_pod(key, obj)
         except InputError as e:
+            self._parsed.pop(key, None)
             return self._skip("Pod", key, str(e))
         if pod is None:
             self._remove_pod(key)
@@ -258,9 +326,48 @@ class ClusterSync:
             self._pending(pod)
         return True
 
+    def _parse_pod(self, key: str, obj: Obj) -> Pod | None:
+        """:func:`pod_from_api`, skipped when only ``spec.nodeName`` (or what bosun does
+        not read: ``resourceVersion``, ``managedFields``, ``status`` but its phase)
+        changed since the last event of the pod, as for the echo of a Binding: the pod
+        parsed last time is reused, with the new node name."""
+        meta, spec, status = obj.get("metadata"), obj.get("spec"), obj.get("status")
+        node = spec.get("nodeName") if isinstance(spec, dict) else None
+        if not (
+            isinstance(meta, dict)
+            and isinstance(spec, dict)
+            and isinstance(status, dict | None)
+            and isinstance(node, str | None)
+        ):
+            return pod_from_api(obj)
+        fingerprint = (
+            meta.get("uid"),
+            meta.get("generateName"),
+            meta.get("labels"),
+            meta.get("annotations"),
+            meta.get("ownerReferences"),
+            (status or {}).get("phase"),
+            {k: v for k, v in spec.items() if k != "nodeName"},
+        )
+        cached = self._parsed.get(key)
+        if cached is not None and cached[0] == fingerprint:
+            pod = cached[1]
+            return pod if pod.node_name == (node or "") else replace(pod, node_name=node or "")
+        parsed = pod_from_api(obj)
+        if parsed is None:
+            self._parsed.pop(key, None)
+        else:
+            self._parsed[key] = (fingerprint, parsed)
+        return parsed
+
     def _remove_pod(self, key: str) -> None:
-        sched = self.scheduler
+        self._parsed.pop(key, None)
         self._unpark(key)
+        self._remove_from_scheduler(key)
+        self._pod_gone(key)
+
+    def _remove_from_scheduler(self, key: str) -> None:
+        sched = self.scheduler
         entry = sched.snapshot.pods.get(key)
         if entry is not None and sched.cache.is_assumed(key):
             sched.cache.forget(entry.pod)
@@ -274,6 +381,8 @@ class ClusterSync:
         sched = self.scheduler
         snap, key = sched.snapshot, pod.key
         self._unpark(key)
+        if key in self._held:  # bound by someone else while waiting for its victims
+            self._pod_gone(key)
         sched.queue.delete(key)
         sched.nominated.pop(key, None)
         entry = snap.pods.get(key)
@@ -313,5 +422,9 @@ class ClusterSync:
         if sched.snapshot.pods.get(pod.key) is not None:
             return  # placed by this scheduler; the API has not caught up yet
         self._unpark(pod.key)
+        held = self._held.get(pod.key)
+        if held is not None:
+            self._held[pod.key] = (pod, held[1], held[2])  # still waiting for its victims
+            return
         if pod.scheduler_name in sched.profiles:
             sched.add_pod(pod)

@@ -1,0 +1,198 @@
+"""The recorder against the fake API server: repeated Events counted into one (client-go's
+EventCorrelator), stale PodScheduled patches not sent, victims evicted in kube's order."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from bosun.api.build import make_pod
+from bosun.api.types import Pod
+from bosun.live.recorder import EventCorrelator, Recorder, event_body, event_key
+
+from .fakeapi import FakeApiServer
+from .serving import Obj, events, pod
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def key(message: str, name: str = "p", reason: str = "FailedScheduling") -> tuple[str, ...]:
+    return event_key(
+        event_body(make_pod(name, uid=f"u-{name}"), "Warning", reason, message, "Scheduling", "i")
+    )
+
+
+# (steps, expected answers of observe): a step is (time, key, created name or "")
+CORRELATION = [
+    pytest.param(
+        [(0.0, key("m"), "e1"), (1.0, key("m"), ""), (2.0, key("m"), "")],
+        [None, ("e1", 2), ("e1", 3)],
+        id="repeats-count-up",
+    ),
+    pytest.param(
+        [(0.0, key("m"), "e1"), (1.0, key("other"), "e2"), (2.0, key("m"), "")],
+        [None, None, ("e1", 2)],
+        id="another-message-is-another-event",
+    ),
+    pytest.param(
+        [(0.0, key("m"), "e1"), (1.0, key("m", name="q"), "e2")],
+        [None, None],
+        id="another-pod-is-another-event",
+    ),
+    pytest.param(
+        [(0.0, key("m"), "e1"), (1.0, key("m", reason="Scheduled"), "e2")],
+        [None, None],
+        id="another-reason-is-another-event",
+    ),
+    pytest.param(
+        # window 600 s: a repeat at 600 counts (600 - 0 is not > 600), then 1201 - 600 > 600
+        [(0.0, key("m"), "e1"), (600.0, key("m"), ""), (1201.0, key("m"), "e3")],
+        [None, ("e1", 2), None],
+        id="window-measured-from-the-last-repeat",
+    ),
+]
+
+
+@pytest.mark.parametrize(("steps", "expected"), CORRELATION)
+def test_correlator(
+    steps: list[tuple[float, tuple[str, ...], str]], expected: list[tuple[str, int] | None]
+) -> None:
+    clock = Clock()
+    corr = EventCorrelator(window_s=600.0, clock=clock)
+    got: list[tuple[str, int] | None] = []
+    for t, k, created in steps:
+        clock.t = t
+        got.append(corr.observe(k))
+        if created:
+            corr.created(k, created)
+    assert got == expected
+
+
+def test_correlator_forgets_least_recently_used_keys() -> None:
+    corr = EventCorrelator(max_keys=2)
+    corr.created(key("a"), "ea")
+    corr.created(key("b"), "eb")
+    assert corr.observe(key("a")) == ("ea", 2)  # a is now the most recent
+    corr.created(key("c"), "ec")  # evicts b
+    assert corr.observe(key("b")) is None
+    assert corr.observe(key("a")) == ("ea", 3)
+
+
+# ----------------------------------------------------------------- against the fake
+
+
+@pytest.fixture
+def recorder(api_client: client.ApiClient) -> Iterator[Recorder]:
+    rec = Recorder(api_client, instance="test")
+    yield rec
+    rec.close(5.0)
+
+
+def seeded(fake: FakeApiServer, name: str = "p") -> Pod:
+    obj = fake.create(pod(name))
+    return make_pod(name, uid=obj["metadata"]["uid"], scheduler_name="bosun")
+
+
+def test_repeated_failed_scheduling_is_one_event_with_a_count(
+    fake_api: FakeApiServer, recorder: Recorder
+) -> None:
+    p = seeded(fake_api)
+    for _ in range(3):
+        recorder.failed_pod(p, "0/2 nodes are available: 2 Insufficient cpu.")
+    recorder.failed_pod(p, "0/3 nodes are available: 3 Insufficient cpu.")
+    assert recorder.wait_idle(5.0)
+    evs = sorted(events(fake_api, "p", "FailedScheduling"), key=lambda e: e["message"])
+    assert [(e["message"], e["count"]) for e in evs] == [
+        ("0/2 nodes are available: 2 Insufficient cpu.", 3),
+        ("0/3 nodes are available: 3 Insufficient cpu.", 1),
+    ]
+    first = evs[0]
+    assert first["firstTimestamp"] <= first["lastTimestamp"]
+    # counted by PATCH of the first Event, never a second POST for the same message
+    posts = [m for m, path in fake_api.requests if m == "POST" and "/events" in path]
+    patches = [m for m, path in fake_api.requests if m == "PATCH" and "/events/" in path]
+    assert (len(posts), len(patches)) == (2, 2)
+
+
+def test_an_expired_event_is_created_again(fake_api: FakeApiServer, recorder: Recorder) -> None:
+    p = seeded(fake_api)
+    recorder.failed_pod(p, "m")
+    assert recorder.wait_idle(5.0)
+    (ev,) = events(fake_api, "p")
+    fake_api.delete("Event", ev["metadata"]["name"], "default")  # the API server's TTL
+    recorder.failed_pod(p, "m")
+    assert recorder.wait_idle(5.0)
+    (again,) = events(fake_api, "p")
+    assert again["count"] == 1 and again["metadata"]["name"] != ev["metadata"]["name"]
+    assert recorder.failures == 0
+
+
+def test_scheduled_drops_a_queued_condition_patch(
+    fake_api: FakeApiServer, recorder: Recorder
+) -> None:
+    """A failure's PodScheduled=False patch still queued when the pod gets bound is not
+    sent (kube patches before its next attempt, so a bound pod never gets it)."""
+    p = seeded(fake_api)
+    gate = threading.Event()
+    recorder._submit("block the worker", lambda: gate.wait(5.0))
+    recorder.failed_pod(p, "0/1 nodes are available: 1 Insufficient cpu.")
+    recorder.scheduled(p, "n1")
+    gate.set()
+    assert recorder.wait_idle(5.0)
+    assert not [path for m, path in fake_api.requests if m == "PATCH" and "/status" in path]
+    reasons = sorted(e["reason"] for e in events(fake_api, "p"))
+    assert reasons == ["FailedScheduling", "Scheduled"]
+
+
+def test_only_the_newest_queued_condition_patch_is_sent(
+    fake_api: FakeApiServer, recorder: Recorder
+) -> None:
+    p = seeded(fake_api)
+    gate = threading.Event()
+    recorder._submit("block the worker", lambda: gate.wait(5.0))
+    recorder.failed_pod(p, "first")
+    recorder.failed_pod(p, "second")
+    gate.set()
+    assert recorder.wait_idle(5.0)
+    patches = [path for m, path in fake_api.requests if m == "PATCH" and "/status" in path]
+    assert len(patches) == 1
+    conds = fake_api.get("Pod", "p", "default")["status"]["conditions"]
+    assert [(c["type"], c["status"], c["message"]) for c in conds] == [
+        ("PodScheduled", "False", "second")
+    ]
+
+
+def test_preempted_evicts_in_kube_order_and_reports_failures(
+    fake_api: FakeApiServer, recorder: Recorder
+) -> None:
+    victim_obj: Obj = pod("victim")
+    victim_obj["spec"]["nodeName"] = "n1"
+    uid = fake_api.create(victim_obj)["metadata"]["uid"]
+    victim = make_pod("victim", uid=uid, node_name="n1")
+    preemptor = make_pod("boss", uid="u-boss", scheduler_name="bosun")
+    failed: list[str] = []
+    recorder.preempted(victim, preemptor, "n1", on_failed=failed.append)
+    assert recorder.wait_idle(5.0)
+    calls = [(m, path.split("?")[0]) for m, path in fake_api.requests if "victim" in path]
+    assert calls == [
+        ("PATCH", "/api/v1/namespaces/default/pods/victim/status"),
+        ("DELETE", "/api/v1/namespaces/default/pods/victim"),
+    ]
+    (ev,) = events(fake_api, "victim", "Preempted")
+    assert ev["message"] == "Preempted by pod u-boss on node n1"
+    assert failed == []
+    # a pod created again under the victim's name is not deleted (uid precondition)
+    fake_api.create(pod("victim"))
+    recorder.preempted(victim, preemptor, "n1", on_failed=failed.append)
+    assert recorder.wait_idle(5.0)
+    assert failed == ["default/victim"]
+    assert [p["metadata"]["name"] for p in fake_api.list("Pod")] == ["victim"]
