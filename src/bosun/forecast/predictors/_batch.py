@@ -60,7 +60,9 @@ def batch_forecast(
     first = max(min_context, last - window + 1)
     origins = np.arange(first, last + 1, dtype=np.int64)
     cal_points = paths(arr, origins, h)
-    cal_actual = arr[:, origins[:, None] + np.arange(h)[None, :]]
+    # actual[:, j, k] = arr[:, origins[j] + k]: a strided view, no copy (origins are contiguous)
+    windows = np.lib.stride_tricks.sliding_window_view(arr, h, axis=1)
+    cal_actual = windows[:, first : last + 1, :]
     point_now = paths(arr, np.array([t], dtype=np.int64), h)[:, 0, :]
     out = calibrate(point_now, cal_points, cal_actual, levels, neighbours)
     return BatchForecast(

@@ -30,15 +30,18 @@ def ewma_levels(values: FloatArray, alpha: float, start: FloatArray | None = Non
     ``start`` is the level before the first column (shape (S,) or scalar); ``None`` means
     ``l_0 = y_0``. One Python step per column, vectorized over the S rows.
     """
-    arr = np.atleast_2d(np.asarray(values, dtype=np.float64))
-    out = np.empty_like(arr)
-    level = arr[:, 0].copy() if start is None else np.broadcast_to(start, arr[:, 0].shape).copy()
+    # time-major copy: each step then reads and writes one contiguous row
+    cols = np.ascontiguousarray(np.atleast_2d(np.asarray(values, dtype=np.float64)).T)
+    out = np.empty_like(cols)
+    level = cols[0].copy() if start is None else np.broadcast_to(start, cols[0].shape).copy()
     keep = 1.0 - alpha
-    for t in range(arr.shape[1]):
+    scaled = cols * alpha
+    for t in range(cols.shape[0]):
         level *= keep
-        level += alpha * arr[:, t]
-        out[:, t] = level
-    return out if np.ndim(values) == 2 else out[0]
+        level += scaled[t]
+        out[t] = level
+    result: FloatArray = out.T
+    return result if np.ndim(values) == 2 else result[0]
 
 
 class EWMA(PointPredictor):
@@ -98,7 +101,8 @@ class EWMA(PointPredictor):
             if "levels" not in cache:
                 cache["levels"] = ewma_levels(arr, self.alpha)
             lv = cache["levels"][:, origins - 1]
-            return np.repeat(lv[:, :, None], h, axis=2)
+            out: FloatArray = np.broadcast_to(lv[:, :, None], (*lv.shape, h))  # a view
+            return out
 
         return batch_forecast(
             self.name,
