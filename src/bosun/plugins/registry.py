@@ -26,6 +26,7 @@ def in_tree_registry() -> dict[str, PluginClass]:
     from bosun.plugins.gpu_packing import GpuPacking
     from bosun.plugins.image_locality import ImageLocality
     from bosun.plugins.inter_pod_affinity import InterPodAffinity
+    from bosun.plugins.load_aware_predictive import LoadAwarePredictive
     from bosun.plugins.node_affinity import NodeAffinity
     from bosun.plugins.node_name import NodeName
     from bosun.plugins.node_ports import NodePorts
@@ -64,6 +65,7 @@ def in_tree_registry() -> dict[str, PluginClass]:
         GpuPacking,
         GpuClustering,
         FGD,
+        LoadAwarePredictive,
     ]
     return {c.name: c for c in classes}  # type: ignore[attr-defined]
 

@@ -65,7 +65,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import IntEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -81,6 +81,9 @@ from bosun.twin.fragmentation import TaskClasses, with_task_classes
 from bosun.twin.metrics import Counters, MetricsRecorder, PodRecord, pod_table, summarize
 from bosun.twin.results import SimulationResult
 from bosun.twin.trace import NodeEvent, NodeEventKind, PodArrival, Trace
+
+if TYPE_CHECKING:
+    from bosun.twin.usage import TwinMetricsProvider, UsageConfig, UsageTracker
 
 ProgressCallback = Callable[[float, float], None]
 """``progress(sim_time_s, end_time_s)``, called now and then during :meth:`Simulator.run`."""
@@ -415,6 +418,8 @@ class Simulator:
             for inspection after :meth:`run`.
         task_classes: the FGD task classes of the trace's arrivals (of its bound pods when
             it has no arrival; None when it has no pod at all).
+        usage_tracker, metrics_provider: the usage model's state and the plugins' metrics
+            provider (None without ``usage``).
 
     Raises:
         InputError: every problem in the trace (:func:`validate_trace`), its bound pods
@@ -434,6 +439,7 @@ class Simulator:
         progress: ProgressCallback | None = None,
         decision_latency_s: float = 0.0,
         fragmentation_every_s: float | None = None,
+        usage: UsageConfig | None = None,
     ) -> None:
         if sample_every_s is not None and not (
             sample_every_s > 0 and math.isfinite(sample_every_s)
@@ -478,6 +484,10 @@ class Simulator:
             problems.extend(e.problems)
         if problems:
             raise InputError(problems)
+        self.usage_tracker: UsageTracker | None = None
+        self.metrics_provider: TwinMetricsProvider | None = None
+        if usage is not None:
+            self._attach_usage(usage)
         #: the last trace event's time (progress bar end when ``until_s`` is not given)
         self.horizon_s = max(
             [
@@ -508,6 +518,28 @@ class Simulator:
         self._sample_k = 0  # index of the last regular sample (``sample_every_s``)
         self._busy_until = 0.0
         self._ran = False
+
+    def _attach_usage(self, usage: UsageConfig) -> None:
+        """Build the usage tracker and provider; hand the provider to every plugin that
+        takes one; account the trace's bound pods as running before time 0 (the first
+        sample sees them)."""
+        from bosun.twin.usage import TwinMetricsProvider, UsageTracker
+
+        tracker = UsageTracker(usage, self.snapshot, self.trace.name)
+        self.usage_tracker = tracker
+        self.metrics_provider = TwinMetricsProvider(tracker, self.clock)
+        for fwk in self.scheduler.profiles.values():
+            for plugin in fwk.instances.values():
+                set_provider = getattr(plugin, "set_provider", None)
+                if callable(set_provider):
+                    set_provider(self.metrics_provider)
+        for pod in self.trace.bound:
+            # already running at time 0: bound "before" it, so the sample at 0 sees them
+            tracker.bind(pod, pod.node_name, 0.0, -1.0)
+
+    def _usage_end(self, key: str) -> None:
+        if self.usage_tracker is not None:
+            self.usage_tracker.end(key, self._heap.now)
 
     # ------------------------------------------------------------------------ scheduling
 
@@ -595,6 +627,8 @@ class Simulator:
         if end > self.clock.now():
             self.clock.set(end)
         self.metrics.finish(end, self._counters_now())
+        if self.usage_tracker is not None:
+            self.usage_tracker.finish(end)
         wall_s = time.perf_counter() - started
         if self._progress is not None:
             self._progress(end, end)
@@ -674,6 +708,7 @@ class Simulator:
 
     def _end_running(self, rec: PodRecord, outcome: str) -> None:
         """``rec`` stops running (the core has already released it, or is told to)."""
+        self._usage_end(rec.pod.key)
         rec.outcome = outcome
         self._cancel(rec.completion)
         rec.completion = None
@@ -684,6 +719,7 @@ class Simulator:
         rec.completion = None
         self._gpu_node(rec.node)
         self.scheduler.delete_pod(rec.pod.key)
+        self._usage_end(rec.pod.key)
         rec.outcome = "Completed"
 
     def _delete(self, key: str) -> None:
@@ -734,6 +770,8 @@ class Simulator:
             rec.node = res.node_name
             rec.message = ""
             self._gpu_node(rec.node)
+            if self.usage_tracker is not None:
+                self.usage_tracker.bind(rec.pod, rec.node, bound, t)
             self._scheduled += 1
             self._pending -= 1
             duration = rec.arrival.duration_s
@@ -747,6 +785,7 @@ class Simulator:
             self.metrics.gpu_changed()  # victims of a bound pod may run anywhere
         for victim in res.victims:
             self._preempted += 1
+            self._usage_end(victim)  # also a pod of Trace.bound, which has no record
             vrec = self._current.get(victim)
             if vrec is not None and vrec.outcome == RUNNING:
                 self._end_running(vrec, "Preempted")
@@ -777,6 +816,7 @@ class Simulator:
         victims = [bp.pod for bp in snap.pods.on(row)]
         for pod in victims:
             self.scheduler.delete_pod(pod.key)
+            self._usage_end(pod.key)
             rec = self._current.get(pod.key)
             if rec is not None and rec.outcome == RUNNING:
                 self._end_running(rec, "Evicted")
@@ -812,6 +852,8 @@ class Simulator:
         timeseries = self.metrics.timeseries()
         pods = pod_table(self._records)
         summary = summarize(timeseries, pods, self._decisions_ms, wall_s=wall_s, end_s=end)
+        if self.usage_tracker is not None:
+            summary.update(self.usage_tracker.summary())
         source = self.config.source
         config_name = "default" if source == "<default>" else Path(source).stem
         profiles = [p.scheduler_name for p in self.config.profiles]
@@ -831,6 +873,9 @@ class Simulator:
             "skipped_rows": len(self.trace.skipped),
             "bosun_version": _version(),
         }
+        if self.usage_tracker is not None:
+            meta["metrics_interval_s"] = self.usage_tracker.interval
+            meta["usage_predictor"] = getattr(self.usage_tracker.config.predictor, "name", "")
         return SimulationResult(
             name=f"{self.trace.name} · {config_name}",
             timeseries=timeseries,

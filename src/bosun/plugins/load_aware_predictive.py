@@ -1,0 +1,645 @@
+"""LoadAwarePredictive: place pods by where node usage is going, not by requests.
+
+Three modes, one plugin (``pluginConfig[LoadAwarePredictive].args.mode``):
+
+* ``predictive`` (bosun, the default): a node's CPU usage is the provider's forecast of its
+  **peak** over the pod's first ``horizonSeconds`` at quantile ``quantile`` (P95 of the
+  peak by default, :class:`bosun.forecast.provider.NodeMetrics.cpu_peak_milli`; the last
+  sample when there is no forecast), memory its last sample; plus the estimated usage of
+  the pods assigned since (see below) and of the pod. Filter: rejects a node when that
+  usage, in percent of allocatable rounded half away from zero, exceeds
+  ``usageThresholds`` (default cpu 80, the hot-spot line of ``docs/load-aware.md``, memory
+  95). Score: Koordinator's weighted least-used score on those usages (below).
+* ``koordinator-loadaware``: Koordinator's ``LoadAwareScheduling``
+  (koordinator-sh/koordinator ``pkg/scheduler/plugins/loadaware``, ``load_aware.go``;
+  defaults in ``pkg/scheduler/apis/config/v1beta3/defaults.go``). ``used[r]`` = node usage
+  at the last sample + estimated usage of the pods assigned since + the pod's estimate.
+  Filter: ``round(used / allocatable * 100) > usageThresholds[r]`` rejects with
+  ``node(s) <r> usage exceed threshold`` (default cpu 65, memory 95; a threshold of 0 or a
+  resource with 0 allocatable is skipped). Score (``loadAwareSchedulingScorer``):
+  ``sum_r w_r * leastUsed(used_r, alloc_r) / sum_r w_r`` in integer division, with
+  ``leastUsed = (alloc - used) * 100 / alloc``, 0 when ``used > alloc`` or ``alloc == 0``;
+  weights ``resourceWeights`` (default cpu 1, memory 1).
+* ``trimaran-tlp``: scheduler-plugins' ``TargetLoadPacking``
+  (kubernetes-sigs/scheduler-plugins ``pkg/trimaran/targetloadpacking``, KEP 61 "Trimaran:
+  real load aware scheduling"). Score only (the Filter passes every node). With ``U`` the
+  node's CPU utilization at the last sample in percent of allocatable (TLP reads capacity;
+  bosun's nodes carry allocatable), ``P = 100 * (U/100 * alloc + pod + missing) / alloc``
+  and target ``T`` (``targetUtilization``, default 40): ``P <= T``:
+  ``round((100 - T) * P / T + T)``; ``T < P <= 100``: ``round(T * (100 - P) / (100 - T))``;
+  ``P > 100``: 0 (``math.Round``, half away from zero). The pod's CPU is TLP's
+  ``PredictUtilisation`` per container: the limit when set, else ``round(request *
+  defaultRequestsMultiplier)`` (1.5) when a request is set, else ``defaultRequestsMilliCpu``
+  (1000); plus the pod overhead.
+
+**Estimated usage** (``koordinator-loadaware`` and ``predictive``): Koordinator's default
+estimator (``estimator/default_estimator.go``): per resource, ``q = max(request, limit)``
+(pod totals); ``q == 0`` gives 250 milli-CPU or 200 MiB; else ``round(q * factor / 100)``,
+capped at the limit when one is set, with ``estimatedScalingFactors`` (default cpu 85,
+memory 70). ``trimaran-tlp`` uses ``PredictUtilisation`` for CPU.
+
+**Pods assigned since the last sample** (the stale-metrics hot spot): the plugin records
+every pod it sees reserved (Reserve, i.e. assumed; Unreserve forgets it) with the
+provider's time. A pod still bound to the node counts at its estimated usage when
+``assigned_s > sample_s - reportIntervalSeconds`` (default 60): it was assigned after the
+node's last sample, or within one report interval before it, when the sample (an average
+over the interval) may not show it yet. This is Koordinator's rule
+(``missedLatestUpdateTime`` or ``stillInTheReportInterval``, 60 s default report interval)
+and Trimaran's (``ScheduledPodsCache``: bound after the metrics window's end or less than
+``metricsAgentReportingIntervalSeconds`` = 60 s before it). Koordinator also subtracts
+such a pod's own reported usage from the node's, which needs per-pod metrics; bosun does
+not (it may count a pod twice, erring on the cautious side, as Trimaran does).
+
+**Missing or stale metrics**: a node with no sample, a non-finite usage, or a sample at
+least ``nodeMetricExpirationSeconds`` old (default 180, Koordinator's default) passes the
+Filter and scores ``neutralScore``. Default per mode, as the originals do: 0 for
+``koordinator-loadaware`` (its Score returns 0 for a missing or expired NodeMetric) and
+``trimaran-tlp`` (``framework.MinNodeScore`` when the node has no metrics); 50 for
+``predictive``, the middle of the scale, so a node without metrics (a new, empty node) is
+neither avoided nor preferred and the profile's other Score plugins decide.
+
+**No provider** (none attached, :meth:`LoadAwarePredictive.set_provider`) or a provider
+that raises :class:`bosun.errors.BosunError` (e.g.
+:class:`bosun.forecast.provider.MetricsUnavailableError`, Prometheus down): every node is
+treated as missing (passes, neutral), a warning is logged once until the provider answers
+again, and the scheduler keeps scheduling.
+
+Scores never carry NaN: non-finite usages count as missing, every score is clipped to
+0..100 and cast to int64.
+
+Args (``pluginConfig[LoadAwarePredictive].args``; validated in :meth:`LoadAwareArgs.parse`):
+``mode``, ``horizonSeconds`` (600), ``quantile`` (0.95), ``nodeMetricExpirationSeconds``
+(180), ``reportIntervalSeconds`` (60), ``usageThresholds`` ({cpu, memory} percent 0..100),
+``resourceWeights`` ({cpu, memory} >= 0, not all 0), ``estimatedScalingFactors``
+({cpu, memory} 1..100), ``targetUtilization`` (40, 1..99), ``defaultRequestsMilliCpu``
+(1000), ``defaultRequestsMultiplier`` (1.5, a number or a numeric string as TLP takes it),
+``neutralScore`` (0..100).
+
+Extension points: PreFilter, Filter, PreScore, Score, Reserve; EnqueueExtensions.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from bosun.api.types import CPU, MEMORY, Pod
+from bosun.errors import BosunError
+from bosun.forecast.provider import NodeMetrics, NodeMetricsProvider
+from bosun.framework.interface import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    Code,
+    CycleState,
+    FilterResult,
+    IndexArray,
+    IntArray,
+    NodeFailure,
+    PluginArgsError,
+    PreFilterResult,
+    Status,
+)
+from bosun.plugins.gpu_common import args_mapping, one_of
+
+if TYPE_CHECKING:
+    from bosun.framework.interface import Handle
+    from bosun.framework.snapshot import Snapshot
+
+FloatArray = npt.NDArray[np.float64]
+
+NAME = "LoadAwarePredictive"
+STATE_KEY = "PreFilter" + NAME
+
+PREDICTIVE = "predictive"
+TRIMARAN_TLP = "trimaran-tlp"
+KOORDINATOR = "koordinator-loadaware"
+MODES = (PREDICTIVE, TRIMARAN_TLP, KOORDINATOR)
+
+#: Resources the plugin measures (snapshot columns: milli-CPU, bytes).
+RESOURCES = (CPU, MEMORY)
+
+#: Koordinator's estimator defaults for a pod that requests nothing.
+DEFAULT_ESTIMATE_MILLI_CPU = 250
+DEFAULT_ESTIMATE_MEMORY_BYTES = 200 * 1024 * 1024
+
+#: Filter thresholds (percent of allocatable) per mode; TLP has no Filter.
+DEFAULT_USAGE_THRESHOLDS: Mapping[str, Mapping[str, int]] = {
+    PREDICTIVE: {CPU: 80, MEMORY: 95},
+    KOORDINATOR: {CPU: 65, MEMORY: 95},
+    TRIMARAN_TLP: {},
+}
+#: Score of a node with missing or stale metrics, per mode (module docstring).
+DEFAULT_NEUTRAL_SCORE: Mapping[str, int] = {PREDICTIVE: 50, KOORDINATOR: 0, TRIMARAN_TLP: 0}
+
+_ARG_FIELDS = (
+    "mode",
+    "horizonSeconds",
+    "quantile",
+    "nodeMetricExpirationSeconds",
+    "reportIntervalSeconds",
+    "usageThresholds",
+    "resourceWeights",
+    "estimatedScalingFactors",
+    "targetUtilization",
+    "defaultRequestsMilliCpu",
+    "defaultRequestsMultiplier",
+    "neutralScore",
+)
+
+_log = logging.getLogger(__name__)
+#: Usages are clipped here before integer arithmetic (far above any node's capacity).
+_SATURATE = 1e15
+
+
+# ------------------------------------------------------------------------------ args
+
+
+def _number(raw: Any, path: str, *, low: float, high: float, low_open: bool = False) -> float:
+    """``raw`` as a finite number in ``[low, high]`` (``(low, high]`` when ``low_open``)."""
+    if isinstance(raw, str):
+        try:
+            raw = float(raw)
+        except ValueError:
+            raise PluginArgsError(path, f"must be a number, got {raw!r}") from None
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise PluginArgsError(path, f"must be a number, got {raw!r}")
+    value = float(raw)
+    below = value <= low if low_open else value < low
+    if not math.isfinite(value) or below or value > high:
+        bracket = "(" if low_open else "["
+        raise PluginArgsError(path, f"must be in {bracket}{low:g}, {high:g}], got {raw!r}")
+    return value
+
+
+def _int(raw: Any, path: str, *, low: int, high: int) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise PluginArgsError(path, f"must be an integer, got {raw!r}")
+    if not low <= raw <= high:
+        raise PluginArgsError(path, f"must be in [{low}, {high}], got {raw}")
+    return raw
+
+
+def _resource_map(raw: Any, path: str, *, low: int, high: int) -> dict[str, int]:
+    if not isinstance(raw, Mapping):
+        raise PluginArgsError(path, f"must be an object {{cpu, memory}}, got {raw!r}")
+    out: dict[str, int] = {}
+    for key, value in raw.items():
+        if key not in RESOURCES:
+            raise PluginArgsError(f"{path}.{key}", "unknown resource (expected: cpu, memory)")
+        out[str(key)] = _int(value, f"{path}.{key}", low=low, high=high)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LoadAwareArgs:
+    """The plugin's args after defaulting and validation (module docstring)."""
+
+    mode: str = PREDICTIVE
+    horizon_s: float = 600.0
+    quantile: float = 0.95
+    max_metric_age_s: float = 180.0
+    report_interval_s: float = 60.0
+    usage_thresholds: Mapping[str, int] = field(default_factory=lambda: {CPU: 80, MEMORY: 95})
+    resource_weights: Mapping[str, int] = field(default_factory=lambda: {CPU: 1, MEMORY: 1})
+    scaling_factors: Mapping[str, int] = field(default_factory=lambda: {CPU: 85, MEMORY: 70})
+    target_utilization: int = 40
+    default_requests_milli_cpu: int = 1000
+    default_requests_multiplier: float = 1.5
+    neutral_score: int = 50
+
+    @staticmethod
+    def parse(args: Mapping[str, Any] | None) -> LoadAwareArgs:
+        """Default and validate raw args (camelCase keys).
+
+        Raises:
+            PluginArgsError: the first invalid field: an unknown key, an unknown ``mode``, a
+                value of the wrong type or out of its range (see the module docstring).
+        """
+        raw = args_mapping(args, _ARG_FIELDS)
+        mode = one_of(raw.get("mode", PREDICTIVE), "mode", MODES)
+        thresholds = dict(DEFAULT_USAGE_THRESHOLDS[mode])
+        if "usageThresholds" in raw:
+            thresholds = _resource_map(raw["usageThresholds"], "usageThresholds", low=0, high=100)
+        weights = {CPU: 1, MEMORY: 1}
+        if "resourceWeights" in raw:
+            weights = _resource_map(raw["resourceWeights"], "resourceWeights", low=0, high=100)
+            if not any(weights.values()):
+                raise PluginArgsError("resourceWeights", "at least one weight must be > 0")
+        factors = {CPU: 85, MEMORY: 70}
+        if "estimatedScalingFactors" in raw:
+            given = _resource_map(
+                raw["estimatedScalingFactors"], "estimatedScalingFactors", low=1, high=100
+            )
+            factors = {**factors, **given}
+        return LoadAwareArgs(
+            mode=mode,
+            horizon_s=_number(
+                raw.get("horizonSeconds", 600.0), "horizonSeconds", low=0, high=1e7, low_open=True
+            ),
+            quantile=_number(
+                raw.get("quantile", 0.95), "quantile", low=0, high=0.999999, low_open=True
+            ),
+            max_metric_age_s=_number(
+                raw.get("nodeMetricExpirationSeconds", 180.0),
+                "nodeMetricExpirationSeconds",
+                low=0,
+                high=1e9,
+                low_open=True,
+            ),
+            report_interval_s=_number(
+                raw.get("reportIntervalSeconds", 60.0), "reportIntervalSeconds", low=0, high=1e9
+            ),
+            usage_thresholds=thresholds,
+            resource_weights=weights,
+            scaling_factors=factors,
+            target_utilization=_int(
+                raw.get("targetUtilization", 40), "targetUtilization", low=1, high=99
+            ),
+            default_requests_milli_cpu=_int(
+                raw.get("defaultRequestsMilliCpu", 1000),
+                "defaultRequestsMilliCpu",
+                low=0,
+                high=10**9,
+            ),
+            default_requests_multiplier=_number(
+                raw.get("defaultRequestsMultiplier", 1.5),
+                "defaultRequestsMultiplier",
+                low=0,
+                high=1000,
+            ),
+            neutral_score=_int(
+                raw.get("neutralScore", DEFAULT_NEUTRAL_SCORE[mode]),
+                "neutralScore",
+                low=MIN_NODE_SCORE,
+                high=MAX_NODE_SCORE,
+            ),
+        )
+
+
+# ------------------------------------------------------------------ pod estimates
+
+
+def _limits(pod: Pod, name: str) -> int:
+    """Sum of the containers' limits on ``name`` (``PodLimits``; 0 when none sets one)."""
+    return sum(int(c.limits.get(name, 0)) for c in pod.containers)
+
+
+def koordinator_estimate(pod: Pod, name: str, factor: int) -> int:
+    """Koordinator's ``estimatedUsedByResource`` for ``cpu`` (milli) or ``memory`` (bytes).
+
+    ``q = max(request, limit)``; 0 gives the defaults (250 milli-CPU, 200 MiB); else
+    ``round(q * factor / 100)`` (half away from zero), capped at the limit when set.
+    """
+    request = int(pod.requests.get(name, 0))
+    limit = _limits(pod, name)
+    quantity = max(request, limit)
+    if quantity == 0:
+        return DEFAULT_ESTIMATE_MILLI_CPU if name == CPU else DEFAULT_ESTIMATE_MEMORY_BYTES
+    estimate = math.floor(quantity * factor / 100 + 0.5)
+    if limit > 0:
+        estimate = min(estimate, limit)
+    return estimate
+
+
+def trimaran_cpu_estimate(pod: Pod, default_milli: int, multiplier: float) -> int:
+    """TLP's ``PredictUtilisation`` summed over the containers, plus the CPU overhead.
+
+    Per container: the CPU limit when set; else ``round(request * multiplier)`` when a
+    request is set; else ``default_milli``. A pod without container objects uses its pod
+    request the same way.
+    """
+    total = 0
+    containers = pod.containers
+    if containers:
+        for c in containers:
+            if CPU in c.limits:
+                total += int(c.limits[CPU])
+            elif CPU in c.requests:
+                total += math.floor(int(c.requests[CPU]) * multiplier + 0.5)
+            else:
+                total += default_milli
+    else:
+        req = int(pod.requests.get(CPU, 0))
+        total = math.floor(req * multiplier + 0.5) if req else default_milli
+    return total + int(pod.overhead.get(CPU, 0))
+
+
+# -------------------------------------------------------------------------- scores
+
+
+def _round_half_up(x: FloatArray) -> FloatArray:
+    """Go ``math.Round`` for non-negative values (half away from zero)."""
+    return np.floor(np.asarray(x, dtype=np.float64) + 0.5)
+
+
+def least_used_scores(used: FloatArray, alloc: FloatArray, weights: IntArray) -> IntArray:
+    """Koordinator's ``loadAwareSchedulingScorer``, one score per row.
+
+    Args:
+        used: ``(n, k)`` estimated used per resource (non-negative; rounded to int64 first).
+        alloc: ``(n, k)`` allocatable per resource (int).
+        weights: ``(k,)`` int weights (their sum > 0).
+
+    Per resource ``leastUsed = (alloc - used) * 100 // alloc``, 0 when ``used > alloc`` or
+    ``alloc == 0``; the node score is ``sum(leastUsed * w) // sum(w)`` (Go int64). Every
+    configured resource counts in the weight sum, also one with 0 allocatable (as in
+    Koordinator).
+    """
+    # huge values saturate (an int64 cast of 1e308 is undefined); they score 0 anyway
+    clean = np.clip(np.nan_to_num(used, nan=0.0, posinf=_SATURATE, neginf=0.0), 0.0, _SATURATE)
+    u = _round_half_up(clean).astype(np.int64)
+    a = np.asarray(alloc, dtype=np.int64)
+    safe = np.where(a > 0, a, 1)
+    per = np.where((a > 0) & (u <= a), (a - u) * MAX_NODE_SCORE // safe, 0)
+    w = np.asarray(weights, dtype=np.int64)
+    total = (per * w).sum(axis=1)
+    wsum = int(w.sum())
+    return np.asarray(total // max(wsum, 1), dtype=np.int64)
+
+
+def target_load_packing_scores(predicted_pct: FloatArray, target: int) -> IntArray:
+    """TLP's score of a predicted CPU utilization ``P`` (percent), one per node.
+
+    ``P <= T``: ``round((100 - T) * P / T + T)``; ``T < P <= 100``:
+    ``round(T * (100 - P) / (100 - T))``; ``P > 100``: 0. Rounding half away from zero.
+    """
+    p = np.maximum(np.nan_to_num(predicted_pct, nan=0.0, posinf=1e9), 0.0)
+    t = float(target)
+    low = _round_half_up((100.0 - t) * p / t + t)
+    high = _round_half_up(t * (100.0 - np.minimum(p, 100.0)) / (100.0 - t))
+    score = np.where(p <= t, low, np.where(p > 100.0, 0.0, high))
+    return np.clip(score, MIN_NODE_SCORE, MAX_NODE_SCORE).astype(np.int64)
+
+
+def usage_percent(used: FloatArray, alloc: FloatArray) -> FloatArray:
+    """``round(used / alloc * 100)`` (Koordinator's Filter), 0 where ``alloc == 0``."""
+    a = np.asarray(alloc, dtype=np.float64)
+    safe = np.where(a > 0, a, 1.0)
+    pct = _round_half_up(np.asarray(used, dtype=np.float64) / safe * 100.0)
+    return np.where(a > 0, pct, 0.0)
+
+
+# ------------------------------------------------------------------------- plugin
+
+
+@dataclass(frozen=True, slots=True)
+class LoadState:
+    """What PreFilter stores for the cycle.
+
+    Attributes:
+        known: bool ``(N,)``: the node has fresh, finite metrics.
+        used: float64 ``(N, 2)``: estimated used cpu (milli) and memory (bytes) with the
+            pod, per the mode; 0 where not ``known``.
+        alloc: float64 ``(N, 2)``: allocatable cpu and memory.
+        degraded: the provider failed or is missing (every node is unknown).
+    """
+
+    known: npt.NDArray[np.bool_]
+    used: FloatArray
+    alloc: FloatArray
+    degraded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Assigned:
+    node: str
+    time_s: float
+    cpu: float
+    memory: float
+
+
+class LoadAwarePredictive:
+    """Load-aware Filter and Score (see the module docstring).
+
+    Args:
+        args: ``pluginConfig[LoadAwarePredictive].args`` (:meth:`LoadAwareArgs.parse`).
+        handle: unused; the snapshot comes with each call.
+
+    Attributes:
+        provider: where node metrics come from; None until :meth:`set_provider`.
+
+    Raises:
+        PluginArgsError: invalid args.
+    """
+
+    name = NAME
+
+    def __init__(self, args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> None:
+        self.args = LoadAwareArgs.parse(args)
+        self.handle = handle
+        self.provider: NodeMetricsProvider | None = None
+        self._assigned: dict[str, _Assigned] = {}
+        self._warned = False
+        a = self.args
+        self._weights = np.array([a.resource_weights.get(r, 0) for r in RESOURCES], dtype=np.int64)
+        self._thresholds = np.array(
+            [a.usage_thresholds.get(r, 0) for r in RESOURCES], dtype=np.float64
+        )
+        #: provider failures seen (for tests and reports)
+        self.provider_failures = 0
+
+    def set_provider(self, provider: NodeMetricsProvider | None) -> None:
+        """Attach (or detach, with None) the metrics source."""
+        self.provider = provider
+        self._assigned.clear()
+
+    # ----------------------------------------------------------------- estimates
+
+    def estimate(self, pod: Pod) -> tuple[float, float]:
+        """The pod's estimated usage ``(milli-CPU, bytes)`` in this mode."""
+        a = self.args
+        mem = koordinator_estimate(pod, MEMORY, a.scaling_factors[MEMORY])
+        if a.mode == TRIMARAN_TLP:
+            cpu = trimaran_cpu_estimate(
+                pod, a.default_requests_milli_cpu, a.default_requests_multiplier
+            )
+        else:
+            cpu = koordinator_estimate(pod, CPU, a.scaling_factors[CPU])
+        return float(cpu), float(mem)
+
+    def _metrics(self, snapshot: Snapshot) -> tuple[NodeMetrics, bool]:
+        """The provider's metrics, or all-missing and ``degraded`` when it fails."""
+        n = snapshot.num_nodes
+        if self.provider is None:
+            return NodeMetrics.missing(n), True
+        try:
+            metrics = self.provider.node_metrics(snapshot, self.args.horizon_s, self.args.quantile)
+        except BosunError as e:
+            self.provider_failures += 1
+            if not self._warned:
+                _log.warning(
+                    "%s: node metrics unavailable, scoring every node neutral: %s", NAME, e
+                )
+                self._warned = True
+            return NodeMetrics.missing(n), True
+        if self._warned:
+            _log.info("%s: node metrics available again", NAME)
+            self._warned = False
+        return metrics, False
+
+    def _assigned_usage(self, snapshot: Snapshot, sample_s: FloatArray, now: float) -> FloatArray:
+        """float64 ``(N, 2)``: estimates of the pods assigned since each node's sample.
+
+        Also forgets pods no longer bound and entries too old to count again.
+        """
+        n = snapshot.num_nodes
+        out = np.zeros((n, 2))
+        if not self._assigned:
+            return out
+        horizon = self.args.max_metric_age_s + self.args.report_interval_s
+        rows: list[int] = []
+        times: list[float] = []
+        cpu: list[float] = []
+        mem: list[float] = []
+        for key, info in list(self._assigned.items()):
+            bound = snapshot.pods.get(key)
+            if bound is None or info.time_s < now - horizon:
+                del self._assigned[key]
+                continue
+            rows.append(bound.node_row)
+            times.append(info.time_s)
+            cpu.append(info.cpu)
+            mem.append(info.memory)
+        if not rows:
+            return out
+        r = np.asarray(rows, dtype=np.intp)
+        counted = np.asarray(times) > sample_s[r] - self.args.report_interval_s
+        counted &= np.isfinite(sample_s[r])
+        np.add.at(out[:, 0], r[counted], np.asarray(cpu)[counted])
+        np.add.at(out[:, 1], r[counted], np.asarray(mem)[counted])
+        return out
+
+    def load_state(self, pod: Pod, snapshot: Snapshot) -> LoadState:
+        """Compute the cycle's :class:`LoadState` (what PreFilter stores), all nodes at once."""
+        a = self.args
+        n = snapshot.num_nodes
+        idx = snapshot.resource_index
+        alloc = snapshot.allocatable[:n][:, [idx[CPU], idx[MEMORY]]].astype(np.float64)
+        metrics, degraded = self._metrics(snapshot)
+        now = math.nan
+        if self.provider is not None and not degraded:
+            try:
+                now = float(self.provider.now_s())
+            except BosunError:
+                degraded = True
+        sample = np.asarray(metrics.sample_s, dtype=np.float64)
+        cpu_now = np.asarray(metrics.cpu_milli, dtype=np.float64)
+        mem_now = np.asarray(metrics.memory_bytes, dtype=np.float64)
+        if sample.shape != (n,) or cpu_now.shape != (n,) or mem_now.shape != (n,):
+            degraded = True
+            sample = cpu_now = mem_now = np.full(n, np.nan)
+        fresh = np.isfinite(sample) & np.isfinite(cpu_now) & np.isfinite(mem_now)
+        if math.isfinite(now):
+            fresh &= (now - np.where(np.isfinite(sample), sample, -np.inf)) < a.max_metric_age_s
+        else:
+            fresh[:] = False
+        cpu_base = np.where(fresh, np.maximum(cpu_now, 0.0), 0.0)
+        if a.mode == PREDICTIVE:
+            peak = np.asarray(metrics.cpu_peak_milli, dtype=np.float64)
+            if peak.shape == (n,):
+                cpu_base = np.where(fresh & np.isfinite(peak), np.maximum(peak, 0.0), cpu_base)
+        mem_base = np.where(fresh, np.maximum(mem_now, 0.0), 0.0)
+        used = np.stack([cpu_base, mem_base], axis=1)
+        if fresh.any():
+            used += self._assigned_usage(snapshot, sample, now)
+        pod_cpu, pod_mem = self.estimate(pod)
+        used[:, 0] += pod_cpu
+        used[:, 1] += pod_mem
+        used[~fresh] = 0.0
+        return LoadState(fresh, used, alloc, degraded)
+
+    def _state(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> LoadState:
+        s = state.get(STATE_KEY)
+        if isinstance(s, LoadState) and s.known.shape[0] == snapshot.num_nodes:
+            return s
+        s = self.load_state(pod, snapshot)
+        state[STATE_KEY] = s
+        return s
+
+    # --------------------------------------------------------------- filtering
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot
+    ) -> tuple[PreFilterResult | None, Status]:
+        """Fetch node metrics once for the cycle and store the estimated usages."""
+        state[STATE_KEY] = self.load_state(pod, snapshot)
+        return None, Status.success()
+
+    def filter(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> FilterResult:
+        """Reject known nodes whose estimated usage exceeds a threshold (not in TLP mode)."""
+        if self.args.mode == TRIMARAN_TLP or not self._thresholds.any():
+            return FilterResult.passed()
+        s = self._state(state, pod, snapshot)
+        if not s.known.any():
+            return FilterResult.passed()
+        pct = usage_percent(s.used, s.alloc)
+        over = s.known[:, None] & (pct > self._thresholds[None, :])
+        over &= (self._thresholds > 0)[None, :] & (s.alloc > 0)
+        prefix = "predicted " if self.args.mode == PREDICTIVE else ""
+        failures = [
+            NodeFailure(
+                f"node(s) {prefix}{r} usage exceed threshold", over[:, j], Code.UNSCHEDULABLE
+            )
+            for j, r in enumerate(RESOURCES)
+        ]
+        # a node over both thresholds is reported once, for the first resource (Koordinator
+        # returns at the first resource over its threshold)
+        if len(failures) == 2:
+            failures[1] = NodeFailure(
+                failures[1].reason, failures[1].mask & ~failures[0].mask, Code.UNSCHEDULABLE
+            )
+        return FilterResult.of(*failures)
+
+    def events_to_register(self) -> Iterable[str]:
+        """A pod leaving lowers a node's usage; a new or changed node may have room."""
+        return ("PodDelete", "NodeAdd", "NodeUpdate")
+
+    # ----------------------------------------------------------------- scoring
+
+    def pre_score(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, nodes: IndexArray
+    ) -> Status:
+        """Make sure the cycle's usages are there (PreFilter may be disabled)."""
+        self._state(state, pod, snapshot)
+        return Status.success()
+
+    def score(self, state: CycleState, pod: Pod, snapshot: Snapshot, nodes: IndexArray) -> IntArray:
+        """int64 ``(len(nodes),)`` scores 0..100 in the configured mode; neutral for nodes
+        with missing or stale metrics."""
+        s = self._state(state, pod, snapshot)
+        rows = np.asarray(nodes, dtype=np.intp)
+        known = s.known[rows]
+        used = s.used[rows]
+        alloc = s.alloc[rows]
+        if self.args.mode == TRIMARAN_TLP:
+            cap = alloc[:, 0]
+            safe = np.where(cap > 0, cap, 1.0)
+            pct = np.where(cap > 0, 100.0 * used[:, 0] / safe, 0.0)
+            scores = target_load_packing_scores(pct, self.args.target_utilization)
+        else:
+            scores = least_used_scores(used, alloc, self._weights)
+        out = np.where(known, scores, self.args.neutral_score)
+        return np.clip(out, MIN_NODE_SCORE, MAX_NODE_SCORE).astype(np.int64)
+
+    # ----------------------------------------------------------------- reserve
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Remember that ``pod`` was assigned to ``node_name`` now (the provider's clock)."""
+        if self.provider is not None:
+            try:
+                now = float(self.provider.now_s())
+            except BosunError:
+                return Status.success()
+            cpu, mem = self.estimate(pod)
+            self._assigned[pod.key] = _Assigned(node_name, now, cpu, mem)
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Forget the assignment (the binding failed)."""
+        self._assigned.pop(pod.key, None)

@@ -1,0 +1,468 @@
+"""LoadAwarePredictive: Trimaran TLP and Koordinator LoadAware formulas by hand, the
+predictive mode, stale metrics, assigned pods, a failing provider, and no NaN ever."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from bosun.api.build import make_node, make_pod
+from bosun.api.types import Container, Pod
+from bosun.forecast.provider import MetricsUnavailableError, NodeMetrics, NodeMetricsProvider
+from bosun.framework.interface import CycleState, PluginArgsError
+from bosun.framework.snapshot import Snapshot
+from bosun.plugins.load_aware_predictive import (
+    KOORDINATOR,
+    PREDICTIVE,
+    TRIMARAN_TLP,
+    LoadAwareArgs,
+    LoadAwarePredictive,
+    koordinator_estimate,
+    least_used_scores,
+    target_load_packing_scores,
+    trimaran_cpu_estimate,
+)
+from bosun.plugins.registry import in_tree_registry
+
+GIB = 1 << 30
+
+
+class FakeProvider:
+    """Serves fixed metrics; ``fail`` makes it raise like an unreachable Prometheus."""
+
+    def __init__(self, metrics: NodeMetrics, now: float = 100.0) -> None:
+        self.metrics = metrics
+        self.now = now
+        self.fail = False
+        self.calls = 0
+
+    def now_s(self) -> float:
+        return self.now
+
+    def node_metrics(self, snapshot: Snapshot, horizon_s: float, quantile: float) -> NodeMetrics:
+        self.calls += 1
+        if self.fail:
+            raise MetricsUnavailableError("prometheus: connection refused")
+        return self.metrics
+
+
+def metrics(
+    cpu: list[float], mem: list[float], sample: list[float], peak: list[float] | None = None
+) -> NodeMetrics:
+    n = len(cpu)
+    return NodeMetrics(
+        np.asarray(sample, dtype=float),
+        np.asarray(cpu, dtype=float),
+        np.asarray(mem, dtype=float),
+        np.asarray(peak if peak is not None else [math.nan] * n, dtype=float),
+    )
+
+
+def cluster(n: int = 2, cpu: int = 10, memory_gib: int = 100) -> Snapshot:
+    return Snapshot([make_node(f"n{i}", cpu=cpu, memory=f"{memory_gib}Gi") for i in range(n)])
+
+
+def run(plugin: LoadAwarePredictive, pod: Pod, snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
+    """(rejected mask, scores of all nodes)."""
+    state = CycleState()
+    plugin.pre_filter(state, pod, snap)
+    rejected = plugin.filter(state, pod, snap).rejected(snap.num_nodes)
+    nodes = np.arange(snap.num_nodes, dtype=np.intp)
+    plugin.pre_score(state, pod, snap, nodes)
+    return rejected, plugin.score(state, pod, snap, nodes)
+
+
+def plugin_with(args: dict[str, object], provider: NodeMetricsProvider) -> LoadAwarePredictive:
+    p = LoadAwarePredictive(args)
+    p.set_provider(provider)
+    return p
+
+
+# ------------------------------------------------------------------------------ formulas
+
+
+@pytest.mark.parametrize(
+    ("predicted", "target", "expected"),
+    [
+        # P <= T: round((100 - T) * P / T + T)
+        (0.0, 40, 40),  # (60 * 0 / 40) + 40 = 40
+        (20.0, 40, 70),  # 60 * 20 / 40 + 40 = 30 + 40 = 70
+        (40.0, 40, 100),  # 60 * 40 / 40 + 40 = 100
+        (10.0, 40, 55),  # 60 * 10 / 40 + 40 = 15 + 40 = 55
+        (5.0, 40, 48),  # 60 * 5 / 40 + 40 = 7.5 + 40 = 47.5 -> 48 (half away from zero)
+        # T < P <= 100: round(T * (100 - P) / (100 - T))
+        (70.0, 40, 20),  # 40 * 30 / 60 = 20
+        (55.0, 40, 30),  # 40 * 45 / 60 = 30
+        (100.0, 40, 0),  # 40 * 0 / 60 = 0
+        (85.0, 40, 10),  # 40 * 15 / 60 = 10
+        # P > 100: 0
+        (130.0, 40, 0),
+        # target 70: P = 35 -> 30 * 35 / 70 + 70 = 85; P = 85 -> 70 * 15 / 30 = 35
+        (35.0, 70, 85),
+        (85.0, 70, 35),
+    ],
+    ids=[
+        "idle",
+        "half-target",
+        "at-target",
+        "quarter-target",
+        "round-half-up",
+        "above-70",
+        "above-55",
+        "full",
+        "above-85",
+        "overloaded",
+        "t70-below",
+        "t70-above",
+    ],
+)
+def test_target_load_packing_score(predicted: float, target: int, expected: int) -> None:
+    got = target_load_packing_scores(np.array([predicted]), target)
+    assert got.tolist() == [expected]
+
+
+@pytest.mark.parametrize(
+    ("used", "alloc", "weights", "expected"),
+    [
+        # cpu (10000 - 2500) * 100 // 10000 = 75; memory (100 - 60) * 100 // 100 = 40
+        # (75 * 1 + 40 * 1) // 2 = 57
+        ([2500, 60], [10000, 100], [1, 1], 57),
+        # weights 2:1 -> (150 + 40) // 3 = 63
+        ([2500, 60], [10000, 100], [2, 1], 63),
+        # cpu over capacity -> 0; memory 40 -> (0 + 40) // 2 = 20
+        ([12000, 60], [10000, 100], [1, 1], 20),
+        # (10000 - 3333) * 100 // 10000 = 66 (floor of 66.67); memory 100 -> 166 // 2 = 83
+        ([3333, 0], [10000, 100], [1, 1], 83),
+        # no allocatable memory: its leastUsed is 0 but its weight counts -> (75 + 0) // 2
+        ([2500, 60], [10000, 0], [1, 1], 37),
+    ],
+    ids=["equal-weights", "cpu-weight-2", "cpu-over", "floor", "no-memory"],
+)
+def test_koordinator_least_used_score(
+    used: list[float], alloc: list[int], weights: list[int], expected: int
+) -> None:
+    got = least_used_scores(
+        np.array([used], dtype=float), np.array([alloc], dtype=float), np.array(weights)
+    )
+    assert got.tolist() == [expected]
+
+
+@pytest.mark.parametrize(
+    ("requests", "limits", "name", "factor", "expected"),
+    [
+        ({"cpu": "2"}, {}, "cpu", 85, 1700),  # 2000 * 85 / 100
+        ({"cpu": "1"}, {"cpu": "3"}, "cpu", 85, 2550),  # max(1000, 3000) * 0.85
+        ({"cpu": "1"}, {"cpu": "1"}, "cpu", 85, 850),  # 1000 * 0.85, under the limit
+        ({"memory": "1Gi"}, {}, "memory", 70, round(GIB * 0.7)),
+        ({}, {}, "cpu", 85, 250),  # nothing requested: Koordinator's 250m default
+        ({}, {}, "memory", 70, 200 * 1024 * 1024),  # and 200 MiB
+        ({"cpu": "1001m"}, {}, "cpu", 50, 501),  # 500.5 -> 501 (half away from zero)
+    ],
+    ids=["request", "limit-wins", "capped", "memory", "default-cpu", "default-mem", "round"],
+)
+def test_koordinator_estimate(
+    requests: dict[str, str], limits: dict[str, str], name: str, factor: int, expected: int
+) -> None:
+    from bosun.api.build import finalize_pod, resource_map
+
+    pod = finalize_pod(
+        make_pod(
+            "p",
+            containers=(
+                Container(name="c", requests=resource_map(requests), limits=resource_map(limits)),
+            ),
+        )
+    )
+    assert koordinator_estimate(pod, name, factor) == expected
+
+
+@pytest.mark.parametrize(
+    ("containers", "expected"),
+    [
+        # limit 2000 wins
+        ([({"cpu": "1"}, {"cpu": "2"})], 2000),
+        # request 1000 * 1.5 = 1500
+        ([({"cpu": "1"}, {})], 1500),
+        # neither: default 1000
+        ([({}, {})], 1000),
+        # two containers: 1500 + 1000
+        ([({"cpu": "1"}, {}), ({}, {})], 2500),
+    ],
+    ids=["limit", "request-multiplier", "default", "two-containers"],
+)
+def test_trimaran_predict_utilisation(
+    containers: list[tuple[dict[str, str], dict[str, str]]], expected: int
+) -> None:
+    from bosun.api.build import finalize_pod, resource_map
+
+    cs = tuple(
+        Container(name=f"c{i}", requests=resource_map(r), limits=resource_map(li))
+        for i, (r, li) in enumerate(containers)
+    )
+    pod = finalize_pod(make_pod("p", containers=cs))
+    assert trimaran_cpu_estimate(pod, 1000, 1.5) == expected
+
+
+# ------------------------------------------------------------------------------- the modes
+
+
+def test_trimaran_mode_end_to_end() -> None:
+    # nodes of 10 CPU; n0 at 20 % (2000m), n1 at 50 % (5000m). Pod requests 1 CPU, no
+    # limit: 1500m. P(n0) = 100 * (2000 + 1500) / 10000 = 35 <= 40 -> 60*35/40 + 40 = 92.5
+    # -> 93. P(n1) = 65 -> 40 * 35 / 60 = 23.3 -> 23. No filter in TLP.
+    snap = cluster()
+    prov = FakeProvider(metrics([2000, 5000], [0, 0], [90, 90]))
+    rejected, scores = run(plugin_with({"mode": TRIMARAN_TLP}, prov), make_pod("p", cpu="1"), snap)
+    assert rejected.tolist() == [False, False]
+    assert scores.tolist() == [93, 23]
+
+
+def test_koordinator_mode_end_to_end() -> None:
+    # nodes of 10 CPU / 100 GiB. Pod 2 CPU, 10 GiB: estimate 1700m, 7 GiB.
+    # n0: cpu 4000 + 1700 = 5700 -> 57 % <= 65; mem 10 + 7 = 17 GiB -> 17 %
+    #     score: cpu (10000 - 5700) * 100 // 10000 = 43; mem (100 - 17) = 83 -> 126 // 2 = 63
+    # n1: cpu 5000 + 1700 = 6700 -> 67 % > 65: filtered ("cpu usage exceed threshold")
+    snap = cluster()
+    prov = FakeProvider(metrics([4000, 5000], [10 * GIB, 10 * GIB], [90, 90]))
+    plugin = plugin_with({"mode": KOORDINATOR}, prov)
+    rejected, scores = run(plugin, make_pod("p", cpu="2", memory="10Gi"), snap)
+    assert rejected.tolist() == [False, True]
+    assert scores[0] == 63
+    state = CycleState()
+    pod = make_pod("p", cpu="2", memory="10Gi")
+    plugin.pre_filter(state, pod, snap)
+    failures = plugin.filter(state, pod, snap).failures
+    assert [f.reason for f in failures] == ["node(s) cpu usage exceed threshold"]
+
+
+def test_predictive_mode_uses_the_forecast_peak() -> None:
+    # Both nodes use 2000m now; n1's forecast peak is 7000m. Pod 1 CPU: estimate 850m.
+    # n0: no forecast (NaN) -> current 2000 + 850 = 2850 -> cpu score 71; memory 0 used +
+    #     1 GiB request * 0.7 = 0.7 GiB of 100 -> 99 (floor of 99.3) -> (71 + 99) // 2 = 85
+    # n1: 7000 + 850 = 7850 -> 78.5 % -> rounds to 79 <= 80: passes; cpu score 21 ->
+    #     (21 + 99) // 2 = 60
+    snap = cluster()
+    prov = FakeProvider(metrics([2000, 2000], [0, 0], [90, 90], peak=[math.nan, 7000]))
+    rejected, scores = run(plugin_with({}, prov), make_pod("p", cpu="1", memory="1Gi"), snap)
+    assert rejected.tolist() == [False, False]
+    assert scores.tolist() == [85, 60]
+    # with a peak of 7200: 8050 -> 80.5 % -> 81 > 80: filtered
+    prov.metrics = metrics([2000, 2000], [0, 0], [90, 90], peak=[math.nan, 7200])
+    rejected, _ = run(plugin_with({}, prov), make_pod("p", cpu="1", memory="1Gi"), snap)
+    assert rejected.tolist() == [False, True]
+
+
+# ------------------------------------------------------------------- missing and stale
+
+
+@pytest.mark.parametrize(
+    ("mode", "neutral"),
+    [(PREDICTIVE, 50), (KOORDINATOR, 0), (TRIMARAN_TLP, 0)],
+    ids=["predictive", "koordinator", "trimaran"],
+)
+def test_missing_and_stale_metrics_pass_and_score_neutral(mode: str, neutral: int) -> None:
+    # n0: no sample (NaN); n1: sample at 100 - 180 = -80 s, i.e. 180 s old (>= expiration);
+    # n2: a NaN usage. All would be far over every threshold if they counted.
+    snap = cluster(3)
+    prov = FakeProvider(
+        metrics([9900, 9900, math.nan], [0, 0, 0], [math.nan, -80.0, 90.0]), now=100.0
+    )
+    rejected, scores = run(plugin_with({"mode": mode}, prov), make_pod("p", cpu="1"), snap)
+    assert rejected.tolist() == [False, False, False]
+    assert scores.tolist() == [neutral] * 3
+
+
+def test_just_fresh_metrics_count() -> None:
+    # sample 179 s old < 180: counts; 9900 + 850 = 10750 > 100 % -> filtered (koordinator)
+    snap = cluster(1)
+    prov = FakeProvider(metrics([9900], [0], [-79.0]), now=100.0)
+    rejected, _ = run(plugin_with({"mode": KOORDINATOR}, prov), make_pod("p", cpu="1"), snap)
+    assert rejected.tolist() == [True]
+
+
+def test_pods_assigned_since_the_sample_are_added() -> None:
+    # Koordinator mode, nodes of 10 CPU at 3000m sampled at t = 100. Three pods of 1 CPU
+    # (850m each) are reserved on n0 at t = 130 (after the sample): n0 = 3000 + 2550 +
+    # 850 (the new pod) = 6400 -> 64 %, n1 = 3850 -> 38.5 % -> 39 %.
+    # cpu scores: n0 (10000 - 6400) // 100 = 36, n1 61; memory: 0 used + 200 MiB default
+    # estimate... the pods request no memory, so 200 MiB each of 100 GiB -> 99
+    snap = cluster()
+    prov = FakeProvider(metrics([3000, 3000], [0, 0], [100.0, 100.0]), now=130.0)
+    plugin = plugin_with({"mode": KOORDINATOR}, prov)
+    for i in range(3):
+        pod = make_pod(f"a{i}", cpu="1")
+        plugin.reserve(CycleState(), pod, "n0")
+        snap.add_pod(pod, "n0")
+    rejected, scores = run(plugin, make_pod("p", cpu="1"), snap)
+    assert rejected.tolist() == [False, False]
+    assert scores.tolist() == [(36 + 99) // 2, (61 + 99) // 2]
+    # a pod assigned 61 s before the sample (outside the 60 s report interval) is not added
+    old = make_pod("old", cpu="1")
+    prov.now = 39.0
+    plugin.reserve(CycleState(), old, "n1")
+    snap.add_pod(old, "n1")
+    prov.now = 130.0
+    _, scores2 = run(plugin, make_pod("p", cpu="1"), snap)
+    assert scores2.tolist() == scores.tolist()
+    # unreserve and deletion forget pods: n0 back to 3850 -> 61
+    plugin.unreserve(CycleState(), make_pod("a0", cpu="1"), "n0")
+    snap.remove_pod("default/a1")
+    snap.remove_pod("default/a2")
+    _, scores3 = run(plugin, make_pod("p", cpu="1"), snap)
+    assert scores3.tolist() == [(61 + 99) // 2, (61 + 99) // 2]
+
+
+# ------------------------------------------------------------------------- degradation
+
+
+@pytest.mark.parametrize("mode", [PREDICTIVE, KOORDINATOR, TRIMARAN_TLP])
+def test_provider_down_degrades_and_logs_once(mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    snap = cluster()
+    prov = FakeProvider(metrics([9900, 9900], [0, 0], [90, 90]))
+    prov.fail = True
+    plugin = plugin_with({"mode": mode}, prov)
+    neutral = LoadAwareArgs.parse({"mode": mode}).neutral_score
+    with caplog.at_level(logging.WARNING, logger="bosun.plugins.load_aware_predictive"):
+        for _ in range(3):
+            rejected, scores = run(plugin, make_pod("p", cpu="1"), snap)
+            assert rejected.tolist() == [False, False]
+            assert scores.tolist() == [neutral, neutral]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "unavailable" in warnings[0].getMessage()
+    assert plugin.provider_failures == 3
+
+
+def test_no_provider_means_every_node_is_neutral() -> None:
+    snap = cluster()
+    rejected, scores = run(LoadAwarePredictive({"mode": KOORDINATOR}), make_pod("p", cpu="1"), snap)
+    assert rejected.tolist() == [False, False]
+    assert scores.tolist() == [0, 0]
+
+
+def test_scheduler_keeps_scheduling_when_metrics_are_down() -> None:
+    from bosun.framework.config import (
+        API_VERSION,
+        DEFAULT_SCHEDULER_NAME,
+        KIND,
+        parse_configuration,
+    )
+    from bosun.framework.scheduler import Scheduler
+    from bosun.plugins.registry import registry_points
+
+    reg = in_tree_registry()
+    doc = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "profiles": [
+            {
+                "schedulerName": DEFAULT_SCHEDULER_NAME,
+                "plugins": {"multiPoint": {"enabled": [{"name": "LoadAwarePredictive"}]}},
+            }
+        ],
+    }
+    cfg = parse_configuration(doc, "test", registry_points(reg))
+    snap = cluster()
+    sched = Scheduler(cfg, snap, registry=reg, seed=0)
+    prov = FakeProvider(metrics([0, 0], [0, 0], [0, 0]))
+    prov.fail = True
+    plugin = sched.profiles[DEFAULT_SCHEDULER_NAME].instances["LoadAwarePredictive"]
+    plugin.set_provider(prov)
+    for i in range(4):
+        sched.add_pod(make_pod(f"p{i}", cpu="1"))
+        res = sched.schedule_one()
+        assert res is not None and res.node_name in ("n0", "n1")
+
+
+# ---------------------------------------------------------------------------------- args
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        ({"mode": "nope"}, "mode"),
+        ({"quantile": 1.0}, "quantile"),
+        ({"quantile": 0}, "quantile"),
+        ({"horizonSeconds": -1}, "horizonSeconds"),
+        ({"usageThresholds": {"cpu": 120}}, "usageThresholds.cpu"),
+        ({"usageThresholds": {"gpu": 10}}, "usageThresholds.gpu"),
+        ({"resourceWeights": {"cpu": 0, "memory": 0}}, "resourceWeights"),
+        ({"estimatedScalingFactors": {"cpu": 0}}, "estimatedScalingFactors.cpu"),
+        ({"targetUtilization": 100}, "targetUtilization"),
+        ({"defaultRequestsMultiplier": "x"}, "defaultRequestsMultiplier"),
+        ({"neutralScore": 101}, "neutralScore"),
+        ({"nodeMetricExpirationSeconds": 0}, "nodeMetricExpirationSeconds"),
+        ({"bogus": 1}, "bogus"),
+    ],
+    ids=[
+        "mode",
+        "quantile-1",
+        "quantile-0",
+        "horizon",
+        "threshold-range",
+        "threshold-resource",
+        "weights-zero",
+        "factor",
+        "target",
+        "multiplier",
+        "neutral",
+        "expiration",
+        "unknown",
+    ],
+)
+def test_bad_args_name_the_field(args: dict[str, object], field: str) -> None:
+    with pytest.raises(PluginArgsError) as e:
+        LoadAwareArgs.parse(args)
+    assert e.value.field == field
+
+
+def test_defaults_per_mode() -> None:
+    koord = LoadAwareArgs.parse({"mode": KOORDINATOR})
+    assert dict(koord.usage_thresholds) == {"cpu": 65, "memory": 95}
+    assert koord.neutral_score == 0 and koord.max_metric_age_s == 180.0
+    tlp = LoadAwareArgs.parse({"mode": TRIMARAN_TLP, "defaultRequestsMultiplier": "2"})
+    assert tlp.target_utilization == 40 and tlp.default_requests_multiplier == 2.0
+    pred = LoadAwareArgs.parse(None)
+    assert (pred.mode, pred.quantile, pred.horizon_s, pred.neutral_score) == (
+        PREDICTIVE,
+        0.95,
+        600.0,
+        50,
+    )
+    assert "LoadAwarePredictive" in in_tree_registry()
+
+
+# ------------------------------------------------------------------------------ no NaN
+
+_floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
+
+
+@settings(derandomize=True, max_examples=150, deadline=None)
+@given(
+    mode=st.sampled_from([PREDICTIVE, KOORDINATOR, TRIMARAN_TLP]),
+    cpu=hnp.arrays(np.float64, 4, elements=_floats),
+    mem=hnp.arrays(np.float64, 4, elements=_floats),
+    sample=hnp.arrays(np.float64, 4, elements=_floats),
+    peak=hnp.arrays(np.float64, 4, elements=_floats),
+    pod_cpu=st.integers(0, 64),
+)
+def test_scores_are_ints_in_range_whatever_the_metrics(
+    mode: str,
+    cpu: np.ndarray,
+    mem: np.ndarray,
+    sample: np.ndarray,
+    peak: np.ndarray,
+    pod_cpu: int,
+) -> None:
+    snap = Snapshot([make_node(f"n{i}", cpu=c, memory="8Gi") for i, c in enumerate((1, 4, 16, 96))])
+    prov = FakeProvider(NodeMetrics(sample, cpu, mem, peak), now=1000.0)
+    pod = make_pod("p", cpu=str(pod_cpu) if pod_cpu else None, memory="1Gi")
+    _, scores = run(plugin_with({"mode": mode}, prov), pod, snap)
+    assert scores.dtype == np.int64
+    assert ((scores >= 0) & (scores <= 100)).all()
