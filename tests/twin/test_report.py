@@ -16,7 +16,6 @@ import re
 import shutil
 import struct
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -624,12 +623,9 @@ def big_run(name: str, seed: int, n_pods: int = 8000) -> SimulationResult:
     return SimulationResult(name, ts, table, {"scheduled": float(n_pods)}, {"seed": seed})
 
 
-def test_large_runs_are_downsampled_and_fast(tmp_path: Path) -> None:
+def test_large_runs_are_downsampled(tmp_path: Path) -> None:
     runs = [big_run("FGD", 1), big_run("BestFit", 2), big_run("LeastAllocated", 3)]
-    start = time.perf_counter()
     out = write_report(runs, tmp_path / "big.html", comparison=COMPARISON)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 10.0  # ~1 s on a laptop
     text = out.read_text()
     assert out.stat().st_size < 15e6
     for chart, fig in figures(text).items():

@@ -6,7 +6,6 @@ set's README (counts).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -171,13 +170,6 @@ def test_unknown_variant_lists_the_known_ones() -> None:
     with pytest.raises(InputError) as info:
         load_openb("nonesuch")
     assert "gpushare40" in str(info.value)
-
-
-def test_fast() -> None:
-    load_openb()  # warm imports and caches
-    start = time.perf_counter()
-    load_openb()
-    assert time.perf_counter() - start < 1.0
 
 
 def test_bad_rows_in_a_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
