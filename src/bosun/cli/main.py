@@ -6,6 +6,7 @@ import typer
 
 from bosun.cli.experiment import app as experiment_app
 from bosun.cli.forecast import app as forecast_app
+from bosun.cli.rl import app as rl_app
 from bosun.cli.schedule import schedule
 from bosun.cli.serve import serve
 from bosun.cli.simulate import simulate
@@ -23,6 +24,7 @@ app.command(name="simulate")(simulate)
 app.command(name="snapshot")(snapshot)
 app.command(name="serve")(serve)
 app.add_typer(experiment_app, name="experiment")
+app.add_typer(rl_app, name="rl")
 app.add_typer(forecast_app, name="forecast")
 
 

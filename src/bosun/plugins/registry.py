@@ -38,6 +38,7 @@ def in_tree_registry() -> dict[str, PluginClass]:
     from bosun.plugins.pod_topology_spread import PodTopologySpread
     from bosun.plugins.priority_sort import PrioritySort
     from bosun.plugins.random_score import Random
+    from bosun.plugins.rl_policy import RLPolicy
     from bosun.plugins.scheduling_gates import SchedulingGates
     from bosun.plugins.taint_toleration import TaintToleration
     from bosun.plugins.volume_binding import VolumeBinding
@@ -66,6 +67,7 @@ def in_tree_registry() -> dict[str, PluginClass]:
         GpuClustering,
         FGD,
         LoadAwarePredictive,
+        RLPolicy,
     ]
     return {c.name: c for c in classes}  # type: ignore[attr-defined]
 

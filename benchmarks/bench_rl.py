@@ -1,0 +1,177 @@
+"""RL policy serving and training speed (issue 6).
+
+Three measurements, one table:
+
+* **inference**: the ``RLPolicy`` Score plugin (onnxruntime, 1 thread, CPU) scoring one pod
+  over ``--nodes`` feasible nodes (default 1000, the issue's target shape): the wall time of
+  ``score()`` per pod (feature encoding + ONNX actor + scores), p50/p99/max over ``--pods``
+  pods, and the CPU time of the calling thread (what the call costs without the waits of
+  a shared, overloaded machine; onnxruntime runs in the calling thread with 1 thread).
+  The cluster mixes CPU-only, 2-, 4- and 8-GPU nodes; each pod (CPU-only, a GPU share
+  or whole GPUs) is placed on the plugin's choice so the state evolves. The policy is an
+  untrained one of the same network (the weights do not change the cost). Target: p99 at
+  most 1 ms per pod.
+* **env**: ``bosun/Scheduling-v0`` steps per second on ``--trace`` (default a 20-node
+  synthetic cluster) with a random feasible action (see ``bench_rl_env.py`` for more).
+* **training**: MaskablePPO (bosun's defaults, 1 env, 1 torch thread) steps per second on the
+  same trace, for ``--train-steps`` steps (rollouts + updates).
+
+Usage: ``python benchmarks/bench_rl.py [--nodes 1000] [--pods 2000] [--trace SPEC]
+[--env-steps 2000] [--train-steps 2048]``. Run on an otherwise idle core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from bosun.api.build import make_node, make_pod
+from bosun.api.types import Node, Pod
+from bosun.framework.interface import CycleState
+from bosun.framework.snapshot import Snapshot
+from bosun.plugins.rl_policy import RLPolicy
+from bosun.rl.features import FEATURES_VERSION, ObservationSpec
+from bosun.rl.policy import ObsLayout
+
+#: (cores, memory GiB, GPUs, share of nodes): openb-like mix.
+NODE_KINDS = ((96, 512, 0, 0.2), (104, 512, 2, 0.34), (48, 368, 4, 0.06), (96, 384, 8, 0.4))
+
+
+def cluster(n: int, rng: np.random.Generator) -> list[Node]:
+    kinds = rng.choice(len(NODE_KINDS), size=n, p=[k[3] for k in NODE_KINDS])
+    out = []
+    for i, k in enumerate(kinds):
+        cores, mem, gpus, _ = NODE_KINDS[int(k)]
+        extra = {"nvidia.com/gpu": gpus} if gpus else None
+        out.append(make_node(f"n{i:05d}", cpu=str(cores), memory=f"{mem}Gi", extra=extra))
+    return out
+
+
+def pod(i: int, rng: np.random.Generator) -> Pod:
+    kind = rng.integers(4)
+    extra: dict[str, str | int] | None
+    if kind == 0:
+        extra = None
+    elif kind == 1:
+        extra = {"alibabacloud.com/gpu-milli": int(rng.choice([200, 300, 500, 800]))}
+    else:
+        extra = {"nvidia.com/gpu": int(rng.choice([1, 2]))}
+    return make_pod(f"p{i}", cpu=str(int(rng.integers(1, 9))), memory="8Gi", extra=extra)
+
+
+def bench_inference(nodes: int, pods: int, work: Path) -> dict[str, float]:
+    from bosun.rl.train import init_policy
+
+    spec = ObservationSpec(nodes, 8)
+    init_policy(
+        work / "policy",
+        ObsLayout(spec.max_nodes, spec.node_features, spec.global_features),
+        meta_fields={
+            "features_version": FEATURES_VERSION,
+            "history_len": 8,
+            "reward_weights": {},
+            "trace": "bench",
+        },
+    )
+    rng = np.random.default_rng(0)
+    snap = Snapshot(cluster(nodes, rng))
+
+    class Handle:
+        snapshot = snap
+
+    plugin = RLPolicy({"policyPath": str(work / "policy"), "threads": 1}, Handle())  # type: ignore[arg-type]
+    rows = np.arange(nodes, dtype=np.intp)
+    times = []
+    cpu = []
+    for i in range(pods):
+        p = pod(i, rng)
+        state = CycleState()
+        c0 = time.thread_time()
+        t0 = time.perf_counter()
+        scores = plugin.score(state, p, snap, rows)
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
+        best = int(rows[int(np.argmax(scores))])
+        try:
+            snap.add_pod(p, snap.node_names[best])
+            plugin.reserve(state, p, snap.node_names[best])
+        except Exception:  # the untrained policy may pick a node without room: skip it
+            continue
+    ms = np.asarray(times) * 1000
+    cpu_ms = np.asarray(cpu) * 1000
+    return {
+        "p50": float(np.percentile(ms, 50)),
+        "p99": float(np.percentile(ms, 99)),
+        "max": float(ms.max()),
+        "cpu_p50": float(np.percentile(cpu_ms, 50)),
+        "cpu_p99": float(np.percentile(cpu_ms, 99)),
+    }
+
+
+def bench_env(trace: str, steps: int) -> float:
+    from bosun.rl.train import EnvSettings, make_env
+
+    env = make_env(trace, EnvSettings(), 0)
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        mask = env.action_masks()
+        _, _, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
+        if term or trunc:
+            env.reset()
+    rate = steps / (time.perf_counter() - t0)
+    env.close()
+    return rate
+
+
+def bench_training(trace: str, steps: int, work: Path) -> float:
+    import torch
+
+    from bosun.rl.train import EnvSettings, train
+
+    torch.set_num_threads(1)
+    res = train(trace, steps, work / "trained", n_envs=1, seed=0, env_settings=EnvSettings())
+    return res.steps_per_s
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--pods", type=int, default=2000)
+    ap.add_argument("--trace", default="synthetic:nodes=20,pods=400,hours=2")
+    ap.add_argument("--env-steps", type=int, default=2000)
+    ap.add_argument("--train-steps", type=int, default=2048)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        inf = bench_inference(args.nodes, args.pods, work)
+        env_rate = bench_env(args.trace, args.env_steps)
+        train_rate = bench_training(args.trace, args.train_steps, work)
+    table = Table(title="bosun RL: serving and training speed", header_style="bold")
+    for col in ("measure", "value", "target"):
+        table.add_column(col)
+    ok = "meets" if inf["p99"] <= 1.0 else "MISSES"
+    table.add_row(f"inference p50 ({args.nodes} feasible nodes)", f"{inf['p50']:.3f} ms", "")
+    table.add_row(
+        f"inference p99 ({args.nodes} feasible nodes)", f"{inf['p99']:.3f} ms", f"<= 1 ms ({ok})"
+    )
+    table.add_row("inference max", f"{inf['max']:.3f} ms", "")
+    cpu_ok = "meets" if inf["cpu_p99"] <= 1.0 else "MISSES"
+    table.add_row("inference CPU time p50 (this thread)", f"{inf['cpu_p50']:.3f} ms", "")
+    table.add_row(
+        "inference CPU time p99 (this thread)", f"{inf['cpu_p99']:.3f} ms", f"<= 1 ms ({cpu_ok})"
+    )
+    table.add_row(f"env steps/s ({args.trace})", f"{env_rate:,.0f}", "")
+    table.add_row("training steps/s (MaskablePPO, 1 env)", f"{train_rate:,.0f}", "")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,328 @@
+"""``bosun rl``: train, evaluate and export the deep-RL scheduling policy (issue 6).
+
+* ``bosun rl train --trace openb --timesteps N --out policy/``: MaskablePPO (or PPO) in the
+  twin (:mod:`bosun.rl.train`), with a progress bar, checkpoints and the training curve;
+* ``bosun rl evaluate --trace openb --timesteps N --out results/``: train on the first 70 %
+  of the arrivals and compare with LeastAllocated, MostAllocated and FGD on the rest, over
+  several seeds (:mod:`bosun.rl.evaluate`);
+* ``bosun rl export --policy policy/``: re-export ``policy.onnx`` from ``policy.zip`` and
+  check that onnxruntime and torch agree.
+
+Bad input (options, the trace, a window too short to split, a bad policy folder) is
+reported with exit code 2 before anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bosun.cli.common import fail
+from bosun.errors import BosunError, InputError, InputProblem
+
+app = typer.Typer(
+    name="rl",
+    help="Deep-RL scheduling: train a policy in the twin, evaluate it, export it to ONNX.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+TraceOption = Annotated[
+    str,
+    typer.Option(
+        "--trace", help="Trace spec: openb[:variant[@nodes]], synthetic[:...], or a file."
+    ),
+]
+NodesOption = Annotated[
+    int | None,
+    typer.Option("--nodes", help="Use every N/k-th node of the trace (k nodes); default all."),
+]
+WeightsOption = Annotated[
+    str,
+    typer.Option(
+        "--reward-weights",
+        help="w_util,w_speed,w_sla,w_frag of the reward (issue 6's defaults).",
+    ),
+]
+AlgoOption = Annotated[
+    str, typer.Option("--algo", help="maskable-ppo (default) or ppo (invalid actions remapped).")
+]
+
+
+@app.callback()
+def rl() -> None:
+    """Deep-RL scheduling: train a policy in the twin, evaluate it, export it to ONNX."""
+
+
+def _weights(text: str) -> tuple[float, float, float, float]:
+    parts = [p.strip() for p in text.split(",")]
+    problem = None
+    values: list[float] = []
+    if len(parts) != 4:
+        problem = f"expected 4 comma-separated numbers (util,speed,sla,frag), found {text!r}"
+    else:
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            problem = f"expected numbers, found {text!r}"
+        else:
+            if not all(math.isfinite(v) and v >= 0 for v in values):
+                problem = f"expected finite numbers >= 0, found {text!r}"
+    if problem is not None:
+        raise InputError([InputProblem("command line", "options", "--reward-weights", problem)])
+    return (values[0], values[1], values[2], values[3])
+
+
+def _check_out(out: Path, what: str) -> None:
+    """``out`` must be absent, an empty folder, or a folder ``what`` wrote before."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise InputError(
+            [InputProblem("command line", "options", "--out", f"{out} exists and is not a folder")]
+        )
+    entries = list(out.iterdir())
+    marker = {"policy": "meta.json", "evaluation": "summary.csv"}[what]
+    if entries and not (out / marker).exists():
+        raise InputError(
+            [
+                InputProblem(
+                    "command line",
+                    "options",
+                    "--out",
+                    f"{out} is a non-empty folder without {marker}: expected a new folder, an "
+                    f"empty one or a previous {what} folder to replace",
+                )
+            ]
+        )
+
+
+def _ray_address(text: str | None) -> tuple[bool, str | None]:
+    if text is None:
+        return False, None
+    if text == "local":
+        return True, None
+    return True, text
+
+
+@app.command("train")
+def train_cmd(
+    trace: TraceOption,
+    timesteps: Annotated[
+        int, typer.Option("--timesteps", help="Scheduling decisions to train on.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="The policy folder to write.")],
+    algo: AlgoOption = "maskable-ppo",
+    seed: Annotated[int, typer.Option("--seed", help="Seeds sb3 and the envs.")] = 0,
+    n_envs: Annotated[
+        int | None, typer.Option("--n-envs", help="Parallel environments (default: the cores).")
+    ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option("--ray", help="Run the envs on Ray: 'local', 'auto' or ray://host:port."),
+    ] = None,
+    nodes: NodesOption = None,
+    reward_weights: WeightsOption = "0.4,0.3,0.2,0.1",
+    checkpoint_every: Annotated[
+        int, typer.Option("--checkpoint-every", help="Steps between checkpoints (0: none).")
+    ] = 0,
+    train_fraction: Annotated[
+        float,
+        typer.Option("--train-fraction", help="Train on this first share of the arrivals."),
+    ] = 1.0,
+    max_steps: Annotated[
+        int | None, typer.Option("--max-steps", help="Decisions per episode before truncation.")
+    ] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+) -> None:
+    """Train a scheduling policy in the twin (MaskablePPO by default) and export it."""
+    from bosun.rl.train import EnvSettings, train
+
+    try:
+        weights = _weights(reward_weights)
+        _check_out(out, "policy")
+        problems: list[InputProblem] = []
+        if not 0.0 < train_fraction <= 1.0:
+            problems.append(
+                InputProblem(
+                    "command line",
+                    "options",
+                    "--train-fraction",
+                    f"expected 0 < f <= 1, found {train_fraction}",
+                )
+            )
+        if seed < 0:
+            problems.append(
+                InputProblem("command line", "options", "--seed", f"expected >= 0, found {seed}")
+            )
+        if problems:
+            raise InputError(problems)
+        use_ray, address = _ray_address(ray)
+        res = train(
+            trace,
+            timesteps,
+            out,
+            algo=algo,
+            n_envs=n_envs,
+            seed=seed,
+            checkpoint_every=checkpoint_every,
+            env_settings=EnvSettings(
+                nodes=nodes,
+                reward_weights=weights,
+                max_steps=max_steps,
+                arrival_fraction=(0.0, train_fraction),
+            ),
+            ray_address=address,
+            use_ray=use_ray,
+            show_progress=progress,
+        )
+    except BosunError as e:
+        raise fail(str(e)) from None
+    console = Console()
+    last = [r for _, r, _, _ in res.curve[-20:]]
+    console.print(
+        f"trained {res.timesteps:,} steps in {res.wall_s:.1f} s "
+        f"({res.steps_per_s:,.0f} steps/s); "
+        + (
+            f"mean reward of the last {len(last)} episodes {sum(last) / len(last):.3f}; "
+            if last
+            else ""
+        )
+        + f"policy in {escape(str(out))}"
+    )
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    trace: TraceOption,
+    timesteps: Annotated[int, typer.Option("--timesteps", help="Training decisions per seed.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for runs.csv, summary.csv/.md.")],
+    seeds: Annotated[int, typer.Option("--seeds", help="Seeds 0..k-1.")] = 5,
+    nodes: NodesOption = None,
+    train_fraction: Annotated[
+        float, typer.Option("--train-fraction", help="Share of arrivals trained on.")
+    ] = 0.7,
+    reward_weights: WeightsOption = "0.4,0.3,0.2,0.1",
+    algo: AlgoOption = "maskable-ppo",
+    n_envs: Annotated[int, typer.Option("--n-envs", help="Training environments.")] = 1,
+    policies: Annotated[
+        str,
+        typer.Option("--policies", help="Comma-separated: ppo,leastallocated,mostallocated,fgd."),
+    ] = "ppo,leastallocated,mostallocated,fgd",
+) -> None:
+    """Train on the first 70% of a trace's arrivals, compare with the heuristics on the rest."""
+    from bosun.rl.evaluate import evaluate
+    from bosun.rl.train import EnvSettings
+
+    console = Console()
+    tmp: Path | None = None
+    try:
+        weights = _weights(reward_weights)
+        _check_out(out, "evaluation")
+        if seeds < 1:
+            raise InputError(
+                [
+                    InputProblem(
+                        "command line", "options", "--seeds", f"expected >= 1, found {seeds}"
+                    )
+                ]
+            )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        ev = evaluate(
+            trace,
+            timesteps=timesteps,
+            seeds=list(range(seeds)),
+            train_fraction=train_fraction,
+            policies=[p.strip() for p in policies.split(",") if p.strip()],
+            work_dir=tmp / "policies",
+            trace_spec=trace,
+            env_settings=EnvSettings(nodes=nodes, reward_weights=weights),
+            algo=algo,
+            n_envs=n_envs,
+            progress=lambda line: console.print(escape(line)),
+        )
+        ev.write(tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+        tmp = None
+    except BosunError as e:
+        raise fail(str(e)) from None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    summary = ev.summary()
+    table = Table(
+        title=f"RL evaluation: {escape(trace)}"
+        + (f" ({nodes} nodes)" if nodes else "")
+        + f", test = last {1 - train_fraction:.0%} of arrivals, {seeds} seed(s), mean ± 95% CI",
+        header_style="bold",
+    )
+    cols = [
+        ("reward/decision", "reward_mean", 4),
+        ("GPU alloc. at decisions", "gpu_alloc_at_decisions", 4),
+        ("GPU frag. ratio", "gpu_fragmentation_ratio_mean", 4),
+        ("unscheduled", "unscheduled_pods", 1),
+        ("SLA violations", "sla_violations", 1),
+        ("p50 ms", "decision_p50_ms", 3),
+        ("p99 ms", "decision_p99_ms", 3),
+    ]
+    table.add_column("policy")
+    for title, _, _ in cols:
+        table.add_column(title, justify="right")
+    for r in summary.to_dict("records"):
+        cells = []
+        for _, key, d in cols:
+            mean, half = r[f"{key}_mean"], r[f"{key}_ci95"]
+            cells.append(f"{mean:.{d}f}" + ("" if math.isnan(half) else f" ± {half:.{d}f}"))
+        table.add_row(str(r["policy"]), *cells)
+    console.print(table)
+    console.print(f"results in {escape(str(out))}")
+
+
+@app.command("export")
+def export_cmd(
+    policy: Annotated[Path, typer.Option("--policy", help="The policy folder (policy.zip).")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="ONNX file (default: <policy>/policy.onnx).")
+    ] = None,
+) -> None:
+    """Re-export the ONNX actor of a policy folder and check it against torch."""
+    import numpy as np
+
+    from bosun.rl.export import OnnxActor, export_onnx, torch_logits
+    from bosun.rl.policy import ONNX_FILE, load_meta
+    from bosun.rl.train import load_model
+
+    target = out if out is not None else policy / ONNX_FILE
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        meta = load_meta(policy)
+        model = load_model(policy)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        export_onnx(model.policy, tmp, meta.observation_size)
+        rng = np.random.default_rng(0)
+        obs = rng.uniform(-1, 1, (16, meta.observation_size)).astype(np.float32)
+        diff = float(np.abs(OnnxActor(tmp).logits(obs) - torch_logits(model.policy, obs)).max())
+        if diff > 1e-5:
+            raise BosunError(f"{tmp}: onnxruntime and torch differ by {diff:.3g} (> 1e-5)")
+        os.replace(tmp, target)
+    except BosunError as e:
+        raise fail(str(e)) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    Console().print(
+        f"exported {escape(str(target))} "
+        f"(max |onnx - torch| = {diff:.2g} on 16 random observations)"
+    )

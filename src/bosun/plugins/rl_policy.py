@@ -1,0 +1,196 @@
+"""RLPolicy: score nodes with a policy trained in the twin (issue 6), served with onnxruntime.
+
+The plugin loads a policy folder written by ``bosun rl train`` (:mod:`bosun.rl.policy`):
+``meta.json`` (checked against this bosun's observation features) and ``policy.onnx`` (the
+actor, run with onnxruntime; this module and everything it imports are free of torch, so a
+live scheduler needs no torch install).
+
+* Score: the observation is :func:`bosun.rl.features.encode` of the cycle's snapshot, the
+  pod, the nodes the Score point is given (the nodes that passed Filter, after
+  ``percentageOfNodesToScore``) and the plugin's :class:`bosun.rl.features.DecisionHistory`;
+  the actor gives one logit per node row. The policy's choice is the node with the highest
+  logit among the scored nodes (the lowest row on ties, as ``numpy.argmax`` in the env and
+  :func:`bosun.rl.policy.masked_argmax`): it scores 100. Every other scored node scores
+  ``min(99, floor(99 * (logit - lowest) / (highest - lowest)))``, linear in its logit
+  between the lowest and the highest logit of the scored nodes, so it is strictly below the
+  choice. With RLPolicy as the only scorer the profile therefore picks exactly the policy's
+  action (no tie for the scheduler's RNG to break); with other scorers its weight trades
+  the policy's preference off against theirs.
+* Reserve: records the placement in the decision history (the env records the same way,
+  every placed pod, including those that had a single feasible node and were not scored);
+  Unreserve restores the history saved in the cycle state.
+
+For exactly the observations the policy was trained on, use ``percentageOfNodesToScore:
+100`` (kube samples a subset of the feasible nodes on clusters of 100 nodes or more
+otherwise, and the observation's ``feasible`` flags would differ from the env's).
+
+Args (``pluginConfig[RLPolicy].args``):
+
+* ``policyPath`` (required): the policy folder (``meta.json``, ``policy.onnx``).
+* ``threads``: onnxruntime intra-op threads (default 1).
+* ``maxNodes``: node rows of the observation (default: the policy's training
+  ``max_nodes``). The network scores any node count, but the encoder refuses a cluster
+  larger than ``maxNodes`` (Score then fails the cycle with a :class:`BosunError` saying so);
+  raising it serves larger clusters at the price of two features (``cluster.node_count``,
+  ``history.node_position``) that are scaled by ``maxNodes`` and so differ from training.
+
+Extension points: Score, Reserve.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bosun.framework.interface import (
+    MAX_NODE_SCORE,
+    CycleState,
+    IndexArray,
+    IntArray,
+    PluginArgsError,
+    Status,
+)
+from bosun.plugins.gpu_common import args_mapping, positive_int
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from bosun.api.types import Pod
+    from bosun.framework.interface import Handle
+    from bosun.framework.snapshot import Snapshot
+
+NAME = "RLPolicy"
+HISTORY_KEY = "Reserve" + NAME
+
+
+def scores_from_logits(logits: npt.NDArray[Any], rows: IndexArray) -> IntArray:
+    """int64 ``(len(rows),)`` scores of the scored nodes from their logits.
+
+    The highest logit (the lowest row among equal highest logits) gets 100; every other
+    node ``min(99, floor(99 * (l - lowest) / (highest - lowest)))`` (99 when all logits are
+    equal). See the module docstring.
+    """
+    lg = np.asarray(logits, dtype=np.float64)
+    out = np.zeros(len(lg), dtype=np.int64)
+    if not len(lg):
+        return out
+    hi = float(lg.max())
+    lo = float(lg.min())
+    top = np.flatnonzero(lg == hi)
+    best = int(top[np.argmin(np.asarray(rows)[top])])
+    if hi > lo:
+        scaled = np.floor((MAX_NODE_SCORE - 1) * (lg - lo) / (hi - lo))
+        out[:] = np.minimum(scaled, MAX_NODE_SCORE - 1).astype(np.int64)
+    else:
+        out[:] = MAX_NODE_SCORE - 1
+    out[best] = MAX_NODE_SCORE
+    return out
+
+
+class RLPolicy:
+    """Score plugin serving a trained scheduling policy (module docstring).
+
+    Args:
+        args: ``{"policyPath": str, "threads": int, "maxNodes": int}``.
+        handle: the framework (Reserve reads ``handle.snapshot``).
+
+    Raises:
+        PluginArgsError: ``policyPath`` missing, not a string, or not a usable policy
+            folder (missing or corrupt ``meta.json``/``policy.onnx``, another features
+            version or layout: the message names the file, what was expected and found);
+            ``threads``/``maxNodes`` not positive integers; an unknown field.
+    """
+
+    name = NAME
+
+    def __init__(self, args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> None:
+        from bosun.errors import BosunError
+        from bosun.rl.export import OnnxActor
+        from bosun.rl.features import (
+            FEATURES_VERSION,
+            DecisionHistory,
+            FeatureError,
+            ObservationSpec,
+        )
+        from bosun.rl.policy import META_FILE, ONNX_FILE, check_compatible, load_meta
+
+        raw = args_mapping(args, ("policyPath", "threads", "maxNodes"))
+        path = raw.get("policyPath")
+        if not isinstance(path, str) or not path:
+            raise PluginArgsError(
+                "policyPath", f"is required: the policy folder (bosun rl train), got {path!r}"
+            )
+        self.threads = positive_int(raw.get("threads", 1), "threads")
+        self.path = Path(path)
+        try:
+            self.meta = load_meta(self.path)
+            max_nodes = positive_int(raw.get("maxNodes", self.meta.max_nodes), "maxNodes")
+            self.spec = ObservationSpec(max_nodes, self.meta.history_len)
+            check_compatible(
+                self.meta,
+                self.path / META_FILE,
+                features_version=FEATURES_VERSION,
+                node_features=self.spec.node_features,
+                global_features=self.spec.global_features,
+            )
+            self.actor = OnnxActor(self.path / ONNX_FILE, threads=self.threads)
+        except PluginArgsError:
+            raise
+        except (BosunError, FeatureError) as e:
+            raise PluginArgsError("policyPath", str(e)) from None
+        self.history = DecisionHistory(self.spec)
+        self.handle = handle
+        self._encode = _encoder()
+        # onnxruntime's first run allocates and plans: pay it here, not on the first pod
+        self.actor.logits(np.zeros((1, self.spec.size), dtype=np.float32))
+
+    def logits(self, pod: Pod, snapshot: Snapshot, nodes: IndexArray) -> npt.NDArray[np.float32]:
+        """float32 ``(max_nodes,)``: the actor's logit of every node row for ``pod`` with
+        ``nodes`` as the feasible ones (padding rows included)."""
+        if snapshot.num_nodes > self.spec.max_nodes:
+            from bosun.errors import BosunError
+
+            raise BosunError(
+                f"RLPolicy ({self.path}): the cluster has {snapshot.num_nodes} nodes, the "
+                f"observation holds {self.spec.max_nodes} (expected at most maxNodes nodes); "
+                "raise pluginConfig[RLPolicy].args.maxNodes"
+            )
+        obs = self._encode(snapshot, pod, nodes, self.history, self.spec)
+        out: npt.NDArray[np.float32] = self.actor.logits(obs)[0]
+        return out
+
+    def score(self, state: CycleState, pod: Pod, snapshot: Snapshot, nodes: IndexArray) -> IntArray:
+        """int64 ``(len(nodes),)`` in 0..100, 100 only for the policy's choice."""
+        rows = np.asarray(nodes, dtype=np.intp)
+        if not len(rows):
+            return np.zeros(0, dtype=np.int64)
+        logits = self.logits(pod, snapshot, rows)
+        return scores_from_logits(logits[rows], rows)
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Record the placement (the pod is already assumed in the snapshot)."""
+        if self.handle is None:
+            return Status.success()
+        snap = self.handle.snapshot
+        row = snap.node_index.get(node_name)
+        if row is None or row >= self.spec.max_nodes:
+            return Status.success()
+        state[HISTORY_KEY] = copy.deepcopy(self.history)
+        self.history.record(snap, pod, row)
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Forget the placement recorded by :meth:`reserve` in this cycle."""
+        saved = state.pop(HISTORY_KEY, None)
+        if saved is not None:
+            self.history = saved
+
+
+def _encoder() -> Any:
+    from bosun.rl.features import encode
+
+    return encode

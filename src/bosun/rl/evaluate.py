@@ -1,0 +1,533 @@
+"""Held-out evaluation of a trained policy against kube's and FGD's heuristics (issue 6).
+
+Protocol, per seed ``s`` (``seeds`` of them):
+
+1. **Split.** The trace's arrivals in arrival order: the first ``train_fraction`` (70 %)
+   train, the rest test (:func:`bosun.rl.env.split_trace`); each window replays on the
+   trace's initial cluster with its times kept. A trace whose windows hold no arrival is an
+   error naming the trace, the window and the arrivals expected and found.
+2. **Train.** :func:`bosun.rl.train.train` on the train window, ``timesteps`` decisions,
+   seed ``s`` (MaskablePPO by default).
+3. **Evaluate.** Every policy replays the *test* window in the same environment
+   (:class:`bosun.rl.env.SchedulingEnv`, seed ``s``, the same reward weights), so every
+   policy's reward is computed by the same function on its own decisions. At each decision
+   the policy picks one of the nodes that passed Filter:
+
+   * ``ppo``: the trained policy served by the ``RLPolicy`` Score plugin (onnxruntime, the
+     serving path; its history is the env's), i.e. the arg-max of its logits. At every
+     decision the plugin's choice is checked against the masked arg-max of the ONNX
+     actor on the env's own observation (``plugin_agrees``);
+   * ``leastallocated`` / ``mostallocated``: ``NodeResourcesFit`` with that
+     ``scoringStrategy`` over cpu, memory and ``nvidia.com/gpu`` (weight 1 each), as in the
+     fragmentation experiment;
+   * ``fgd``: the ``FGD`` plugin with the task classes of the replayed window.
+
+   A heuristic's choice is the highest score, ties broken uniformly at random by a
+   generator seeded with ``s`` (kube's ``selectHost``).
+4. **Measures** (per policy and seed): the mean reward per decision and its four terms;
+   the twin's time-weighted GPU allocation ratio and GPU fragmentation ratio
+   (:mod:`bosun.twin.metrics`) and the mean GPU allocation right after each placement (the
+   ResourceUtil term: the allocation when the cluster is busy enough to ask for a
+   decision); pods left unscheduled at the end, failed scheduling attempts and SLA
+   violations; the wall-clock decision time of the policy's Score work (p50, p99, ms).
+5. **Aggregate.** Mean over seeds and a 95 % confidence interval, Student t with
+   ``n - 1`` degrees of freedom: ``mean +- t_{0.975, n-1} * sd / sqrt(n)``.
+
+Deviations, on purpose: the heuristics run as the agent of the env, whose profile has no
+GPU-device plugin, so FGD's own choice of a sharing pod's GPU device is not applied (the
+snapshot's best-fit device is, as for every policy); every policy sees exactly the same
+Filters and queue.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bosun.errors import BosunError, InputError, InputProblem
+
+#: Policies compared: the trained one first, then the heuristics.
+POLICIES = ("ppo", "leastallocated", "mostallocated", "fgd")
+HEURISTICS = ("leastallocated", "mostallocated", "fgd")
+#: NodeResourcesFit's resources in the heuristics (the fragmentation experiment's).
+_FIT_RESOURCES = (
+    {"name": "cpu", "weight": 1},
+    {"name": "memory", "weight": 1},
+    {"name": "nvidia.com/gpu", "weight": 1},
+)
+#: Columns of one run (one policy under one seed).
+RUN_COLUMNS = (
+    "policy",
+    "seed",
+    "decisions",
+    "reward_mean",
+    "reward_total",
+    "resource_util",
+    "scheduling_speed",
+    "sla_violation",
+    "fragmentation",
+    "gpu_alloc_ratio_mean",
+    "gpu_alloc_at_decisions",
+    "gpu_fragmentation_ratio_mean",
+    "unscheduled_pods",
+    "failed_attempts",
+    "sla_violations",
+    "decision_p50_ms",
+    "decision_p99_ms",
+    "plugin_agrees",
+    "wall_s",
+)
+#: The metrics summarised with a confidence interval.
+SUMMARY_METRICS = (*RUN_COLUMNS[2:-2], "wall_s")
+
+# Two-sided 95 % Student t quantiles t_{0.975, df}, df = 1..30 (any statistics table).
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t_quantile_975(df: int) -> float:
+    """``t_{0.975, df}``: the table for ``df <= 30``, else the Cornish-Fisher expansion
+    around the normal quantile ``z``: ``z + (z^3 + z) / (4 df) + (5 z^5 + 16 z^3 + 3 z) /
+    (96 df^2)`` (Abramowitz & Stegun 26.7.5; error below 1e-4 for df > 30).
+
+    Raises:
+        ValueError: ``df < 1``.
+    """
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def confidence_interval(values: Sequence[float]) -> tuple[float, float]:
+    """``(mean, half_width)`` of the 95 % Student-t interval; half-width NaN for one value."""
+    x = np.asarray(values, dtype=np.float64)
+    n = len(x)
+    if n == 0:
+        return math.nan, math.nan
+    mean = float(x.mean())
+    if n == 1:
+        return mean, math.nan
+    sd = float(x.std(ddof=1))
+    return mean, t_quantile_975(n - 1) * sd / math.sqrt(n)
+
+
+# --------------------------------------------------------------------------- choosers
+
+
+@dataclass
+class Decision:
+    """What a policy sees at one decision of the env.
+
+    Attributes:
+        pod: the pending pod.
+        snapshot: the cluster (row ``i`` = node ``i``).
+        rows: intp, the nodes that passed Filter, in the order the core gave them.
+        obs: the env's observation; mask: its action mask.
+        history: the env's decision history.
+        task_classes: the FGD task classes of the replayed window.
+    """
+
+    pod: Any
+    snapshot: Any
+    rows: Any
+    obs: Any
+    mask: Any
+    history: Any
+    task_classes: Any
+
+
+def current_decision(env: Any, obs: Any) -> Decision:
+    """The pending decision of a :class:`bosun.rl.env.SchedulingEnv`.
+
+    Reads the env's episode (``_episode``): the env has no public accessor for the pod and
+    the snapshot of the pending decision (see docs/rl.md).
+
+    Raises:
+        BosunError: no decision is pending.
+    """
+    base = env.unwrapped
+    ep = getattr(base, "_episode", None)
+    d = getattr(ep, "decision", None)
+    if ep is None or d is None:
+        raise BosunError("the environment has no pending decision")
+    return Decision(
+        pod=d.pod,
+        snapshot=ep.sim.snapshot,
+        rows=np.asarray(d.rows, dtype=np.intp),
+        obs=obs,
+        mask=base.action_masks(),
+        history=ep.history,
+        task_classes=ep.sim.task_classes,
+    )
+
+
+class _Handle:
+    """The little of a framework Handle the heuristic plugins read."""
+
+    def __init__(self, snapshot: Any, rng: np.random.Generator) -> None:
+        self.snapshot = snapshot
+        self.rng = rng
+
+
+Chooser = Callable[[Decision], int]
+
+
+class HeuristicChooser:
+    """A Score plugin as a policy: PreScore, Score, NormalizeScore over the feasible rows,
+    the highest score, ties broken by a seeded generator (kube's ``selectHost``).
+
+    Args:
+        policy: ``leastallocated``, ``mostallocated`` or ``fgd``.
+        seed: the tie-breaking seed.
+    """
+
+    def __init__(self, policy: str, seed: int) -> None:
+        if policy not in HEURISTICS:
+            raise BosunError(f"unknown heuristic {policy!r}; known: {', '.join(HEURISTICS)}")
+        self.policy = policy
+        self.rng = np.random.default_rng(seed)
+        self.plugin: Any = None
+
+    def _build(self, d: Decision) -> Any:
+        handle = _Handle(d.snapshot, self.rng)
+        if self.policy == "fgd":
+            from bosun.plugins.fgd import FGD
+
+            return FGD({"taskClasses": d.task_classes.to_args()}, handle)  # type: ignore[arg-type]
+        from bosun.plugins.node_resources_fit import NodeResourcesFit
+
+        strategy = "LeastAllocated" if self.policy == "leastallocated" else "MostAllocated"
+        args = {
+            "scoringStrategy": {"type": strategy, "resources": [dict(r) for r in _FIT_RESOURCES]}
+        }
+        return NodeResourcesFit(args, handle)  # type: ignore[arg-type]
+
+    def __call__(self, d: Decision) -> int:
+        from bosun.framework.interface import CycleState
+
+        if self.plugin is None:
+            self.plugin = self._build(d)
+        p = self.plugin
+        state = CycleState()
+        pre = getattr(p, "pre_score", None)
+        if pre is not None:
+            pre(state, d.pod, d.snapshot, d.rows)
+        scores = np.asarray(p.score(state, d.pod, d.snapshot, d.rows), dtype=np.int64)
+        norm = getattr(p, "normalize_score", None)
+        if norm is not None:
+            scores = np.asarray(norm(state, d.pod, d.snapshot, scores), dtype=np.int64)
+        ties = np.flatnonzero(scores == scores.max())
+        pick = ties[0] if len(ties) == 1 else ties[int(self.rng.integers(len(ties)))]
+        return int(d.rows[pick])
+
+
+class PolicyChooser:
+    """The trained policy through the ``RLPolicy`` Score plugin (onnxruntime).
+
+    The plugin's history is replaced by the env's before each decision (the env records
+    every placement, as the plugin's Reserve does in a scheduler). ``agree`` counts the
+    decisions where the plugin's choice equals the masked arg-max of the ONNX actor on the
+    env's observation.
+    """
+
+    def __init__(self, policy_dir: Path | str, threads: int = 1) -> None:
+        from bosun.plugins.rl_policy import RLPolicy
+
+        self.plugin = RLPolicy({"policyPath": str(policy_dir), "threads": threads})
+        self.agree = 0
+        self.total = 0
+
+    def __call__(self, d: Decision) -> int:
+        from bosun.framework.interface import CycleState
+        from bosun.rl.policy import masked_argmax
+
+        self.plugin.history = d.history
+        scores = self.plugin.score(CycleState(), d.pod, d.snapshot, d.rows)
+        row = int(d.rows[int(np.argmax(scores))])
+        want = masked_argmax(self.plugin.actor.logits(d.obs)[0], d.mask)
+        self.total += 1
+        self.agree += int(want == row)
+        return row
+
+
+def run_policy(env: Any, choose: Chooser, seed: int) -> dict[str, Any]:
+    """Replay one episode of ``env`` (seeded ``seed``) with ``choose``; the run's measures
+    (:data:`RUN_COLUMNS` without ``policy``/``seed``/``plugin_agrees``)."""
+    started = time.perf_counter()
+    obs, _ = env.reset(seed=seed)
+    rewards: list[float] = []
+    terms: list[list[float]] = []
+    times: list[float] = []
+    info: dict[str, Any] = {}
+    while True:
+        d = current_decision(env, obs)
+        t0 = time.perf_counter()
+        row = choose(d)
+        times.append(time.perf_counter() - t0)
+        obs, reward, terminated, truncated, info = env.step(row)
+        rewards.append(float(reward))
+        rt = info["reward_terms"]
+        terms.append(
+            [rt["resource_util"], rt["scheduling_speed"], rt["sla_violation"], rt["fragmentation"]]
+        )
+        if terminated or truncated:
+            break
+    result = info.get("result")
+    summary: Mapping[str, Any] = result.summary if result is not None else {}
+    t = np.asarray(terms)
+    ms = np.asarray(times) * 1000.0
+    return {
+        "decisions": len(rewards),
+        "reward_mean": float(np.mean(rewards)),
+        "reward_total": float(np.sum(rewards)),
+        "resource_util": float(t[:, 0].mean()),
+        "scheduling_speed": float(t[:, 1].mean()),
+        "sla_violation": float(t[:, 2].mean()),
+        "fragmentation": float(t[:, 3].mean()),
+        "gpu_alloc_ratio_mean": float(summary.get("gpu_alloc_ratio_mean", math.nan)),
+        "gpu_alloc_at_decisions": float(t[:, 0].mean()),
+        "gpu_fragmentation_ratio_mean": float(
+            summary.get("gpu_fragmentation_ratio_mean", math.nan)
+        ),
+        "unscheduled_pods": int(summary.get("unschedulable_at_end", 0)),
+        "failed_attempts": int(summary.get("failed_attempts", 0)),
+        "sla_violations": int(info.get("episode_sla_violations", 0)),
+        "decision_p50_ms": float(np.percentile(ms, 50)),
+        "decision_p99_ms": float(np.percentile(ms, 99)),
+        "wall_s": time.perf_counter() - started,
+    }
+
+
+# -------------------------------------------------------------------------- experiment
+
+
+@dataclass
+class Evaluation:
+    """Every run of an evaluation and their aggregate.
+
+    Attributes:
+        trace: the trace spec (and node subset).
+        runs: one row per (policy, seed), :data:`RUN_COLUMNS`.
+        settings: the protocol's parameters (timesteps, seeds, window, weights ...).
+        policy_dirs: the trained policy folder of each seed.
+    """
+
+    trace: str
+    runs: pd.DataFrame
+    settings: dict[str, Any] = field(default_factory=dict)
+    policy_dirs: dict[int, Path] = field(default_factory=dict)
+
+    def summary(self) -> pd.DataFrame:
+        """One row per policy: ``<metric>_mean`` and ``<metric>_ci95`` (half-width) for
+        every metric of :data:`SUMMARY_METRICS`, and ``seeds``."""
+        rows = []
+        for policy in dict.fromkeys(self.runs["policy"]):
+            sub = self.runs[self.runs["policy"] == policy]
+            row: dict[str, Any] = {"policy": policy, "seeds": len(sub)}
+            for m in SUMMARY_METRICS:
+                mean, half = confidence_interval(sub[m].astype(float).tolist())
+                row[f"{m}_mean"] = mean
+                row[f"{m}_ci95"] = half
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def markdown(self) -> str:
+        """The summary as a Markdown table (mean ± 95 % CI half-width)."""
+        s = self.summary()
+        cols = [
+            ("reward / decision", "reward_mean", 4),
+            ("GPU alloc. at decisions", "gpu_alloc_at_decisions", 4),
+            ("GPU alloc. (time mean)", "gpu_alloc_ratio_mean", 5),
+            ("GPU frag. ratio (time mean)", "gpu_fragmentation_ratio_mean", 4),
+            ("frag. term at decisions", "fragmentation", 4),
+            ("unscheduled pods", "unscheduled_pods", 1),
+            ("SLA violations", "sla_violations", 1),
+            ("decision p50 (ms)", "decision_p50_ms", 3),
+            ("decision p99 (ms)", "decision_p99_ms", 3),
+        ]
+        head = "| policy | " + " | ".join(c[0] for c in cols) + " |"
+        sep = "|---|" + "---:|" * len(cols)
+        lines = [head, sep]
+        for rec in s.to_dict("records"):
+            cells = []
+            for _, key, digits in cols:
+                mean, half = rec[f"{key}_mean"], rec[f"{key}_ci95"]
+                text = f"{mean:.{digits}f}"
+                if not math.isnan(half):
+                    text += f" ± {half:.{digits}f}"
+                cells.append(text)
+            lines.append(f"| {rec['policy']} | " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+
+    def write(self, out: Path) -> list[Path]:
+        """``runs.csv``, ``summary.csv`` and ``summary.md`` into ``out`` (atomically each)."""
+        from bosun.twin.experiments.fragmentation import write_atomic
+
+        out.mkdir(parents=True, exist_ok=True)
+        return write_atomic(
+            {
+                out / "runs.csv": self.runs.to_csv(index=False),
+                out / "summary.csv": self.summary().to_csv(index=False),
+                out / "summary.md": self.markdown(),
+            }
+        )
+
+
+def check_split(trace: Any, train_fraction: float) -> list[InputProblem]:
+    """Problems with splitting ``trace`` at ``train_fraction`` (empty when both windows
+    hold at least one arrival)."""
+    from bosun.rl.env import split_trace
+
+    problems: list[InputProblem] = []
+    if not (isinstance(train_fraction, int | float) and 0.0 < train_fraction < 1.0):
+        return [
+            InputProblem(
+                str(getattr(trace, "name", trace)),
+                "split",
+                "train_fraction",
+                f"expected a number strictly between 0 and 1, found {train_fraction!r}",
+            )
+        ]
+    for window in ((0.0, train_fraction), (train_fraction, 1.0)):
+        try:
+            split_trace(trace, window)
+        except InputError as e:
+            problems.extend(e.problems)
+    return problems
+
+
+def evaluate(
+    trace: Any,
+    *,
+    timesteps: int,
+    seeds: Sequence[int] = (0, 1, 2, 3, 4),
+    train_fraction: float = 0.7,
+    policies: Sequence[str] = POLICIES,
+    work_dir: Path | str,
+    trace_spec: str | None = None,
+    env_settings: Any = None,
+    ppo_settings: Any = None,
+    algo: str = "maskable-ppo",
+    n_envs: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> Evaluation:
+    """Run the protocol of the module docstring.
+
+    Args:
+        trace: a Trace or a spec.
+        timesteps: training decisions per seed.
+        seeds: one training and one evaluation replay per seed.
+        train_fraction: the share of arrivals trained on (the rest is the test window).
+        policies: among :data:`POLICIES`.
+        work_dir: where each seed's policy goes (``policy-seed<s>/``).
+        trace_spec: the name to report (default: the trace's name).
+        env_settings: :class:`bosun.rl.train.EnvSettings` (its ``arrival_fraction`` is
+            replaced by the windows).
+        ppo_settings: :class:`bosun.rl.train.PPOSettings`.
+        algo: ``maskable-ppo`` or ``ppo``.
+        n_envs: training environments.
+        progress: called with a line of text as runs finish.
+
+    Raises:
+        InputError: a trace too short to split, an unknown policy, no seed, bad settings.
+    """
+    from dataclasses import replace
+
+    from bosun.rl.train import EnvSettings, make_env, train
+    from bosun.twin.trace import Trace
+
+    name = trace_spec or (trace if isinstance(trace, str) else getattr(trace, "name", "trace"))
+    if isinstance(trace, str):
+        from bosun.twin.traces import load_trace
+
+        trace = load_trace(trace)
+    problems: list[InputProblem] = []
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        problems.append(
+            InputProblem(
+                "command line",
+                "evaluation",
+                "policies",
+                f"unknown: {', '.join(unknown)}; known: {', '.join(POLICIES)}",
+            )
+        )
+    if not seeds:
+        problems.append(InputProblem("command line", "evaluation", "seeds", "expected a seed"))
+    if timesteps < 1 and "ppo" in policies:
+        problems.append(
+            InputProblem(
+                "command line", "evaluation", "timesteps", f"expected >= 1, found {timesteps}"
+            )
+        )
+    if isinstance(trace, Trace):
+        problems.extend(check_split(trace, train_fraction))
+    if problems:
+        raise InputError(problems)
+    base = env_settings or EnvSettings()
+    train_env = replace(base, arrival_fraction=(0.0, train_fraction))
+    test_env = replace(base, arrival_fraction=(train_fraction, 1.0), max_steps=None)
+    work = Path(work_dir)
+    rows: list[dict[str, Any]] = []
+    dirs: dict[int, Path] = {}
+    for seed in seeds:
+        chooser_of: dict[str, Callable[[], Any]] = {}
+        if "ppo" in policies:
+            pdir = work / f"policy-seed{seed}"
+            train(
+                trace,
+                timesteps,
+                pdir,
+                algo=algo,
+                n_envs=n_envs,
+                seed=seed,
+                env_settings=train_env,
+                settings=ppo_settings,
+                trace_spec=name,
+            )
+            dirs[seed] = pdir
+            chooser_of["ppo"] = lambda pdir=pdir: PolicyChooser(pdir)  # type: ignore[misc]
+        for h in HEURISTICS:
+            chooser_of[h] = lambda h=h, seed=seed: HeuristicChooser(h, seed)  # type: ignore[misc]
+        for policy in policies:
+            env = make_env(trace, test_env, seed, record_metrics=True)
+            try:
+                chooser = chooser_of[policy]()
+                row = run_policy(env, chooser, seed)
+            finally:
+                env.close()
+            agrees = (
+                chooser.agree / chooser.total
+                if isinstance(chooser, PolicyChooser) and chooser.total
+                else math.nan
+            )
+            rows.append({"policy": policy, "seed": seed, **row, "plugin_agrees": agrees})
+            if progress is not None:
+                progress(
+                    f"seed {seed} {policy}: reward/decision {row['reward_mean']:.4f}, "
+                    f"{row['decisions']} decisions, {row['wall_s']:.1f} s"
+                )
+    runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    settings = {
+        "trace": name,
+        "nodes": base.nodes,
+        "timesteps": timesteps,
+        "seeds": list(seeds),
+        "train_fraction": train_fraction,
+        "reward_weights": list(base.reward_weights),
+        "algo": algo,
+    }
+    return Evaluation(str(name), runs, settings, dirs)

@@ -1,0 +1,528 @@
+"""The RL scheduling policy: a shared per-node scorer, and the saved policy folder.
+
+**Network.** The observation is a flat float32 vector (:mod:`bosun.rl.features`): a node
+block of ``max_nodes`` rows of ``node_features`` values each (row ``i`` is snapshot row
+``i``, padding rows are zero), followed by ``global_features`` values (the pod, the cluster,
+the decision history). The actor applies *one* small MLP to every node row concatenated
+with the global vector and gets one logit per node::
+
+    h_i   = tanh(W_n x_i + W_g g + b)          # == Linear(concat(x_i, g)), split for speed
+    h_i   = tanh(W_2 h_i + b_2)
+    logit_i = w_o . h_i + b_o
+
+so the weights do not depend on ``max_nodes``: a policy trained on a 20-node cluster runs
+on a 1,000-node one. Infeasible nodes are masked out of the softmax by MaskablePPO
+(``MaskableCategorical`` sets their logits to a large negative number) and by the
+``RLPolicy`` plugin (it scores only the feasible nodes). The critic pools the per-node
+hidden vectors over the *real* rows (mean and max; a padding row is all zero and is
+left out) and passes the pooled vector and ``g`` through an MLP to one value. This is the
+"shared node encoder + pointer-style output" of the deep-RL schedulers of Mao et al.
+(Decima, SIGCOMM 2019, per-node score function applied to every node's embedding) and
+the permutation-equivariant set networks of Zaheer et al. (Deep Sets, NeurIPS 2017).
+
+**sb3.** :class:`MaskableNodeScorerPolicy` (sb3-contrib's ``MaskableActorCriticPolicy``)
+and :class:`NodeScorerPolicy` (sb3's ``ActorCriticPolicy``, for plain PPO) replace the
+MLP extractor with :class:`NodeScorer` and the action head with the identity (the
+extractor already outputs one logit per node).
+
+**Policy folder** (written by :func:`bosun.rl.train.save_policy`, read by :func:`load_meta`,
+:class:`bosun.rl.export.OnnxActor` and :func:`bosun.rl.train.load_model`):
+
+* ``policy.onnx``: the deterministic actor, ``obs (batch, obs_size) -> logits (batch,
+  max_nodes)``, dynamic in both ``batch`` and ``obs_size`` (any node count);
+* ``policy.zip``: the sb3 model (to resume training or evaluate with torch);
+* ``meta.json``: :class:`PolicyMeta`.
+
+Loading checks the format, the features version and the layout and raises
+:class:`PolicyFileError` naming the file, what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bosun.errors import BosunError
+
+POLICY_FORMAT = "bosun-rl-policy"
+POLICY_FORMAT_VERSION = 1
+ONNX_FILE = "policy.onnx"
+SB3_FILE = "policy.zip"
+META_FILE = "meta.json"
+#: Hidden width of the per-node scorer and of the critic.
+DEFAULT_HIDDEN = 64
+
+
+class PolicyFileError(BosunError):
+    """A policy folder that cannot be used: missing, corrupt or made for other features.
+
+    Attributes:
+        path: the file at fault.
+    """
+
+    def __init__(self, path: Path | str, message: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{path}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class ObsLayout:
+    """Where the node block and the global block lie in the flat observation.
+
+    Attributes:
+        max_nodes: node rows in the observation (N).
+        node_features: values per node row (F).
+        global_features: values after the node block (G: pod, cluster, history).
+    """
+
+    max_nodes: int
+    node_features: int
+    global_features: int
+
+    def __post_init__(self) -> None:
+        if self.max_nodes < 1 or self.node_features < 1 or self.global_features < 0:
+            raise ValueError(f"bad observation layout {self}")
+
+    @property
+    def observation_size(self) -> int:
+        """``N * F + G``."""
+        return self.max_nodes * self.node_features + self.global_features
+
+
+@dataclass(frozen=True)
+class PolicyMeta:
+    """``meta.json`` of a policy folder.
+
+    Attributes:
+        features_version: :data:`bosun.rl.features.FEATURES_VERSION` the policy was trained on.
+        observation_size: length of the training observation (``N * F + G``).
+        max_nodes, history_len: the training :class:`bosun.rl.features.ObservationSpec`.
+        node_features, global_features: F and G (the ONNX actor needs them to serve other
+            node counts).
+        reward_weights: ``{"util", "speed", "sla", "frag"}`` (w1..w4 of issue 6).
+        trace: the training trace spec; ``train_window``: ``[start, stop)`` fractions of its
+            arrivals.
+        timesteps: environment steps trained; ``seed``; ``algo``.
+        bosun_version: the package version that wrote it.
+        format, format_version: :data:`POLICY_FORMAT`, :data:`POLICY_FORMAT_VERSION`.
+        extra: anything else (hyper-parameters, wall time).
+    """
+
+    features_version: int
+    observation_size: int
+    max_nodes: int
+    history_len: int
+    node_features: int
+    global_features: int
+    reward_weights: Mapping[str, float]
+    trace: str
+    timesteps: int
+    seed: int
+    algo: str
+    bosun_version: str
+    train_window: tuple[float, float] = (0.0, 1.0)
+    format: str = POLICY_FORMAT
+    format_version: int = POLICY_FORMAT_VERSION
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def layout(self) -> ObsLayout:
+        """The training observation layout."""
+        return ObsLayout(self.max_nodes, self.node_features, self.global_features)
+
+    def to_json(self) -> str:
+        """The JSON text of ``meta.json`` (sorted keys, indented)."""
+        data = asdict(self)
+        data["reward_weights"] = dict(self.reward_weights)
+        data["train_window"] = list(self.train_window)
+        data["extra"] = dict(self.extra)
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+_INT_FIELDS = (
+    "features_version",
+    "observation_size",
+    "max_nodes",
+    "history_len",
+    "node_features",
+    "global_features",
+    "timesteps",
+    "seed",
+    "format_version",
+)
+_STR_FIELDS = ("trace", "algo", "bosun_version", "format")
+
+
+def parse_meta(data: Any, path: Path | str) -> PolicyMeta:
+    """A :class:`PolicyMeta` from the decoded JSON of ``path``.
+
+    Raises:
+        PolicyFileError: not an object, a missing or mistyped field, another format, an
+            observation size that is not ``max_nodes * node_features + global_features``.
+    """
+    if not isinstance(data, Mapping):
+        raise PolicyFileError(path, f"expected a JSON object, found {type(data).__name__}")
+    fmt = data.get("format")
+    if fmt != POLICY_FORMAT:
+        raise PolicyFileError(path, f"format: expected {POLICY_FORMAT!r}, found {fmt!r}")
+    kwargs: dict[str, Any] = {}
+    for name in _INT_FIELDS:
+        value = data.get(name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PolicyFileError(path, f"{name}: expected an integer, found {value!r}")
+        kwargs[name] = value
+    for name in _STR_FIELDS:
+        value = data.get(name)
+        if not isinstance(value, str):
+            raise PolicyFileError(path, f"{name}: expected a string, found {value!r}")
+        kwargs[name] = value
+    if kwargs["format_version"] != POLICY_FORMAT_VERSION:
+        raise PolicyFileError(
+            path,
+            f"format_version: expected {POLICY_FORMAT_VERSION}, found {kwargs['format_version']}",
+        )
+    weights = data.get("reward_weights")
+    if not isinstance(weights, Mapping) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in weights.values()
+    ):
+        raise PolicyFileError(path, f"reward_weights: expected a number map, found {weights!r}")
+    window = data.get("train_window", [0.0, 1.0])
+    if (
+        not isinstance(window, list)
+        or len(window) != 2
+        or not all(isinstance(v, int | float) for v in window)
+    ):
+        raise PolicyFileError(path, f"train_window: expected [start, stop], found {window!r}")
+    extra = data.get("extra", {})
+    if not isinstance(extra, Mapping):
+        raise PolicyFileError(path, f"extra: expected an object, found {extra!r}")
+    meta = PolicyMeta(
+        reward_weights={str(k): float(v) for k, v in weights.items()},
+        train_window=(float(window[0]), float(window[1])),
+        extra=dict(extra),
+        **kwargs,
+    )
+    try:
+        size = meta.layout.observation_size
+    except ValueError:
+        raise PolicyFileError(
+            path,
+            "max_nodes, node_features must be >= 1 and global_features >= 0; found "
+            f"{meta.max_nodes}, {meta.node_features}, {meta.global_features}",
+        ) from None
+    if size != meta.observation_size:
+        raise PolicyFileError(
+            path,
+            f"observation_size: expected max_nodes * node_features + global_features = "
+            f"{meta.max_nodes} * {meta.node_features} + {meta.global_features} = {size}, "
+            f"found {meta.observation_size}",
+        )
+    return meta
+
+
+def load_meta(folder: Path | str) -> PolicyMeta:
+    """Read and check ``folder/meta.json``.
+
+    Raises:
+        PolicyFileError: the folder or file is missing, not JSON, or not a valid meta.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise PolicyFileError(
+            root, f"expected a policy folder ({ONNX_FILE}, {SB3_FILE}, {META_FILE}), found none"
+        )
+    path = root / META_FILE
+    if not path.is_file():
+        raise PolicyFileError(path, "missing: every policy folder has one (bosun rl train)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PolicyFileError(path, f"expected JSON, found unreadable content ({e})") from None
+    return parse_meta(data, path)
+
+
+def check_compatible(
+    meta: PolicyMeta,
+    path: Path | str,
+    *,
+    features_version: int,
+    node_features: int,
+    global_features: int,
+    history_len: int | None = None,
+    observation_size: int | None = None,
+) -> None:
+    """Check a policy against the observation it is about to be fed.
+
+    Args:
+        meta: the policy's meta.
+        path: named in the error (the meta file).
+        features_version: the running :data:`bosun.rl.features.FEATURES_VERSION`.
+        node_features, global_features: F and G of the running encoder.
+        history_len: the history length the observation will carry (None: not checked).
+        observation_size: the exact size required (None: any node count; the per-node
+            scorer serves any ``max_nodes``).
+
+    Raises:
+        PolicyFileError: naming the first field that differs, expected and found.
+    """
+    checks: list[tuple[str, object, object]] = [
+        ("features_version", features_version, meta.features_version),
+        ("node_features", node_features, meta.node_features),
+        ("global_features", global_features, meta.global_features),
+    ]
+    if history_len is not None:
+        checks.append(("history_len", history_len, meta.history_len))
+    if observation_size is not None:
+        checks.append(("observation_size", observation_size, meta.observation_size))
+    for name, expected, found in checks:
+        if expected != found:
+            raise PolicyFileError(
+                path,
+                f"{name}: the policy was trained for {found}, this observation has "
+                f"{expected} (expected {expected}, found {found}); retrain the policy "
+                "(bosun rl train) for these features",
+            )
+
+
+def _bosun_version() -> str:
+    from bosun import __version__
+
+    return __version__
+
+
+def new_meta(
+    layout: ObsLayout,
+    *,
+    features_version: int,
+    history_len: int,
+    reward_weights: Mapping[str, float],
+    trace: str,
+    timesteps: int,
+    seed: int,
+    algo: str,
+    train_window: tuple[float, float] = (0.0, 1.0),
+    extra: Mapping[str, Any] | None = None,
+) -> PolicyMeta:
+    """A :class:`PolicyMeta` for a freshly trained policy (the running bosun version)."""
+    return PolicyMeta(
+        features_version=features_version,
+        observation_size=layout.observation_size,
+        max_nodes=layout.max_nodes,
+        history_len=history_len,
+        node_features=layout.node_features,
+        global_features=layout.global_features,
+        reward_weights=dict(reward_weights),
+        trace=trace,
+        timesteps=timesteps,
+        seed=seed,
+        algo=algo,
+        bosun_version=_bosun_version(),
+        train_window=train_window,
+        extra=dict(extra or {}),
+    )
+
+
+# --------------------------------------------------------------------------- torch side
+# Everything below imports torch lazily through _torch(): this module's file-format half
+# is used by the serving plugin's tests without torch.
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def build_node_scorer(layout: ObsLayout, hidden: int = DEFAULT_HIDDEN) -> Any:
+    """A :class:`NodeScorer` ``torch.nn.Module`` (see the module docstring)."""
+    return _node_scorer_class()(layout, hidden)
+
+
+_CLASSES: dict[str, Any] = {}
+
+
+def _node_scorer_class() -> Any:
+    """The NodeScorer class, defined on first use so that importing this module does not
+    import torch."""
+    if "NodeScorer" in _CLASSES:
+        return _CLASSES["NodeScorer"]
+    torch = _torch()
+    nn = torch.nn
+
+    class NodeScorer(nn.Module):  # type: ignore[misc,name-defined]
+        """Per-node logits and a pooled value latent from a flat observation.
+
+        ``forward(obs (B, N*F+G)) -> (logits (B, N), value_latent (B, hidden))``; N is
+        read from the observation's width, so the module serves any node count. A node
+        row that is all zero (padding) is left out of the critic's pooling.
+        """
+
+        def __init__(self, layout: ObsLayout, hidden: int) -> None:
+            super().__init__()
+            self.layout = layout
+            self.node_features = layout.node_features
+            self.global_features = layout.global_features
+            self.hidden = hidden
+            f, g = layout.node_features, layout.global_features
+            self.node_in = nn.Linear(f, hidden)
+            self.global_in = nn.Linear(max(g, 1), hidden, bias=False)
+            self.node_mid = nn.Linear(hidden, hidden)
+            self.node_out = nn.Linear(hidden, 1)
+            self.critic = nn.Sequential(
+                nn.Linear(2 * hidden + max(g, 1), hidden),
+                nn.Tanh(),
+                nn.Linear(hidden, hidden),
+                nn.Tanh(),
+            )
+            # what sb3 reads
+            self.latent_dim_pi = layout.max_nodes
+            self.latent_dim_vf = hidden
+
+        def _split(self, obs: Any) -> tuple[Any, Any]:
+            b = obs.shape[0]
+            g = self.global_features
+            width = obs.shape[1] - g
+            nodes = obs[:, :width].reshape(b, -1, self.node_features)
+            glob = obs[:, width:] if g else torch.zeros_like(obs[:, :1])
+            return nodes, glob
+
+        def _node_hidden(self, nodes: Any, glob: Any) -> Any:
+            h = torch.tanh(self.node_in(nodes) + self.global_in(glob).unsqueeze(1))
+            return torch.tanh(self.node_mid(h))
+
+        def forward_actor(self, obs: Any) -> Any:
+            """Logits ``(B, N)``."""
+            nodes, glob = self._split(obs)
+            return self.node_out(self._node_hidden(nodes, glob)).squeeze(-1)
+
+        def forward_critic(self, obs: Any) -> Any:
+            """Value latent ``(B, hidden)``."""
+            nodes, glob = self._split(obs)
+            h = self._node_hidden(nodes, glob)
+            real = (nodes.abs().sum(dim=-1, keepdim=True) > 0).to(h.dtype)
+            count = real.sum(dim=1).clamp(min=1.0)
+            mean = (h * real).sum(dim=1) / count
+            mx = (h * real - 2.0 * (1.0 - real)).max(dim=1).values
+            return self.critic(torch.cat([mean, mx, glob], dim=-1))
+
+        def forward(self, obs: Any) -> tuple[Any, Any]:
+            return self.forward_actor(obs), self.forward_critic(obs)
+
+        def reset_output(self, gain: float) -> None:
+            """Orthogonal init of the logit layer with a small gain (sb3's 0.01 for the
+            action head: near-uniform initial policy)."""
+            nn.init.orthogonal_(self.node_out.weight, gain=gain)
+            nn.init.zeros_(self.node_out.bias)
+
+    _CLASSES["NodeScorer"] = NodeScorer
+    return NodeScorer
+
+
+def _policy_mixin(base: Any) -> Any:
+    """An sb3 policy class over ``base`` whose extractor is the :class:`NodeScorer`."""
+    torch = _torch()
+    nn = torch.nn
+
+    class _Policy(base):  # type: ignore[misc]
+        def __init__(
+            self,
+            observation_space: Any,
+            action_space: Any,
+            lr_schedule: Callable[[float], float],
+            *args: Any,
+            node_features: int = 1,
+            global_features: int = 0,
+            hidden: int = DEFAULT_HIDDEN,
+            **kwargs: Any,
+        ) -> None:
+            self.node_features = node_features
+            self.global_features = global_features
+            self.hidden = hidden
+            obs_size = int(observation_space.shape[0])
+            n = int(action_space.n)
+            layout = ObsLayout(n, node_features, global_features)
+            if layout.observation_size != obs_size:
+                raise BosunError(
+                    f"observation size {obs_size} is not max_nodes * node_features + "
+                    f"global_features = {n} * {node_features} + {global_features} = "
+                    f"{layout.observation_size}"
+                )
+            self.layout = layout
+            kwargs.setdefault("net_arch", [])
+            super().__init__(observation_space, action_space, lr_schedule, *args, **kwargs)
+
+        def _build_mlp_extractor(self) -> None:
+            self.mlp_extractor = build_node_scorer(self.layout, self.hidden)
+
+        def _build(self, lr_schedule: Callable[[float], float]) -> None:
+            super()._build(lr_schedule)
+            # The extractor already gives one logit per node: no extra linear head.
+            self.action_net = nn.Identity()
+            self.mlp_extractor.reset_output(0.01)
+            self.optimizer = self.optimizer_class(
+                self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+            )
+
+        def _get_constructor_parameters(self) -> dict[str, Any]:
+            data: dict[str, Any] = super()._get_constructor_parameters()
+            data.update(
+                node_features=self.node_features,
+                global_features=self.global_features,
+                hidden=self.hidden,
+            )
+            return data
+
+    return _Policy
+
+
+def maskable_policy_class() -> Any:
+    """:class:`MaskableNodeScorerPolicy`: the node scorer as an sb3-contrib
+    ``MaskableActorCriticPolicy`` (for ``MaskablePPO``)."""
+    if "Maskable" not in _CLASSES:
+        from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+        cls = _policy_mixin(MaskableActorCriticPolicy)
+        cls.__name__ = cls.__qualname__ = "MaskableNodeScorerPolicy"
+        _CLASSES["Maskable"] = cls
+    return _CLASSES["Maskable"]
+
+
+def plain_policy_class() -> Any:
+    """:class:`NodeScorerPolicy`: the node scorer as an sb3 ``ActorCriticPolicy`` (for
+    plain ``PPO``, which samples among all nodes; the env maps invalid actions)."""
+    if "Plain" not in _CLASSES:
+        from stable_baselines3.common.policies import ActorCriticPolicy
+
+        cls = _policy_mixin(ActorCriticPolicy)
+        cls.__name__ = cls.__qualname__ = "NodeScorerPolicy"
+        _CLASSES["Plain"] = cls
+    return _CLASSES["Plain"]
+
+
+def policy_kwargs(layout: ObsLayout, hidden: int = DEFAULT_HIDDEN) -> dict[str, Any]:
+    """The ``policy_kwargs`` sb3 needs to build the node scorer for ``layout``."""
+    return {
+        "node_features": layout.node_features,
+        "global_features": layout.global_features,
+        "hidden": hidden,
+    }
+
+
+def masked_argmax(logits: Sequence[float] | Any, mask: Any) -> int:
+    """The index of the highest logit among ``mask`` (the lowest index on ties).
+
+    Raises:
+        ValueError: no True in ``mask``.
+    """
+    import numpy as np
+
+    lg = np.asarray(logits, dtype=np.float64)
+    m = np.asarray(mask, dtype=bool)
+    if not m.any():
+        raise ValueError("no feasible action")
+    masked = np.where(m, lg, -math.inf)
+    return int(np.argmax(masked))

@@ -1,0 +1,356 @@
+"""RLPolicy: the Score plugin serving an exported policy with onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bosun.api.build import make_node, make_pod
+from bosun.errors import InputError
+from bosun.framework.config import load_configuration
+from bosun.framework.interface import CycleState, PluginArgsError
+from bosun.framework.scheduler import Scheduler
+from bosun.framework.snapshot import Snapshot
+from bosun.plugins.registry import in_tree_registry, registry_points
+from bosun.plugins.rl_policy import RLPolicy, scores_from_logits
+from bosun.rl.export import OnnxActor
+from bosun.rl.features import FEATURES_VERSION, DecisionHistory, ObservationSpec, encode
+from bosun.rl.policy import ONNX_FILE, ObsLayout, masked_argmax
+from bosun.rl.train import init_policy
+
+SPEC = ObservationSpec(6, 2)
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("rlpolicy") / "policy"
+    init_policy(
+        out,
+        ObsLayout(SPEC.max_nodes, SPEC.node_features, SPEC.global_features),
+        seed=7,
+        meta_fields={
+            "features_version": FEATURES_VERSION,
+            "history_len": SPEC.history_len,
+            "reward_weights": {"util": 0.4, "speed": 0.3, "sla": 0.2, "frag": 0.1},
+            "trace": "test",
+        },
+    )
+    return out
+
+
+def _nodes(n: int) -> list[Any]:
+    # distinct capacities and GPU counts so the logits differ between nodes
+    return [
+        make_node(
+            f"n{i}",
+            cpu=str(8 * (i + 1)),
+            memory=f"{16 * (i + 1)}Gi",
+            extra={"nvidia.com/gpu": i % 3 + 1},
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("logits", "rows", "expected"),
+    [
+        # lowest 0.0, highest 1.0: 99 * (l - 0) / 1 floored, the max gets 100
+        ([0.0, 1.0, 0.5], [0, 1, 2], [0, 100, 49]),
+        # 99 * 0.25 / 1 = 24.75 -> 24
+        ([1.0, 0.25, 0.0], [4, 2, 9], [100, 24, 0]),
+        # equal highest logits: the lowest row (2, at position 1) wins, the other gets 99
+        ([2.0, 2.0, 1.0], [5, 2, 3], [99, 100, 0]),
+        ([3.0, 3.0], [1, 0], [99, 100]),  # all equal: lowest row 100, others 99
+        ([5.0], [3], [100]),
+    ],
+    ids=["linear", "rounding-down", "tie-lowest-row", "all-equal", "single"],
+)
+def test_scores_from_logits(logits: list[float], rows: list[int], expected: list[int]) -> None:
+    got = scores_from_logits(np.array(logits), np.array(rows))
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize(
+    ("args", "field", "match"),
+    [
+        ({}, "policyPath", "is required"),
+        ({"policyPath": 3}, "policyPath", "is required"),
+        ({"policyPath": "/nonexistent/policy"}, "policyPath", "expected a policy folder"),
+        ({"policyPath": "P", "threads": 0}, "threads", "greater than 0"),
+        ({"policyPath": "P", "maxNodes": "many"}, "maxNodes", "must be an integer"),
+        ({"policyPath": "P", "bogus": 1}, "bogus", "unknown field"),
+    ],
+    ids=["missing", "not-string", "no-folder", "threads", "max-nodes", "unknown"],
+)
+def test_bad_args(policy: Path, args: dict[str, Any], field: str, match: str) -> None:
+    if args.get("policyPath") == "P":
+        args = {**args, "policyPath": str(policy)}
+    with pytest.raises(PluginArgsError, match=match) as err:
+        RLPolicy(args)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"features_version": FEATURES_VERSION + 1}, "features_version: .*found"),
+        # a policy made by an encoder with 8 more global features: 6 * 15 + 49 = 139
+        (
+            {"global_features": 49, "observation_size": 139},
+            r"global_features: .*expected 41, found 49",
+        ),
+    ],
+    ids=["features-version", "other-observation-size"],
+)
+def test_policy_for_other_features(
+    policy: Path, tmp_path: Path, change: dict[str, int], match: str
+) -> None:
+    folder = tmp_path / "p"
+    shutil.copytree(policy, folder)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta.update(change)
+    (folder / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(PluginArgsError, match=match):
+        RLPolicy({"policyPath": str(folder)})
+
+
+def test_corrupt_onnx_named(policy: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "p"
+    shutil.copytree(policy, folder)
+    (folder / ONNX_FILE).write_bytes(b"garbage")
+    with pytest.raises(PluginArgsError, match=r"policy\.onnx: expected an ONNX model"):
+        RLPolicy({"policyPath": str(folder)})
+
+
+def test_score_is_the_policy_argmax(policy: Path) -> None:
+    """The plugin's 100 is the masked arg-max of the actor's logits computed here from the
+    same encoder and the ONNX file; only the given nodes are scored."""
+    snap = Snapshot(_nodes(6))
+    pod = make_pod("p", cpu="2", memory="4Gi", extra={"nvidia.com/gpu": 1})
+    plugin = RLPolicy({"policyPath": str(policy)})
+    rows = np.array([4, 1, 3], dtype=np.intp)  # Score's nodes come in any order
+    scores = plugin.score(CycleState(), pod, snap, rows)
+    obs = encode(snap, pod, rows, DecisionHistory(SPEC), SPEC)
+    logits = OnnxActor(policy / ONNX_FILE).logits(obs)[0]
+    mask = np.zeros(SPEC.max_nodes, dtype=bool)
+    mask[rows] = True
+    assert rows[int(np.argmax(scores))] == masked_argmax(logits, mask)
+    assert (scores == 100).sum() == 1 and scores.min() >= 0
+
+
+def _config(tmp_path: Path, policy: Path) -> Path:
+    text = f"""
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+percentageOfNodesToScore: 100
+profiles:
+  - schedulerName: default-scheduler
+    plugins:
+      multiPoint:
+        enabled:
+          - name: RLPolicy
+      preScore:
+        disabled:
+          - name: "*"
+      score:
+        disabled:
+          - name: "*"
+        enabled:
+          - name: RLPolicy
+            weight: 1
+    pluginConfig:
+      - name: RLPolicy
+        args:
+          policyPath: {policy}
+          threads: 1
+"""
+    path = tmp_path / "scheduler.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_profile_from_config_file_follows_the_policy(policy: Path, tmp_path: Path) -> None:
+    """A KubeSchedulerConfiguration with RLPolicy as the only scorer places every pod on
+    the policy's greedy action, computed independently with the encoder, a history kept
+    here and the ONNX actor; the plugin's history follows the placements (Reserve)."""
+    reg = in_tree_registry()
+    cfg = load_configuration(_config(tmp_path, policy), registry_points(reg))
+    snap = Snapshot(_nodes(6))
+    sched = Scheduler(cfg, snap, registry=reg, seed=0)
+    actor = OnnxActor(policy / ONNX_FILE)
+    history = DecisionHistory(SPEC)
+    for i in range(10):
+        pod = make_pod(f"p{i}", cpu="3", memory="2Gi", extra={"nvidia.com/gpu": 1})
+        sched.add_pod(pod)
+        fwk = sched.profiles["default-scheduler"]
+        feasible = fwk.find_feasible(CycleState(), pod).feasible
+        res = sched.schedule_one()
+        assert res is not None
+        if not feasible.any():
+            assert res.node_name == ""
+            continue
+        obs = encode(snap, pod, feasible, history, SPEC)
+        want = masked_argmax(actor.logits(obs)[0], feasible)
+        assert res.node_name == f"n{want}", f"pod {i}"
+        history.record(snap, pod, want)
+    plugin = sched.profiles["default-scheduler"].instances["RLPolicy"]
+    np.testing.assert_array_equal(plugin.history.vector(), history.vector())
+
+
+def test_bad_policy_in_config_names_the_field(tmp_path: Path) -> None:
+    reg = in_tree_registry()
+    cfg = load_configuration(_config(tmp_path, tmp_path / "missing"), registry_points(reg))
+    with pytest.raises(InputError, match=r"pluginConfig\[RLPolicy\]\.args\.policyPath: .*missing"):
+        Scheduler(cfg, Snapshot(_nodes(2)), registry=reg)
+
+
+def test_unreserve_restores_history(policy: Path) -> None:
+    reg = in_tree_registry()
+    snap = Snapshot(_nodes(3))
+
+    class Handle:
+        snapshot = snap
+
+    plugin = RLPolicy({"policyPath": str(policy)}, Handle())  # type: ignore[arg-type]
+    pod = make_pod("p", cpu="1", memory="1Gi")
+    snap.add_pod(pod, "n1")
+    state = CycleState()
+    before = plugin.history.vector().copy()
+    assert plugin.reserve(state, pod, "n1").ok
+    assert len(plugin.history) == 1
+    plugin.unreserve(state, pod, "n1")
+    np.testing.assert_array_equal(plugin.history.vector(), before)
+    assert "RLPolicy" in reg
+
+
+def test_serving_imports_no_torch(policy: Path) -> None:
+    """Loading the plugin and scoring a pod imports neither torch nor sb3."""
+    code = f"""
+import sys
+import numpy as np
+from bosun.api.build import make_node, make_pod
+from bosun.framework.interface import CycleState
+from bosun.framework.snapshot import Snapshot
+from bosun.plugins.registry import in_tree_registry
+plugin = in_tree_registry()["RLPolicy"]({{"policyPath": {str(policy)!r}}})
+snap = Snapshot([make_node("a"), make_node("b")])
+plugin.score(CycleState(), make_pod("p", cpu="1"), snap, np.array([0, 1]))
+heavy = ("torch", "stable_baselines3", "sb3_contrib")
+bad = sorted(m for m in sys.modules if m.split(".")[0] in heavy)
+print(",".join(bad))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "", out.stdout
+
+
+def _tiny_trace() -> Any:
+    """Two 4-GPU nodes and two CPU-only nodes; CPU-only and one-GPU pods alternate, one
+    every 20 s, each running 300 s (so nodes fill up and choices matter)."""
+    from bosun.twin.trace import PodArrival, Trace
+
+    nodes = [
+        make_node("gpu-a", cpu="8", memory="64Gi", extra={"nvidia.com/gpu": 4}),
+        make_node("gpu-b", cpu="8", memory="64Gi", extra={"nvidia.com/gpu": 4}),
+        make_node("cpu-a", cpu="8", memory="64Gi"),
+        make_node("cpu-b", cpu="8", memory="64Gi"),
+    ]
+    arrivals = [
+        PodArrival(
+            make_pod(
+                f"p{i:03d}", cpu="2", memory="4Gi", extra={"nvidia.com/gpu": 1} if i % 2 else None
+            ),
+            arrival_s=i * 20.0,
+            duration_s=300.0,
+        )
+        for i in range(80)
+    ]
+    return Trace("tiny", nodes, arrivals)
+
+
+def test_plugin_in_the_twin_replays_the_env_episode(tmp_path: Path) -> None:
+    """The same policy, two ways: (1) the Gymnasium env, the agent taking the masked
+    arg-max of the ONNX actor on the env's observation; (2) the twin's Simulator with a
+    KubeSchedulerConfiguration whose only scorer is RLPolicy. Every pod lands on the same
+    node at the same time, so the plugin chooses as the policy does in the env."""
+    from bosun.framework.config import parse_configuration
+    from bosun.rl.env import SchedulingEnv
+    from bosun.twin.engine import Simulator
+
+    spec = ObservationSpec(4, 8)
+    folder = tmp_path / "policy"
+    init_policy(
+        folder,
+        ObsLayout(spec.max_nodes, spec.node_features, spec.global_features),
+        seed=11,
+        meta_fields={
+            "features_version": FEATURES_VERSION,
+            "history_len": spec.history_len,
+            "reward_weights": {},
+            "trace": "tiny",
+        },
+    )
+    actor = OnnxActor(folder / ONNX_FILE)
+    trace = _tiny_trace()
+
+    env = SchedulingEnv(trace, seed=0, record_metrics=True)
+    obs, _ = env.reset(seed=0)
+    chosen: dict[str, str] = {}
+    while True:
+        action = masked_argmax(actor.logits(obs)[0], env.action_masks())
+        obs, _, terminated, truncated, info = env.step(action)
+        chosen[info["pod"]] = info["node"]
+        if terminated or truncated:
+            break
+    env_pods = info["result"].pods.set_index("pod")
+
+    reg = in_tree_registry()
+    doc = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "percentageOfNodesToScore": 100,
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "plugins": {
+                    "multiPoint": {"enabled": [{"name": "RLPolicy"}]},
+                    "preScore": {"disabled": [{"name": "*"}]},
+                    "score": {"disabled": [{"name": "*"}], "enabled": [{"name": "RLPolicy"}]},
+                },
+                "pluginConfig": [{"name": "RLPolicy", "args": {"policyPath": str(folder)}}],
+            }
+        ],
+    }
+    cfg = parse_configuration(doc, "test", registry_points(reg))
+    sim_pods = Simulator(trace, cfg, seed=0, registry=reg).run().pods.set_index("pod")
+
+    assert len(chosen) > 20, "the episode had decisions"
+    assert len(set(chosen.values())) > 1, "the policy does not always pick one node"
+    assert sim_pods["node"].to_dict() == env_pods["node"].to_dict()
+    np.testing.assert_array_equal(
+        sim_pods["bound_s"].to_numpy(), env_pods.loc[sim_pods.index, "bound_s"].to_numpy()
+    )
+
+
+def test_larger_cluster_needs_max_nodes(policy: Path) -> None:
+    """The policy was trained with 6 node rows: a 7-node cluster is refused with a message
+    naming the arg; ``maxNodes: 7`` serves it (the scorer is per node)."""
+    from bosun.errors import BosunError
+
+    snap = Snapshot(_nodes(7))
+    pod = make_pod("p", cpu="1", memory="1Gi")
+    rows = np.arange(7, dtype=np.intp)
+    with pytest.raises(BosunError, match=r"7 nodes, the observation holds 6.*maxNodes"):
+        RLPolicy({"policyPath": str(policy)}).score(CycleState(), pod, snap, rows)
+    scores = RLPolicy({"policyPath": str(policy), "maxNodes": 7}).score(
+        CycleState(), pod, snap, rows
+    )
+    assert len(scores) == 7 and (scores == 100).sum() == 1

@@ -1,0 +1,110 @@
+"""Held-out evaluation (bosun.rl.evaluate): statistics, splits, the protocol end to end."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tiny_trace import tiny_trace
+
+from bosun.errors import InputError
+from bosun.rl.evaluate import (
+    POLICIES,
+    RUN_COLUMNS,
+    check_split,
+    confidence_interval,
+    evaluate,
+    t_quantile_975,
+)
+from bosun.rl.train import EnvSettings, PPOSettings
+
+torch.set_num_threads(1)
+
+
+@pytest.mark.parametrize(
+    ("df", "expected"),
+    [(1, 12.706), (4, 2.776), (30, 2.042), (40, 2.0211), (1000, 1.9623)],
+    ids=["df1", "df4-five-seeds", "df30", "df40-approx", "df1000-approx"],
+)
+def test_t_quantile(df: int, expected: float) -> None:
+    # table values (df <= 30) and textbook t_{0.975} for 40 (2.0211) and 1000 (1.9623)
+    assert t_quantile_975(df) == pytest.approx(expected, abs=2e-4)
+
+
+def test_confidence_interval_by_hand() -> None:
+    # 1..5: mean 3, sd = sqrt(10 / 4) = 1.5811; half-width 2.776 * 1.5811 / sqrt(5) = 1.9629
+    mean, half = confidence_interval([1, 2, 3, 4, 5])
+    assert mean == 3.0
+    assert half == pytest.approx(1.9629, abs=1e-4)
+    one_mean, one_half = confidence_interval([7.0])
+    assert one_mean == 7.0 and math.isnan(one_half)
+
+
+@pytest.mark.parametrize(
+    ("pods", "fraction", "match"),
+    [
+        (1, 0.7, r"trace too short to split: .* expected at least 1 arrival, found 0"),
+        # floor(0.3 * 2) = 0: the train window (0, 0.3) holds no arrival
+        (2, 0.3, r"window \(0, 0\.3\) of its 2 arrivals .* found 0"),
+        (10, 1.0, "strictly between 0 and 1"),
+    ],
+    ids=["one-arrival", "empty-train-window", "no-test-share"],
+)
+def test_too_short_to_split(pods: int, fraction: float, match: str) -> None:
+    trace = tiny_trace(pods=pods)
+    problems = check_split(trace, fraction)
+    assert problems, "expected a problem"
+    assert any(re.search(match, str(p)) for p in problems), problems
+    with pytest.raises(InputError, match="tiny"):
+        evaluate(
+            trace, timesteps=10, seeds=[0], train_fraction=fraction, work_dir=Path("/nonexistent")
+        )
+
+
+def test_unknown_policy_and_no_seed() -> None:
+    with pytest.raises(InputError) as err:
+        evaluate(tiny_trace(), timesteps=10, seeds=[], policies=["ppo", "bestfit"], work_dir="x")
+    fields = sorted(p.field for p in err.value.problems)
+    assert fields == ["policies", "seeds"]
+
+
+def test_protocol_end_to_end(tmp_path: Path) -> None:
+    """Two seeds, 256 training steps: every (policy, seed) run is measured, the plugin
+    agrees with the ONNX actor on every decision, the summary has a CI per metric."""
+    ev = evaluate(
+        tiny_trace(pods=100),
+        timesteps=256,
+        seeds=[0, 1],
+        work_dir=tmp_path / "work",
+        env_settings=EnvSettings(),
+        ppo_settings=PPOSettings(n_steps=128),
+    )
+    runs = ev.runs
+    assert list(runs.columns) == list(RUN_COLUMNS)
+    assert len(runs) == 8
+    assert list(runs["policy"][:4]) == list(POLICIES)
+    assert (runs["decisions"] > 0).all()
+    ppo = runs[runs["policy"] == "ppo"]
+    assert (ppo["plugin_agrees"] == 1.0).all()
+    # the heuristics have no plugin to check
+    assert runs[runs["policy"] != "ppo"]["plugin_agrees"].isna().all()
+    # rewards lie in the reward's range: [-(0.2 + 0.1), 0.4 + 0.3]
+    assert runs["reward_mean"].between(-0.3, 0.7).all()
+    summary = ev.summary()
+    assert list(summary["policy"]) == list(POLICIES)
+    assert (summary["seeds"] == 2).all()
+    row = summary.set_index("policy").loc["fgd"]
+    values = runs[runs["policy"] == "fgd"]["reward_mean"].to_numpy()
+    # two seeds: t_{0.975,1} = 12.706, half-width 12.706 * sd / sqrt(2)
+    assert row["reward_mean_ci95"] == pytest.approx(
+        12.706 * np.std(values, ddof=1) / math.sqrt(2), rel=1e-6
+    )
+    md = ev.markdown()
+    assert md.count("\n") == 2 + len(POLICIES)
+    files = ev.write(tmp_path / "out")
+    assert sorted(p.name for p in files) == ["runs.csv", "summary.csv", "summary.md"]
+    assert sorted(ev.policy_dirs) == [0, 1]
