@@ -32,6 +32,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_fgd.py
 	$(BIN)/python benchmarks/bench_twin.py
 	$(BIN)/python benchmarks/bench_fragmentation.py
+	$(BIN)/python benchmarks/bench_forecast.py
+	$(BIN)/python benchmarks/bench_load_aware.py
+	$(BIN)/python benchmarks/bench_rl_env.py
+	$(BIN)/python benchmarks/bench_rl.py
+	$(BIN)/python benchmarks/bench_live.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
