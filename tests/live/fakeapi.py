@@ -40,17 +40,29 @@ code in ``pkg/registry`` and ``staging/src/k8s.io/apiserver``) for:
   change only ``status``, and PUT/PATCH of a pod keep its ``status``;
 * errors are ``Status`` objects (``kind: Status``, ``reason``, ``details``, ``code``).
 
+Graceful deletion of bound pods (``deletionTimestamp``, then gone after a delay standing
+for the kubelet) when :attr:`FakeApiServer.graceful_deletion_s` is set; otherwise a DELETE
+removes at once.
+
+Validation that a real server does and bosun could get wrong, as kube does it: times decode
+as Go's ``time.Parse`` (``metav1.Time`` RFC 3339, ``metav1.MicroTime`` with exactly six
+fractional digits: 400), Lease spec (``leaseDurationSeconds`` > 0, ``leaseTransitions``
+>= 0: 422), core ``v1`` Events (``legacyValidateEvent``: the namespaces agree; with
+``eventTime``, reportingComponent, reportingInstance, action and reason: 422), and the
+Binding's registry checks (uid precondition, ``schedulingGates``, being deleted: 409).
+
 Not modelled (tests must not rely on them): admission defaulting beyond
-``schedulerName``/``phase`` for pods, validation beyond what is listed, graceful deletion
-and finalizers, ``application/json-patch+json`` and server-side apply (``415``),
-``resourceVersionMatch``, discovery, protobuf, authentication other than an optional bearer
-token.
+``schedulerName``/``phase`` for pods, validation beyond what is listed, finalizers,
+``application/json-patch+json`` and server-side apply (``415``; a real server accepts
+them), ``resourceVersionMatch``, ``sendInitialEvents`` (watch-list), discovery, protobuf,
+authentication other than an optional bearer token.
 
 Tests seed and inspect the store through :class:`FakeApiServer` directly (as if through
 etcd: every write still gets a resourceVersion and a watch event), and inject faults:
 :meth:`~FakeApiServer.cut_next_watch_event`, :meth:`~FakeApiServer.drop_watches`
 (an apiserver restart), :meth:`~FakeApiServer.expire_next_watch`,
-:meth:`~FakeApiServer.compact`, :meth:`~FakeApiServer.conflict_next_bind`,
+:meth:`~FakeApiServer.compact`, :meth:`~FakeApiServer.fail_next_watch`,
+:meth:`~FakeApiServer.conflict_next_bind`,
 :meth:`~FakeApiServer.forbid`, :meth:`~FakeApiServer.slow`, and a required bearer token
 (401).
 """
@@ -69,7 +81,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -242,6 +254,108 @@ def _bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
+# --------------------------------------------------------------------------- validation
+
+#: ``metav1.Time``: Go's ``time.RFC3339`` layout; a fractional second of any length may
+#: follow the seconds when parsing.
+_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+#: ``metav1.MicroTime``: ``RFC3339Micro`` = ``2006-01-02T15:04:05.000000Z07:00``, parsed
+#: with ``time.Parse``, so exactly six fractional digits (apimachinery ``micro_time.go``).
+_MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+_RFC3339 = "2006-01-02T15:04:05Z07:00"
+_RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
+#: Event field limits (core validation ``events.go``).
+_EVENT_LIMIT = {"reportingInstance": 128, "action": 128, "reason": 128, "message": 1024}
+
+
+def _time_fields(kind: str, obj: Obj) -> list[tuple[Any, bool]]:
+    """``(value, is MicroTime)`` of the time fields the fake knows for ``kind``."""
+    meta = obj.get("metadata") or {}
+    out: list[tuple[Any, bool]] = [
+        (meta.get("creationTimestamp"), False),
+        (meta.get("deletionTimestamp"), False),
+    ]
+    out += [(mf.get("time"), False) for mf in meta.get("managedFields") or []
+            if isinstance(mf, dict)]
+    if kind == "Lease":
+        spec = obj.get("spec") or {}
+        out += [(spec.get("acquireTime"), True), (spec.get("renewTime"), True)]
+    elif kind == "Event":
+        out += [(obj.get("firstTimestamp"), False), (obj.get("lastTimestamp"), False),
+                (obj.get("eventTime"), True),
+                ((obj.get("series") or {}).get("lastObservedTime"), True)]
+    elif kind == "Pod":
+        status = obj.get("status") or {}
+        out.append((status.get("startTime"), False))
+        for c in status.get("conditions") or []:
+            if isinstance(c, dict):
+                out += [(c.get("lastProbeTime"), False), (c.get("lastTransitionTime"), False)]
+    return out
+
+
+def _check_decodes(res: Resource, obj: Obj) -> None:
+    """What the API server's JSON decoder refuses (``400 BadRequest``): a time that Go's
+    ``time.Parse`` does not read with the field's layout."""
+    for value, micro in _time_fields(res.kind, obj):
+        if value is None:
+            continue
+        pattern, layout = (_MICRO_TIME, _RFC3339_MICRO) if micro else (_TIME, _RFC3339)
+        if not isinstance(value, str) or not pattern.match(value):
+            raise _bad_request(
+                f'{res.kind} in version "{res.version}" cannot be handled as a {res.kind}: '
+                f'parsing time "{value}" as "{layout}": cannot parse "{value}" as "{layout}"'
+            )
+
+
+def _invalid(res: Resource, name: str, problems: list[str]) -> ApiError:
+    group = f".{res.group}" if res.group else ""
+    return ApiError(
+        422, "Invalid", f'{res.kind}{group} "{name}" is invalid: ' + ", ".join(problems),
+        {"name": name, "group": res.group, "kind": res.kind},
+    )
+
+
+def _validate(res: Resource, obj: Obj) -> None:
+    """The API server's validation of what the fake stores through HTTP (``422 Invalid``)
+    for Leases (``ValidateLeaseSpec``) and core ``v1`` Events (``legacyValidateEvent``,
+    the only validation of the core API's Events)."""
+    name = str((obj.get("metadata") or {}).get("name", ""))
+    problems: list[str] = []
+    if res.kind == "Lease":
+        spec = obj.get("spec") or {}
+        duration = spec.get("leaseDurationSeconds")
+        if duration is not None and (type(duration) is not int or duration <= 0):
+            problems.append(
+                f"spec.leaseDurationSeconds: Invalid value: {duration}: must be greater than 0"
+            )
+        transitions = spec.get("leaseTransitions")
+        if transitions is not None and (type(transitions) is not int or transitions < 0):
+            problems.append(
+                f"spec.leaseTransitions: Invalid value: {transitions}: must be greater than "
+                "or equal to 0"
+            )
+    elif res.kind == "Event":
+        ns = str((obj.get("metadata") or {}).get("namespace", ""))
+        involved = str((obj.get("involvedObject") or {}).get("namespace") or "")
+        bad_ns = f'involvedObject.namespace: Invalid value: "{involved}": does not match ' \
+            "event.namespace"
+        if not obj.get("eventTime"):
+            if (involved and ns != involved) or (not involved and ns not in ("", "default")):
+                problems.append(bad_ns)
+        else:
+            if not involved and ns not in ("default", "kube-system"):
+                problems.append(bad_ns)
+            for f in ("reportingComponent", "reportingInstance", "action", "reason"):
+                if not obj.get(f):
+                    problems.append(f"{f}: Required value")
+            for f, limit in _EVENT_LIMIT.items():
+                if len(str(obj.get(f) or "")) > limit:
+                    problems.append(f"{f}: Invalid value: \"\": can have at most {limit} "
+                                    "characters")
+    if problems:
+        raise _invalid(res, name, problems)
+
+
 # --------------------------------------------------------------------------- selectors
 
 Selector = Callable[[Obj], bool]
@@ -390,6 +504,7 @@ class _Watch:
 class _Faults:
     cut_events: int = 0
     expire_watches: int = 0
+    watch_errors: list[tuple[int, str, str]] = field(default_factory=list)
     conflict_binds: list[str] = field(default_factory=list)
     forbidden: set[tuple[str, str]] = field(default_factory=set)
     delays: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -436,6 +551,12 @@ class FakeApiServer:
         self.requests: list[tuple[str, str]] = []
         #: seconds each ``pods/binding`` POST takes before it is handled (a slow server)
         self.bind_delay_s = 0.0
+        #: ``None``: a DELETE removes a pod at once (``--grace-period=0``). Else a DELETE of
+        #: a pod bound to a node and not terminated is graceful, as on a real server: the
+        #: pod gets ``deletionTimestamp`` (a MODIFIED event) and stays until the kubelet
+        #: confirms, which the fake does this many seconds later (the DELETED event).
+        self.graceful_deletion_s: float | None = None
+        self._timers: list[threading.Timer] = []
         self._cond = threading.Condition()
         self._rv = 100
         self._compacted = self._rv
@@ -480,8 +601,12 @@ class FakeApiServer:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+            timers, self._timers = self._timers, []
             # a graceful stop: let the watches write their last chunk (2 s at most)
             self._cond.wait_for(lambda: not self._watches, timeout=2.0)
+        for timer in timers:
+            timer.cancel()
+            timer.join()
         self._httpd.shutdown()
         with self._cond:
             conns = list(self._connections)
@@ -557,6 +682,14 @@ class FakeApiServer:
         """The next ``count`` watch requests get the ``410 Expired`` ERROR event."""
         with self._cond:
             self._faults.expire_watches += count
+
+    def fail_next_watch(self, code: int = 504, reason: str = "Timeout",
+                        message: str = "Too large resource version") -> None:
+        """The next watch request gets an HTTP 200 stream holding one ``ERROR`` event
+        with this ``Status`` (as the watch cache answers a resourceVersion newer than it
+        has seen: 504 ``Too large resource version``)."""
+        with self._cond:
+            self._faults.watch_errors.append((code, reason, message))
 
     def cut_next_watch_event(self) -> None:
         """The next event any watch sends is cut in the middle and the connection reset."""
@@ -682,6 +815,45 @@ class FakeApiServer:
         gone["metadata"]["resourceVersion"] = str(self._next_rv())
         self._record(res, "DELETED", copy.deepcopy(gone), copy.deepcopy(old))
         return gone
+
+    def _graceful_delete(self, res: Resource, ns: str, name: str, options: Any) -> Obj | None:
+        """A graceful DELETE of a pod (kube's pod strategy ``CheckGracefulDelete``): the
+        grace period is ``DeleteOptions.gracePeriodSeconds``, else the pod's
+        ``terminationGracePeriodSeconds`` (default 30); it is 0 for a pod not bound to a
+        node or already Succeeded/Failed, and a grace of 0 deletes at once (returns
+        None). Otherwise the pod, now terminating, is returned. Only with
+        :attr:`graceful_deletion_s` set."""
+        if res.kind != "Pod" or self.graceful_deletion_s is None:
+            return None
+        obj = self._get(res, ns, name)
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        grace = options.get("gracePeriodSeconds") if isinstance(options, dict) else None
+        if grace is None:
+            grace = spec.get("terminationGracePeriodSeconds", 30)
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            grace = 0
+        if not grace:
+            return None
+        if obj["metadata"].get("deletionTimestamp"):
+            return copy.deepcopy(obj)  # already terminating
+        new = copy.deepcopy(obj)
+        at = datetime.now(UTC) + timedelta(seconds=int(grace))
+        new["metadata"]["deletionTimestamp"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        new["metadata"]["deletionGracePeriodSeconds"] = int(grace)
+        out = self._write(res, new, obj)
+        uid = obj["metadata"].get("uid")
+
+        def kubelet_confirms() -> None:
+            with self._cond:
+                cur = self._objects[res.plural].get((ns, name))
+                if not self._stopping and cur is not None and cur["metadata"].get("uid") == uid:
+                    self._delete(res, ns, name)
+
+        timer = threading.Timer(self.graceful_deletion_s, kubelet_confirms)
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+        return out
 
     def _state_at(self, res: Resource, rv: int) -> dict[tuple[str, str], Obj]:
         """The objects of ``res`` as they were at ``rv`` (undoing later writes)."""
@@ -941,6 +1113,9 @@ class _Handler(BaseHTTPRequestHandler):
                             f"Precondition failed: UID in precondition: {uid}, UID in object "
                             f"meta: {have}",
                         )
+                terminating = api._graceful_delete(res, route.namespace, route.name, options)
+                if terminating is not None:
+                    return 200, terminating
                 gone = api._delete(res, route.namespace, route.name)
             if res.return_deleted:
                 return 200, gone
@@ -1039,6 +1214,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "namespaces"
             ]:
                 raise _not_found(_BY_KIND["Namespace"], body["metadata"]["namespace"])
+            _check_decodes(res, body)
+            _validate(res, body)
             return api._create(res, body)
 
     def _update(self, route: _Route, body: Obj) -> Obj:
@@ -1057,7 +1234,10 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             if given and given != old["metadata"]["resourceVersion"]:
                 raise _modified(res, route.name)
-            return api._write(res, self._keep(route, old, body), old)
+            _check_decodes(res, body)
+            new = self._keep(route, old, body)
+            _validate(res, new)
+            return api._write(res, new, old)
 
     def _patch(self, route: _Route, body: Obj) -> Obj:
         api, res = self.api, route.res
@@ -1073,7 +1253,10 @@ class _Handler(BaseHTTPRequestHandler):
             if given is not None and given != old["metadata"]["resourceVersion"]:
                 raise _modified(res, route.name)
             new = merge_patch(old, body, strategic=ctype.startswith("application/strategic"))
-            return api._write(res, self._keep(route, old, new), old)
+            _check_decodes(res, new)
+            new = self._keep(route, old, new)
+            _validate(res, new)
+            return api._write(res, new, old)
 
     @staticmethod
     def _keep(route: _Route, old: Obj, new: Obj) -> Obj:
@@ -1117,11 +1300,23 @@ class _Handler(BaseHTTPRequestHandler):
                 if not pod.get("spec", {}).get("nodeName"):
                     pod = api._write(res, _assigned(pod, other, {}), pod)
             spec = pod.get("spec", {})
+            uid = meta.get("uid")
+            if uid and uid != pod["metadata"].get("uid"):
+                # the Binding's uid is a storage precondition (setPodNodeAndMetadata): a pod
+                # deleted and created again under the same name is not bound
+                raise _conflict(
+                    "pods", "", "pods", route.name,
+                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                    f"{pod['metadata'].get('uid')}",
+                )
             if pod["metadata"].get("deletionTimestamp"):
                 why = f"pod {route.name} is being deleted, cannot be assigned to a host"
                 raise _conflict("pods/binding", "", "pods/binding", route.name, why)
             if spec.get("nodeName"):
                 why = f'pod {route.name} is already assigned to node "{spec["nodeName"]}"'
+                raise _conflict("pods/binding", "", "pods/binding", route.name, why)
+            if spec.get("schedulingGates"):
+                why = f"pod {route.name} has non-empty .spec.schedulingGates"
                 raise _conflict("pods/binding", "", "pods/binding", route.name, why)
             api._write(res, _assigned(pod, node, meta.get("annotations") or {}), pod)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
@@ -1148,6 +1343,7 @@ class _Handler(BaseHTTPRequestHandler):
         initial: list[Obj] = []
         with api._cond:
             expired = ""
+            failure = api._faults.watch_errors.pop(0) if api._faults.watch_errors else None
             if api._faults.expire_watches:
                 api._faults.expire_watches -= 1
                 expired = f"too old resource version: {raw_rv or api._rv} ({api._rv})"
@@ -1173,6 +1369,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
+            if failure is not None:
+                self._chunk({"type": "ERROR", "object": ApiError(*failure).status()})
+                self._end_chunks()
+                return
             if expired:
                 err = ApiError(410, "Expired", expired).status()
                 self._chunk({"type": "ERROR", "object": err})

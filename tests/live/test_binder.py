@@ -9,11 +9,14 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from kubernetes import client
 
 from bosun.api.build import make_pod
 from bosun.api.types import Pod
-from bosun.live.binder import AsyncBinder, BindOutcome, binding_body
+from bosun.live.binder import AsyncBinder, BindOutcome, api_poster, binding_body
 from bosun.live.client import ClusterError
+
+from .fakeapi import FakeApiServer
 
 WAIT_S = 10.0  # generous bound for "eventually"; never a timing assertion
 
@@ -95,6 +98,28 @@ def test_binding_body_is_a_v1_binding_with_the_pod_uid() -> None:
         "metadata": {"name": "web", "namespace": "shop", "uid": "u-1"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "n7"},
     }
+
+
+def test_a_binding_for_a_pod_created_again_under_its_name_is_a_conflict(
+    fake_api: FakeApiServer, api_client: client.ApiClient
+) -> None:
+    """The uid in the Binding is a precondition of the API server's pod registry: when
+    the pod was deleted and created again (same name, new uid) after it was scheduled,
+    the new pod is not bound by the old decision; the outcome is a 409 conflict."""
+    pending = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"containers": [{"name": "c"}]}}
+    old_uid = fake_api.create(pending)["metadata"]["uid"]
+    fake_api.delete("Pod", "web", "default")
+    fake_api.create(pending)
+    binder = AsyncBinder(api_poster(api_client), workers=1)
+    binder.bind_pod(make_pod("web", namespace="default", uid=old_uid), "n1")
+    assert binder.wait_idle(WAIT_S)
+    (out,) = drain(binder)
+    assert out.conflict and not out.ok
+    assert "Precondition failed: UID in precondition" in out.error
+    assert "nodeName" not in fake_api.get("Pod", "web", "default")["spec"]
+    assert binder.close(WAIT_S)
 
 
 def test_outcomes_are_queued_before_wait_idle_returns_and_callback_fires_each_time() -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -368,6 +370,67 @@ def test_binding_then_conflict(seeded: FakeApiServer, core: client.CoreV1Api) ->
     assert info.value.status == 404
 
 
+def _recreated(fake: FakeApiServer) -> str:
+    """The pod is deleted and created again under its name: the Binding names the old uid."""
+    old = fake.get("Pod", "pending-bosun", "default")["metadata"]["uid"]
+    fake.delete("Pod", "pending-bosun", "default")
+    fake.create(pod("pending-bosun", scheduler="bosun"))
+    return old
+
+
+def _gated(fake: FakeApiServer) -> str:
+    obj = fake.get("Pod", "pending-bosun", "default")
+    obj["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    fake.update(obj)
+    return ""
+
+
+def _being_deleted(fake: FakeApiServer) -> str:
+    obj = fake.get("Pod", "pending-bosun", "default")
+    obj["metadata"]["finalizers"] = ["example.com/hold"]
+    obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    fake.update(obj)
+    return ""
+
+
+@pytest.mark.parametrize(
+    ("setup", "resource", "why"),
+    [
+        pytest.param(_recreated, "pods", "Precondition failed: UID in precondition: ",
+                     id="uid-precondition"),
+        pytest.param(_gated, "pods/binding",
+                     "pod pending-bosun has non-empty .spec.schedulingGates", id="gated"),
+        pytest.param(_being_deleted, "pods/binding",
+                     "pod pending-bosun is being deleted, cannot be assigned to a host",
+                     id="being-deleted"),
+    ],
+)
+def test_binding_refusals_of_the_pod_registry(
+    seeded: FakeApiServer,
+    core: client.CoreV1Api,
+    setup: Callable[[FakeApiServer], str],
+    resource: str,
+    why: str,
+) -> None:
+    """kube's ``BindingREST`` (``setPodNodeAndMetadata``): the Binding's uid is a storage
+    precondition (``409 Conflict`` on ``pods``), and a gated pod or one being deleted is
+    refused (``409 Conflict`` on ``pods/binding``)."""
+    uid = setup(seeded) or seeded.get("Pod", "pending-bosun", "default")["metadata"]["uid"]
+    body = {"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": "pending-bosun", "namespace": "default", "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod_binding("pending-bosun", "default", body,
+                                           _preload_content=False)
+    assert info.value.status == 409
+    status = json.loads(info.value.body)
+    assert status["reason"] == "Conflict"
+    assert status["message"].startswith(
+        f'Operation cannot be fulfilled on {resource} "pending-bosun": {why}'
+    )
+    assert "nodeName" not in seeded.get("Pod", "pending-bosun", "default")["spec"]
+
+
 def test_forced_bind_conflict_is_a_lost_race(
     seeded: FakeApiServer, core: client.CoreV1Api
 ) -> None:
@@ -447,6 +510,50 @@ def test_events_create_and_list(fake_api: FakeApiServer, core: client.CoreV1Api)
     assert info.value.status == 404
 
 
+def _event(ns: str = "default", involved_ns: str = "default", **extra: Any) -> Obj:
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "p.1", "namespace": ns},
+            "involvedObject": {"kind": "Pod", "namespace": involved_ns, "name": "p"},
+            "reason": "Scheduled", "message": "m", "type": "Normal", **extra}
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        pytest.param(_event(), 201, id="legacy-event"),
+        pytest.param(_event(involved_ns="kube-system"), 422, id="namespaces-differ"),
+        pytest.param(_event(eventTime="2026-01-01T00:00:00.000001Z", action="Binding",
+                            reportingComponent="bosun", reportingInstance="r1"),
+                     201, id="new-style-event"),
+        pytest.param(_event(eventTime="2026-01-01T00:00:00.000001Z", action="Binding",
+                            reportingComponent="bosun"), 422, id="new-style-no-instance"),
+        pytest.param(_event(eventTime="2026-01-01T00:00:00Z", action="Binding",
+                            reportingComponent="bosun", reportingInstance="r1"),
+                     400, id="event-time-not-micro"),
+        pytest.param(_event(lastTimestamp="2026-01-01 00:00:00"), 400, id="bad-timestamp"),
+    ],
+)
+def test_events_are_validated_as_the_core_api_does(
+    fake_api: FakeApiServer, body: Obj, code: int
+) -> None:
+    """Core ``v1`` Events get only ``legacyValidateEvent``: namespaces must agree; an
+    Event with ``eventTime`` also needs reportingComponent, reportingInstance, action and
+    reason. Times decode as Go does (Time: RFC 3339; MicroTime: six fractional digits).
+    Sent as raw JSON (the client would re-serialize the times through its models)."""
+    req = urllib.request.Request(
+        f"{fake_api.url}/api/v1/namespaces/{body['metadata']['namespace']}/events",
+        data=json.dumps(body).encode(), headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            status = resp.status
+    except urllib.error.HTTPError as e:
+        status = e.code
+        e.close()
+    assert status == code
+
+
 @pytest.mark.parametrize(
     ("verb", "resource", "call", "message"),
     [
@@ -502,3 +609,23 @@ def test_stop_ends_open_watches() -> None:
     server.stop()
     t.join(5)
     assert ended.is_set()
+
+
+def test_graceful_deletion_of_bound_pods_only(
+    seeded: FakeApiServer, core: client.CoreV1Api
+) -> None:
+    """kube's pod strategy (``CheckGracefulDelete``): a bound pod's DELETE sets
+    ``deletionTimestamp`` and ``deletionGracePeriodSeconds`` (30 by default) and keeps
+    the pod until its kubelet confirms (here after ``graceful_deletion_s``); a pod bound
+    to no node is removed at once."""
+    seeded.graceful_deletion_s = 0.3
+    resp = core.delete_namespaced_pod("bound-a", "default", _preload_content=False)
+    assert resp.status == 200
+    kept = seeded.get("Pod", "bound-a", "default")
+    assert kept["metadata"]["deletionTimestamp"]
+    assert kept["metadata"]["deletionGracePeriodSeconds"] == 30
+    core.delete_namespaced_pod("pending-default", "default", _preload_content=False)
+    names = [p["metadata"]["name"] for p in seeded.list("Pod")]
+    assert "pending-default" not in names and "bound-a" in names
+    assert eventually(lambda: "bound-a" not in [p["metadata"]["name"]
+                                               for p in seeded.list("Pod")])

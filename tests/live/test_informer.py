@@ -4,6 +4,7 @@ equal to the server's, each change delivered once, and no thread left running.""
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -271,6 +272,45 @@ def test_relist_after_410_delivers_what_changed_while_disconnected(
     assert inf.lists == 2
     assert rec.mirror.keys() == server_names(fake_api, "Pod").keys()
     assert inf.store().keys() == rec.mirror.keys()
+
+
+@pytest.mark.parametrize(
+    ("fault", "waits"),
+    [
+        pytest.param("expired", 0, id="410-lists-again-at-once"),
+        pytest.param("too-large-rv", 1, id="504-lists-again-after-a-backoff"),
+    ],
+)
+def test_an_error_event_lists_again_with_a_backoff_unless_it_is_410(
+    fake_api: FakeApiServer, api: client.ApiClient, started: list[Informer], fault: str,
+    waits: int,
+) -> None:
+    """A watch answered with an ERROR event: 410 Expired (the resourceVersion was
+    compacted) lists again at once, as client-go's reflector does; any other (the watch
+    cache's 504 "Too large resource version") waits out a backoff first, so a server
+    that fails every watch is not hammered."""
+    fake_api.create(pod("a"))
+    delays: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        delays.append(seconds)
+        time.sleep(0.001)
+
+    rec = Recorder()
+    # min_watch_s=0: the clean end of the first watch is no failure of its own
+    settings = dataclasses.replace(FAST, min_watch_s=0.0)
+    inf = start(started, pod_informer(api, rec.q.put, settings=settings, sleep=sleep))
+    wait_until(lambda: fake_api.open_watches == 1)
+    if fault == "expired":
+        fake_api.expire_next_watch()
+    else:
+        fake_api.fail_next_watch()
+    fake_api.drop_watches()  # the next watch request meets the fault
+    wait_until(lambda: inf.lists == 2)
+    fake_api.create(pod("b"))
+    wait_until(lambda: caught_up(inf, fake_api))
+    assert delays == [FAST.initial_backoff_s] * waits
+    assert sorted(inf.store()) == ["default/a", "default/b"]
 
 
 def test_unreachable_server_backs_off_boundedly_and_stops_at_once(

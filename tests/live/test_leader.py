@@ -6,7 +6,10 @@ Single attempts run on a manual clock (no threads). Whole elections run on
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -160,6 +163,64 @@ def test_single_candidate_creates_then_renews(
     assert spec["renewTime"] != acquired
     assert spec["leaseTransitions"] == 0
     assert fake_api.requests[-1][0] == "PUT"
+
+
+@pytest.mark.parametrize(
+    "microsecond",
+    [0, 1, 123456],
+    ids=["on-a-whole-second", "one-microsecond", "any-fraction"],
+)
+def test_lease_times_are_micro_times_a_real_server_parses(
+    fake_api: FakeApiServer, api_client: client.ApiClient, microsecond: int
+) -> None:
+    """kube's MicroTime parses only ``2006-01-02T15:04:05.000000Z07:00`` (exactly six
+    fractional digits); the client's ``isoformat()`` drops a zero fraction. A time on a
+    whole second is sent one microsecond later (leader.py's docstring); others as they
+    are."""
+    at = datetime(2025, 1, 1, 12, 0, 0, microsecond, tzinfo=UTC)
+    a = LeaderElector(api_client, cfg("a"), clock=lambda: 1000.0, now=lambda: at)
+    assert a.try_acquire_or_renew()  # create
+    assert a.try_acquire_or_renew()  # update (the fast path)
+    spec = lease(fake_api)["spec"]
+    # isoformat of a UTC time: "+00:00"; the fraction is the nudged or the given one
+    want = f"2025-01-01T12:00:00.{max(microsecond, 1):06d}+00:00"
+    assert spec["renewTime"] == spec["acquireTime"] == want
+
+
+@pytest.mark.parametrize(
+    ("renew", "duration", "code"),
+    [
+        pytest.param("2025-01-01T12:00:00Z", 15, 400, id="no-fraction"),
+        pytest.param("2025-01-01T12:00:00.123Z", 15, 400, id="milliseconds"),
+        pytest.param("2025-01-01T12:00:00.000001Z", 0, 422, id="zero-duration"),
+        pytest.param("2025-01-01T12:00:00.000001Z", 15, 201, id="valid"),
+    ],
+)
+def test_fake_refuses_what_a_real_server_refuses_in_a_lease(
+    fake_api: FakeApiServer, renew: str, duration: int, code: int
+) -> None:
+    """The fake decodes MicroTime as Go's ``time.Parse(RFC3339Micro)`` does (400) and
+    validates ``leaseDurationSeconds > 0`` (422), as kube's ``ValidateLeaseSpec``. Sent as
+    raw JSON: the official client would re-serialize the times through its models."""
+    body = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": NAME, "namespace": NS},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": duration, "renewTime": renew},
+    }
+    req = urllib.request.Request(
+        f"{fake_api.url}/apis/coordination.k8s.io/v1/namespaces/{NS}/leases",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            status = resp.status
+    except urllib.error.HTTPError as e:
+        status = e.code
+        e.close()
+    assert status == code
 
 
 @dataclass(frozen=True)

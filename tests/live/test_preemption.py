@@ -139,3 +139,28 @@ def test_a_held_preemptor_that_is_deleted_is_let_go(
     # the victim's DELETE still ends (it was sent); nothing is bound
     wait_until(lambda: [p["metadata"]["name"] for p in fake_api.list("Pod")] == ["low-a"])
     assert requests_to(fake_api, "POST", "/binding") == []
+
+
+def test_a_gracefully_deleted_victim_keeps_its_room_until_it_is_gone(
+    fake_api: FakeApiServer, serve: Callable[..., Running]
+) -> None:
+    """A real API server deletes a bound pod gracefully: the DELETE only sets
+    ``deletionTimestamp`` (a MODIFIED event) and the pod is removed once its kubelet has
+    stopped it. Until then the victim still runs and holds its 1500m on n1 (1500 + 1500
+    + 2000 > 4000), so the preemptor must not be bound."""
+    fake_api.graceful_deletion_s = 1.5
+    seed(fake_api)
+    run = serve()
+    wait_until(
+        lambda: bool(fake_api.get("Pod", "low-b", "default")["metadata"].get("deletionTimestamp")),
+        what="the victim terminating",
+    )
+    assert len(requests_to(fake_api, "DELETE", "/pods/low-b")) == 1
+    time.sleep(0.5)  # the terminating victim's MODIFIED event has been applied by now
+    assert node_of(fake_api, "high") == ""
+    assert requests_to(fake_api, "POST", "/pods/high/binding") == []
+    assert run.live.scheduler.snapshot.pods.get("default/low-b") is not None
+    assert run.live.sync.held == {"default/high": frozenset({"default/low-b"})}
+    wait_until(lambda: node_of(fake_api, "high") == "n1", 10.0, "the bind once the victim went")
+    assert sorted(p["metadata"]["name"] for p in fake_api.list("Pod")) == ["high", "low-a"]
+    assert len(requests_to(fake_api, "DELETE", "/pods/low-b")) == 1  # no second eviction

@@ -171,6 +171,57 @@ def test_only_the_newest_queued_condition_patch_is_sent(
     ]
 
 
+def test_last_transition_time_moves_only_when_the_condition_turns_false(
+    fake_api: FakeApiServer, recorder: Recorder
+) -> None:
+    """kube's ``UpdatePodCondition`` keeps ``lastTransitionTime`` while the status stays
+    ``False``: a second failure (another message) leaves the first failure's time; once
+    bound, a new failure is a new transition."""
+    p = seeded(fake_api)
+
+    def condition() -> Obj:
+        conds = fake_api.get("Pod", "p", "default")["status"]["conditions"]
+        (cond,) = [c for c in conds if c["type"] == "PodScheduled"]
+        return dict(cond)
+
+    recorder.failed_pod(p, "first")
+    assert recorder.wait_idle(5.0)
+    assert condition()["lastTransitionTime"]  # set by the transition to False
+    # mark the stored time, so that a rewrite of it shows even within the same second
+    obj = fake_api.get("Pod", "p", "default")
+    obj["status"]["conditions"][0]["lastTransitionTime"] = "2020-01-01T00:00:00Z"
+    fake_api.update(obj)
+    recorder.failed_pod(p, "second")
+    assert recorder.wait_idle(5.0)
+    cond = condition()
+    assert (cond["status"], cond["message"]) == ("False", "second")
+    assert cond["lastTransitionTime"] == "2020-01-01T00:00:00Z"
+    recorder.scheduled(p, "n1")
+    recorder.failed_pod(p, "third")
+    assert recorder.wait_idle(5.0)
+    assert condition()["lastTransitionTime"] != "2020-01-01T00:00:00Z"
+
+
+def test_a_pod_created_again_under_its_name_gets_its_own_condition(
+    fake_api: FakeApiServer, recorder: Recorder
+) -> None:
+    """The same failure message for a pod deleted and created again (same name, new uid)
+    is not taken for a repeat: the new pod gets PodScheduled=False, with a
+    lastTransitionTime of its own."""
+    p = seeded(fake_api)
+    recorder.failed_pod(p, "0/1 nodes are available: 1 Insufficient cpu.")
+    assert recorder.wait_idle(5.0)
+    fake_api.delete("Pod", "p", "default")
+    again = seeded(fake_api)
+    assert again.uid != p.uid
+    recorder.failed_pod(again, "0/1 nodes are available: 1 Insufficient cpu.")
+    assert recorder.wait_idle(5.0)
+    conds = fake_api.get("Pod", "p", "default")["status"].get("conditions", [])
+    (cond,) = [c for c in conds if c["type"] == "PodScheduled"]
+    assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
+    assert cond["lastTransitionTime"]
+
+
 def test_preempted_evicts_in_kube_order_and_reports_failures(
     fake_api: FakeApiServer, recorder: Recorder
 ) -> None:

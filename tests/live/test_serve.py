@@ -314,6 +314,40 @@ def test_stop_cancels_queued_binds_and_leaves_their_pods_pending(
         assert not run.live.scheduler.cache.is_assumed(key)
 
 
+def test_a_pod_deleted_while_its_binding_is_in_flight_is_not_tried_again(
+    fake_api: FakeApiServer, serve: Callable[..., Running]
+) -> None:
+    """The pod is deleted (a finalizer keeps it, with a deletionTimestamp) while its
+    Binding is being posted: the API server refuses the Binding (409, "is being
+    deleted"), and the pod, which kube's skipPodSchedule would skip, is not requeued."""
+    fake_api.create(node("n1"))
+    fake_api.create(pod("p"))
+    # no status patch, so no echo of one: the refused Binding alone must settle it
+    fake_api.forbid("patch", "pods/status")
+    marked = threading.Event()
+
+    def wrap(post: PostBinding) -> PostBinding:
+        def delete_first(p: Pod, node_name: str) -> None:
+            if not marked.is_set():
+                obj = fake_api.get("Pod", p.name, p.namespace)
+                obj["metadata"]["finalizers"] = ["example.com/hold"]
+                obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+                fake_api.update(obj)
+                marked.set()
+                time.sleep(0.3)  # the terminating pod's event reaches the loop first
+            post(p, node_name)
+
+        return delete_first
+
+    run = serve(post=wrap)
+    wait_until(lambda: run.live.stats["bind_conflicts"] == 1, what="the refused Binding")
+    time.sleep(1.5)  # past the 1 s initial backoff: a requeued pod would be bound again
+    assert binding_posts(fake_api, "p") == 1
+    assert run.live.scheduler.queue.where("default/p") is None
+    assert run.live.scheduler.snapshot.pods.get("default/p") is None
+    assert run.live.sync.is_terminating("default/p")
+
+
 # ---------------------------------------------------------------------------- the CLI
 
 
@@ -410,6 +444,97 @@ def test_cli_without_access_reviews_still_names_a_refused_list(
     )
     assert res.exit_code == 2
     assert "not allowed to list pods (403 Forbidden)" in res.output
+
+
+ELECTION_CASES = [
+    # (leaderElection in the file (None: no file), flags given, expected options)
+    pytest.param(
+        None, {},
+        (False, 15.0, 10.0, 2.0, "bosun-scheduler", "kube-system"),
+        id="no-file-bosun-defaults",
+    ),
+    pytest.param(
+        {"leaderElect": True, "leaseDuration": "30s", "renewDeadline": "20s",
+         "retryPeriod": "4s", "resourceLock": "leases", "resourceName": "mine",
+         "resourceNamespace": "sched"},
+        {},
+        (True, 30.0, 20.0, 4.0, "mine", "sched"),
+        id="file-is-honoured",
+    ),
+    pytest.param(
+        {"leaderElect": True, "resourceName": "mine"},
+        {"leader_elect": "false", "lease_duration": "1m30s", "lease_name": "flagged"},
+        # 1m30s = 60 + 30 = 90 s; the file's leaderElect and name lose to the flags
+        (False, 90.0, 10.0, 2.0, "flagged", "kube-system"),
+        id="flags-given-override-the-file",
+    ),
+    pytest.param(
+        {"renewDeadline": "500ms"}, {},
+        (False, 15.0, 0.5, 2.0, "bosun-scheduler", "kube-system"),
+        id="absent-fields-keep-the-defaults",
+    ),
+]
+
+
+@pytest.mark.parametrize(("section", "flags", "expected"), ELECTION_CASES)
+def test_leader_election_comes_from_the_file_then_the_flags(
+    section: dict[str, Any] | None, flags: dict[str, str], expected: tuple[Any, ...]
+) -> None:
+    """kube-scheduler reads ``leaderElection`` from ``--config`` and lets the
+    ``--leader-elect*`` flags given on the command line override it."""
+    from bosun.cli.serve import leader_election_options
+
+    raw = None if section is None else {"leaderElection": section}
+    got = leader_election_options(raw, "sched.yaml", **flags)
+    keys = ("leader_elect", "lease_duration_s", "renew_deadline_s", "retry_period_s",
+            "lease_name", "lease_namespace")
+    assert tuple(got[k] for k in keys) == expected
+
+
+@pytest.mark.parametrize(
+    ("section", "field"),
+    [
+        pytest.param({"resourceLock": "endpoints"}, "leaderElection.resourceLock",
+                     id="endpoints-lock"),
+        pytest.param({"leaseDuration": "soon"}, "leaderElection.leaseDuration",
+                     id="bad-duration"),
+        pytest.param({"leaderElect": "yes"}, "leaderElection.leaderElect", id="not-a-bool"),
+        pytest.param([1], "leaderElection", id="not-a-mapping"),
+    ],
+)
+def test_a_bad_leader_election_section_names_file_and_field(
+    section: object, field: str
+) -> None:
+    from bosun.cli.serve import leader_election_options
+
+    with pytest.raises(InputError) as info:
+        leader_election_options({"leaderElection": section}, "sched.yaml")
+    assert "sched.yaml" in str(info.value) and field in str(info.value)
+
+
+def test_cli_elects_as_the_configuration_file_says(
+    fake_api: FakeApiServer, tmp_path: Path
+) -> None:
+    """A kube-scheduler configuration with ``leaderElection.leaderElect: true`` and no
+    flag: bosun stands for election on the file's Lease (here the denied update of that
+    Lease, checked before the start, shows it)."""
+    conf = tmp_path / "sched.yaml"
+    conf.write_text(yaml.safe_dump({
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": True, "resourceName": "from-file",
+                           "resourceNamespace": "kube-system"},
+        "profiles": [{"schedulerName": "bosun"}],
+    }))
+    fake_api.forbid("update", "leases")
+    res = CliRunner().invoke(
+        app,
+        ["serve", "--kubeconfig", str(kubeconfig_for(tmp_path, fake_api.url)), "--port", "0",
+         "--config", str(conf)],
+    )
+    assert res.exit_code == 2, res.output
+    assert ('- update leases "from-file" in API group "coordination.k8s.io" in namespace '
+            '"kube-system" (for leader election)') in res.output
 
 
 def test_cli_bad_duration_exits_2(fake_api: FakeApiServer, tmp_path: Path) -> None:

@@ -127,6 +127,12 @@ def cluster(fake_api: FakeApiServer) -> FakeApiServer:
     fake_api.create(pod("failed-1", "1", node_name="cpu-1", phase="Failed"))
     fake_api.create(pod("pending-1", "2", priority_class="high"))
     fake_api.create(pod("pending-2", "250m", gpus=1))
+    # pending and being deleted (a finalizer holds it): kube-scheduler skips it, so the
+    # snapshot leaves it out of the pending pods (the counts below do not include it)
+    leaving = pod("leaving-1", "1")
+    leaving["metadata"]["finalizers"] = ["example.com/hold"]
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    fake_api.create(leaving)
     return fake_api
 
 

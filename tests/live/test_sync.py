@@ -160,7 +160,10 @@ def assert_same_as_fresh_list(lv: Live) -> None:
             continue
     names = {n.name for n in nodes}
     pods: list[Pod] = []
+    terminating: set[str] = set()
     for obj in lv.fake.list("Pod"):
+        if obj["metadata"].get("deletionTimestamp"):
+            terminating.add(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
         try:
             p = pod_from_api(obj)
         except InputError:
@@ -183,7 +186,12 @@ def assert_same_as_fresh_list(lv: Live) -> None:
         for k, s in fresh.pods.by_key.items()
     }
     assert table == fresh_table
-    pending = {p.key for p in pods if not p.node_name and p.scheduler_name == "default-scheduler"}
+    pending = {
+        p.key
+        for p in pods
+        if not p.node_name and p.scheduler_name == "default-scheduler"
+        and p.key not in terminating
+    }
     assert {k for k in pending if lv.sched.queue.where(k) is not None} == pending
     assert len(lv.sched.queue) == len(pending)
     assert lv.sync.orphans == {
@@ -255,6 +263,35 @@ def _priority_from_server(lv: Live) -> None:
     lv.fake.create(pod("p", priority=(1000, "high")))
 
 
+def _terminating(obj: Obj) -> Obj:
+    """``obj`` as the API server shows it once deleted while a finalizer holds it
+    (``deletionTimestamp`` set, the object kept)."""
+    out = copy.deepcopy(obj)
+    out["metadata"]["finalizers"] = ["example.com/hold"]
+    out["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:30Z"
+    out["metadata"]["deletionGracePeriodSeconds"] = 0
+    return out
+
+
+def _pending_being_deleted(lv: Live) -> None:
+    lv.fake.create(pod("p", "500m"))
+    lv.settle()
+    assert lv.sched.queue.where("default/p") is not None
+    lv.fake.update(_terminating(pod("p", "500m")))
+
+
+def _created_being_deleted(lv: Live) -> None:
+    # first seen already terminating (e.g. by the first list): never queued
+    lv.fake.create(_terminating(pod("p", "500m")))
+
+
+def _bound_being_deleted(lv: Live) -> None:
+    # graceful termination: the pod holds its room until it is gone
+    lv.fake.create(pod("p", "500m", node_name="n1"))
+    lv.settle()
+    lv.fake.update(_terminating(pod("p", "500m", node_name="n1")))
+
+
 CASES: list[tuple[str, Callable[[Live], None], str | None, int]] = [
     # (id, action, where default/p ends: "queue", a node name, or None; its milli-CPU on n1)
     ("pending-queued", _pending, "queue", 0),
@@ -268,6 +305,11 @@ CASES: list[tuple[str, Callable[[Live], None], str | None, int]] = [
     ("pod-before-its-node", _pod_before_node, "late", 0),
     ("node-updated", _node_update, None, 0),
     ("priority-from-server", _priority_from_server, "queue", 0),
+    # kube's skipPodSchedule: a pod being deleted is not scheduled (its Binding would be
+    # refused: 409 "pod p is being deleted, cannot be assigned to a host")
+    ("pending-being-deleted-dropped", _pending_being_deleted, None, 0),
+    ("created-being-deleted-ignored", _created_being_deleted, None, 0),
+    ("bound-being-deleted-kept", _bound_being_deleted, "n1", 500),
 ]
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import yaml
 
 from bosun.cli.common import ConfigOption, ContextOption, KubeconfigOption, fail
-from bosun.errors import BosunError
+from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.config import default_configuration, load_configuration
 from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import Snapshot
@@ -61,6 +61,94 @@ def parse_duration(text: str, flag: str) -> float:
     return total
 
 
+#: bosun's leader election when neither a flag nor the configuration's ``leaderElection``
+#: says otherwise. kube-scheduler's v1 defaults elect (``leaderElect: true``, Lease
+#: ``kube-system/kube-scheduler``); bosun does not unless asked, and uses its own Lease.
+LEADER_ELECTION_DEFAULTS: dict[str, Any] = {
+    "leaderElect": False,
+    "leaseDuration": "15s",
+    "renewDeadline": "10s",
+    "retryPeriod": "2s",
+    "resourceName": "bosun-scheduler",
+    "resourceNamespace": "kube-system",
+}
+
+
+def leader_election_options(
+    raw: object,
+    source: str,
+    *,
+    leader_elect: str | None = None,
+    lease_duration: str | None = None,
+    renew_deadline: str | None = None,
+    retry_period: str | None = None,
+    lease_name: str | None = None,
+    lease_namespace: str | None = None,
+) -> dict[str, Any]:
+    """The leader-election fields of :class:`ServeOptions`, as kube-scheduler settles them
+    (``cmd/kube-scheduler/app/options``, ``ApplyLeaderElectionTo``): the configuration
+    file's ``leaderElection`` first, then each ``--leader-elect*`` flag given on the
+    command line over it. What neither sets is :data:`LEADER_ELECTION_DEFAULTS`.
+
+    Args:
+        raw: the configuration file as parsed YAML (``None``: no file).
+        source: the file's name, for errors.
+        leader_elect ... lease_namespace: the flags as given; ``None`` when not given.
+
+    Raises:
+        InputError: ``leaderElection`` (or one of its fields) has the wrong type, a
+            duration does not parse, or ``resourceLock`` is not ``leases`` (the
+            ``endpoints``/``configmaps`` locks are gone from kube); names file and field.
+        BosunError: a flag's value does not parse (names the flag).
+    """
+    section = raw.get("leaderElection") if isinstance(raw, dict) else None
+    if section is None:
+        section = {}
+
+    def bad(field: str, message: str) -> InputError:
+        where = f"leaderElection.{field}" if field else "leaderElection"
+        return InputError([InputProblem(source, "KubeSchedulerConfiguration", where, message)])
+
+    if not isinstance(section, dict):
+        raise bad("", "must be a mapping")
+    lock = section.get("resourceLock", "leases")
+    if lock != "leases":
+        raise bad("resourceLock", f"{lock!r}: bosun supports only leases (kube's only lock)")
+
+    def from_file(key: str) -> Any:
+        value = section.get(key, LEADER_ELECTION_DEFAULTS[key])
+        want = bool if key == "leaderElect" else str
+        if not isinstance(value, want) or (want is str and not value):
+            raise bad(key, f"{value!r}: expected {'true or false' if want is bool else 'a string'}")
+        return value
+
+    def duration(flag_value: str | None, key: str, flag: str) -> float:
+        if flag_value is not None:
+            return parse_duration(flag_value, flag)
+        text = from_file(key)
+        try:
+            return parse_duration(text, key)
+        except BosunError:
+            raise bad(key, f"{text!r}: not a duration (e.g. 15s, 1m30s, 500ms)") from None
+
+    return {
+        "leader_elect": parse_bool(leader_elect, "--leader-elect")
+        if leader_elect is not None
+        else bool(from_file("leaderElect")),
+        "lease_duration_s": duration(
+            lease_duration, "leaseDuration", "--leader-elect-lease-duration"
+        ),
+        "renew_deadline_s": duration(
+            renew_deadline, "renewDeadline", "--leader-elect-renew-deadline"
+        ),
+        "retry_period_s": duration(retry_period, "retryPeriod", "--leader-elect-retry-period"),
+        "lease_name": lease_name if lease_name is not None else str(from_file("resourceName")),
+        "lease_namespace": lease_namespace
+        if lease_namespace is not None
+        else str(from_file("resourceNamespace")),
+    }
+
+
 def parse_bool(text: str, flag: str) -> bool:
     """Go's ``strconv.ParseBool`` spellings.
 
@@ -80,28 +168,39 @@ def serve(
     kubeconfig: KubeconfigOption = None,
     context: ContextOption = None,
     leader_elect: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--leader-elect",
             help="Stand for election on a Lease; only the leader schedules: "
-            "--leader-elect=true or false.",
+            "--leader-elect=true or false. Each --leader-elect* flag overrides the "
+            "configuration's leaderElection (default: false).",
         ),
-    ] = "false",
+    ] = None,
     lease_duration: Annotated[
-        str, typer.Option("--leader-elect-lease-duration", help="Lease duration (15s).")
-    ] = "15s",
+        str | None,
+        typer.Option("--leader-elect-lease-duration", help="Lease duration (default 15s)."),
+    ] = None,
     renew_deadline: Annotated[
-        str, typer.Option("--leader-elect-renew-deadline", help="Renew deadline (10s).")
-    ] = "10s",
+        str | None,
+        typer.Option("--leader-elect-renew-deadline", help="Renew deadline (default 10s)."),
+    ] = None,
     retry_period: Annotated[
-        str, typer.Option("--leader-elect-retry-period", help="Retry period (2s).")
-    ] = "2s",
+        str | None,
+        typer.Option("--leader-elect-retry-period", help="Retry period (default 2s)."),
+    ] = None,
     lease_name: Annotated[
-        str, typer.Option("--leader-elect-resource-name", help="The Lease's name.")
-    ] = "bosun-scheduler",
+        str | None,
+        typer.Option(
+            "--leader-elect-resource-name", help="The Lease's name (default bosun-scheduler)."
+        ),
+    ] = None,
     lease_namespace: Annotated[
-        str, typer.Option("--leader-elect-resource-namespace", help="The Lease's namespace.")
-    ] = "kube-system",
+        str | None,
+        typer.Option(
+            "--leader-elect-resource-namespace",
+            help="The Lease's namespace (default kube-system).",
+        ),
+    ] = None,
     bind_address: Annotated[
         str, typer.Option("--bind-address", help="Address of /metrics, /healthz, /readyz.")
     ] = "0.0.0.0",
@@ -117,7 +216,9 @@ def serve(
     """Schedule the cluster's pending pods whose schedulerName has a profile in the
     configuration, binding them through the API server, until SIGTERM or SIGINT.
 
-    Pods for other schedulers are left alone. Exit code 2 when the kubeconfig or the
+    Pods for other schedulers are left alone. Leader election follows the configuration's
+    leaderElection, each --leader-elect* flag given overriding it (as kube-scheduler).
+    Exit code 2 when the kubeconfig or the
     configuration is bad (including `profiles: []`, or profiles with every Filter and
     Score plugin disabled), the server cannot be reached, or a permission bosun needs is
     denied; 1 when leadership is lost (as kube-scheduler); 0 after a signal.
@@ -130,14 +231,20 @@ def serve(
         points = registry_points(in_tree_registry())
         cfg = load_configuration(config, points) if config else default_configuration(points)
         Scheduler(cfg, Snapshot())  # validates every plugin's args before connecting
-        check_serve_configuration(cfg, _raw_document(config) if config else None)
-        options = ServeOptions(
-            leader_elect=parse_bool(leader_elect, "--leader-elect"),
+        raw = _raw_document(config) if config else None
+        check_serve_configuration(cfg, raw)
+        election = leader_election_options(
+            raw,
+            str(config) if config else "<default configuration>",
+            leader_elect=leader_elect,
+            lease_duration=lease_duration,
+            renew_deadline=renew_deadline,
+            retry_period=retry_period,
             lease_name=lease_name,
             lease_namespace=lease_namespace,
-            lease_duration_s=parse_duration(lease_duration, "--leader-elect-lease-duration"),
-            renew_deadline_s=parse_duration(renew_deadline, "--leader-elect-renew-deadline"),
-            retry_period_s=parse_duration(retry_period, "--leader-elect-retry-period"),
+        )
+        options = ServeOptions(
+            **election,
             bind_workers=bind_workers,
             bind_address=bind_address,
             port=port or None,

@@ -14,8 +14,10 @@ One :class:`Informer` per resource runs one background thread that:
 4. when the stream ends (timeout, apiserver restart) or the connection breaks (a reset, an
    event cut in the middle: the partial line is dropped), watches again from the last
    resourceVersion it recorded, so nothing is lost or delivered twice;
-5. on ``410 Gone``/``Expired`` (an HTTP 410 answer, or an ``ERROR`` event with code 410) or
-   any other ``ERROR`` event, lists again (step 1-2);
+5. on ``410 Gone``/``Expired`` (an HTTP 410 answer, or an ``ERROR`` event with code 410)
+   lists again at once (step 1-2); on any other ``ERROR`` event (a real apiserver's watch
+   cache sends, e.g., ``504`` "Too large resource version" when it lags behind the list) it
+   lists again after a backoff, so a server that keeps failing watches is not hammered;
 6. after a failure (server unreachable, 403, a broken stream) waits before the next try, with
    a bounded exponential backoff (:class:`Backoff`), through an injectable ``sleep``.
 
@@ -139,7 +141,15 @@ class Backoff:
 
 
 class _ExpiredError(Exception):
-    """The watch's resourceVersion is too old (410), or the server sent an ERROR: re-list."""
+    """The watch's resourceVersion is too old (410), or the server sent an ERROR: re-list.
+
+    Attributes:
+        code: the HTTP status the server gave (410, or an ERROR event's ``code``).
+    """
+
+    def __init__(self, message: str, code: object = 410) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class _StoppedError(Exception):
@@ -299,8 +309,12 @@ class Informer:
             except _StoppedError:
                 break
             except _ExpiredError as e:
-                _LOG.info("%s watch: %s; listing again", self.kind, e)
                 need_list = True
+                if e.code == 410:
+                    _LOG.info("%s watch: %s; listing again", self.kind, e)
+                else:  # e.g. 504 "Too large resource version", 500: not at full speed
+                    _LOG.warning("%s watch: %s; listing again after a backoff", self.kind, e)
+                    self._wait()
             except ClusterError as e:
                 if e.status == 410:
                     _LOG.info("%s: %s; listing again", self.kind, e)
@@ -449,7 +463,9 @@ class Informer:
             return
         if type_ == _ERROR:
             code, message = obj.get("code"), obj.get("message", "")
-            raise _ExpiredError(f"ERROR event {code} {obj.get('reason', '')}: {message}")
+            raise _ExpiredError(
+                f"ERROR event {code} {obj.get('reason', '')}: {message}", code
+            )
         rv = _rv(obj)
         if type_ == _BOOKMARK:
             if rv:

@@ -23,10 +23,11 @@ and its ``updatePod`` status patch do not hold up the scheduling loop either):
   ``pods/status`` sets ``PodScheduled`` to ``False`` with reason ``Unschedulable`` (or
   ``SchedulerError`` for an Error status) and the message, and ``nominatedNodeName`` when
   preemption nominated a node. As kube's ``updatePod``, the patch is skipped when the pod's
-  last patched condition already says the same. kube patches before its next attempt;
-  here the patch waits in the queue, so one still waiting when the pod gets bound (or a
-  newer failure is queued) is not sent: a bound pod never gets ``PodScheduled=False``
-  from a stale attempt.
+  last patched condition already says the same, and ``lastTransitionTime`` is set only
+  when the condition turns ``False`` (a later failure leaves it as it was). kube patches
+  before its next attempt; here the patch waits in the queue, so one still waiting when
+  the pod gets bound (or a newer failure is queued) is not sent: a bound pod never gets
+  ``PodScheduled=False`` from a stale attempt.
 * **Preemption victims** (:meth:`Recorder.preempted`), as kube's ``prepareCandidate``:
   the ``DisruptionTarget`` condition patched onto the victim, then its ``DELETE``
   (preconditioned on its uid), then the ``Preempted`` Event.
@@ -129,20 +130,27 @@ def _reference(pod: Pod) -> Obj:
     }
 
 
-def unschedulable_patch(reason: str, message: str, nominated_node: str = "") -> Obj:
-    """The ``pods/status`` patch of a failed attempt (kube's ``updatePod``)."""
-    status: Obj = {
-        "conditions": [
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": reason,
-                "message": message,
-                "lastProbeTime": None,
-                "lastTransitionTime": _now(),
-            }
-        ]
+def unschedulable_patch(
+    reason: str, message: str, nominated_node: str = "", *, transition: bool = True
+) -> Obj:
+    """The ``pods/status`` strategic-merge patch of a failed attempt (kube's ``updatePod``).
+
+    ``conditions`` merge by ``type`` (``PodStatus.conditions`` has ``patchMergeKey: type``),
+    so the patch replaces the ``PodScheduled`` condition's fields it names. kube's
+    ``UpdatePodCondition`` sets ``lastTransitionTime`` only when the condition's status
+    changes: with ``transition`` False (the pod already has ``PodScheduled=False``) the
+    field is left out, and the server keeps the time of the first failure.
+    """
+    condition: Obj = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": None,
     }
+    if transition:
+        condition["lastTransitionTime"] = _now()
+    status: Obj = {"conditions": [condition]}
     if nominated_node:
         status["nominatedNodeName"] = nominated_node
     return {"status": status}
@@ -253,11 +261,15 @@ class Recorder:
         self.instance = instance or COMPONENT
         self._core = client.CoreV1Api(api_client)
         self._jobs: queue.Queue[tuple[str, Callable[[], object]] | None] = queue.Queue(max_queued)
-        self._last_condition: dict[str, tuple[str, str]] = {}
+        # pod key -> (uid, reason, message) of its last PodScheduled=False patch queued; the
+        # uid tells a pod created again under the same name from the one before
+        self._last_condition: dict[str, tuple[str, str, str]] = {}
         # pod key -> sequence number of its newest PodScheduled=False patch not yet sent
         self._lock = threading.Lock()
         self._seq = 0
         self._latest_failure: dict[str, int] = {}
+        # pod key -> uid: pods whose PodScheduled=False patch was sent (not bound since)
+        self._false_sent: dict[str, str] = {}
         self.sent = 0
         self.failures = 0
         self.dropped = 0
@@ -272,6 +284,7 @@ class Recorder:
         self._last_condition.pop(pod.key, None)
         with self._lock:
             self._latest_failure.pop(pod.key, None)
+            self._false_sent.pop(pod.key, None)
         message = f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}"
         self._event(pod, "Normal", "Scheduled", message, "Binding")
 
@@ -291,10 +304,10 @@ class Recorder:
         """:meth:`failed` for a pod and message (a failed Binding reports this way too)."""
         reason = "SchedulerError" if error else "Unschedulable"
         self._event(pod, "Warning", "FailedScheduling", message, "Scheduling")
-        if self._last_condition.get(pod.key) == (reason, message) and not nominated_node:
+        said = (pod.uid, reason, message)
+        if self._last_condition.get(pod.key) == said and not nominated_node:
             return
-        self._last_condition[pod.key] = (reason, message)
-        body = unschedulable_patch(reason, message, nominated_node)
+        self._last_condition[pod.key] = said
         with self._lock:
             self._seq += 1
             seq = self._latest_failure[pod.key] = self._seq
@@ -303,8 +316,12 @@ class Recorder:
             with self._lock:
                 if self._latest_failure.get(pod.key) != seq:
                     return None  # bound since, or a newer failure will say it
+                already_false = self._false_sent.get(pod.key) == pod.uid
+            body = unschedulable_patch(
+                reason, message, nominated_node, transition=not already_false
+            )
             try:
-                return call(
+                resp = call(
                     self.api_client,
                     "patch",
                     "pods/status",
@@ -315,6 +332,9 @@ class Recorder:
                     _content_type="application/strategic-merge-patch+json",
                     _preload_content=False,
                 )
+                with self._lock:
+                    self._false_sent[pod.key] = pod.uid
+                return resp
             finally:
                 with self._lock:
                     if self._latest_failure.get(pod.key) == seq:
@@ -407,6 +427,8 @@ class Recorder:
     def forget(self, pod_key: str) -> None:
         """The pod is gone: forget its last condition."""
         self._last_condition.pop(pod_key, None)
+        with self._lock:
+            self._false_sent.pop(pod_key, None)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -575,7 +575,13 @@ class LiveScheduler:
         else:
             self.stats["bind_errors"] += 1
             _LOG.warning("binding %s to %s failed: %s", pod.key, out.node_name, out.error)
-        if self.scheduler.forget_failed_binding(pod, out.node_name, attempts):
+        requeued = self.scheduler.forget_failed_binding(pod, out.node_name, attempts)
+        if requeued and self.sync.is_terminating(pod.key):
+            # deleted meanwhile (the API server refuses the Binding of a pod being
+            # deleted): never scheduled again, as kube's skipPodSchedule
+            self.scheduler.delete_pod(pod.key)
+            return
+        if requeued:
             recorder.failed_pod(pod, f"Binding rejected: {out.error}", error=True)
 
 

@@ -13,6 +13,11 @@ with ``kind`` and ``apiVersion`` added, less what bosun does not read:
 * Pod ``status``: only ``phase``;
 * PodDisruptionBudget and Namespace ``status``: none.
 
+A pending pod that is being deleted (``metadata.deletionTimestamp`` set, a finalizer
+holding it) is left out: kube-scheduler skips it (``skipPodSchedule``) and the API server
+refuses its Binding. A bound one being deleted is kept: it holds its node's resources
+until it is gone.
+
 A PodDisruptionBudget that sets neither ``minAvailable`` nor ``maxUnavailable`` budgets
 nothing; it is left out, since bosun's manifest loader rejects it.
 
@@ -166,6 +171,8 @@ def _trim(kind: str, obj: Obj) -> Obj | None:
     elif kind == "Pod":
         if status.get("phase") in _TERMINAL:
             return None
+        if meta.get("deletionTimestamp") and not (obj.get("spec") or {}).get("nodeName"):
+            return None  # pending and being deleted: kube-scheduler never schedules it
         out["spec"] = obj.get("spec") or {}
         if status.get("phase"):
             out["status"] = {"phase": status["phase"]}

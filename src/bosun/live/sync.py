@@ -21,7 +21,11 @@ Semantics, per event:
 * Pod without ``spec.nodeName`` (pending): queued (``Scheduler.add_pod``: added, or updated
   in place) when its ``schedulerName`` has a profile, else ignored. A pending version of a
   pod the snapshot holds is a stale event for a pod this scheduler just placed: ignored,
-  as kube ignores updates of assumed pods.
+  as kube ignores updates of assumed pods. A pending pod with a
+  ``metadata.deletionTimestamp`` (deleted, finalizers pending) is never scheduled: it
+  leaves the queue, as kube's ``skipPodSchedule`` skips it and the API server answers its
+  Binding with ``409`` ("is being deleted"). A bound pod being deleted stays accounted on
+  its node until its ``DELETED`` event (graceful termination).
 * A pod whose ``metadata.uid`` differs from the one the snapshot holds under its name was
   deleted and created again (between two lists): the old one is released first.
 * Pod ``DELETED``, or in phase ``Succeeded``/``Failed``: released from the snapshot
@@ -141,6 +145,13 @@ def pod_from_api(obj: Obj) -> Pod | None:
     return pod
 
 
+def _being_deleted(obj: Obj) -> bool:
+    """Whether the API object carries ``metadata.deletionTimestamp`` (graceful deletion
+    under way, or finalizers pending)."""
+    meta = obj.get("metadata")
+    return isinstance(meta, dict) and bool(meta.get("deletionTimestamp"))
+
+
 class ClusterSync:
     """Keeps a scheduler's snapshot and queue in step with informer events (module
     docstring for the semantics). Not thread-safe: call it from the scheduling thread.
@@ -165,6 +176,8 @@ class ClusterSync:
         # preemptor key -> (pod, victims left, attempts)
         self._held: dict[str, tuple[Pod, set[str], int]] = {}
         self._victim_of: dict[str, str] = {}  # victim key -> preemptor key
+        # pending pods with a deletionTimestamp (never scheduled)
+        self._terminating: set[str] = set()
 
     # ------------------------------------------------------------------ preemption
 
@@ -321,10 +334,28 @@ class ClusterSync:
         if entry is not None and entry.pod.uid != pod.uid:
             self._remove_pod(key)  # deleted and created again while the watch was away
         if pod.node_name:
+            self._terminating.discard(key)
             return self._bound(pod)
-        else:
-            self._pending(pod)
+        if _being_deleted(obj):
+            self._skip_terminating(key)
+            return True
+        self._terminating.discard(key)
+        self._pending(pod)
         return True
+
+    def is_terminating(self, key: str) -> bool:
+        """Whether the pending pod ``key`` has a ``metadata.deletionTimestamp`` (it is
+        never scheduled; module docstring)."""
+        return key in self._terminating
+
+    def _skip_terminating(self, key: str) -> None:
+        """A pending pod with a ``deletionTimestamp``: kube's ``skipPodSchedule`` skips
+        it, and the API server refuses its Binding (``409``, "is being deleted"). It
+        leaves the queue; a pod this scheduler has assumed stays until its Binding's
+        outcome (the serve loop then drops it instead of requeueing it)."""
+        if self.scheduler.snapshot.pods.get(key) is None:
+            self._remove_pod(key)
+        self._terminating.add(key)
 
     def _parse_pod(self, key: str, obj: Obj) -> Pod | None:
         """:func:`pod_from_api`, skipped when only ``spec.nodeName`` (or what bosun does
@@ -361,6 +392,7 @@ class ClusterSync:
         return parsed
 
     def _remove_pod(self, key: str) -> None:
+        self._terminating.discard(key)
         self._parsed.pop(key, None)
         self._unpark(key)
         self._remove_from_scheduler(key)
