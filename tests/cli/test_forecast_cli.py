@@ -300,6 +300,43 @@ def test_predict_bad_input_exits_2(runner: CliRunner, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("command", "samples", "need"),
+    [
+        # MSTL with its daily season at a 300 s step: 86400 / 300 = 288 samples a season,
+        # min_samples = 2·288 + MIN_CALIBRATION + 2 = 576 + 19 + 2 = 597 (its docstring);
+        # the registry's probe, built without a step, says 21.
+        # backtest, H = 2: the first origin max(597, ceil(T/4)) = 597 for T < 2389, so
+        # T >= 597 + 2 = 599.
+        ("backtest", 598, 599),
+        # predict needs the fit's min_samples only
+        ("predict", 596, 597),
+    ],
+    ids=["backtest", "predict"],
+)
+def test_too_short_uses_the_models_need_at_the_series_step(
+    runner: CliRunner, tmp_path: Path, command: str, samples: int, need: int
+) -> None:
+    values = [float(i % 7) for i in range(samples)]
+    path = series_csv(tmp_path, "mstl.csv", values, step_s=300)
+    res = runner.invoke(
+        app, ["forecast", command, "--data", str(path), "--horizon", "10m", "-m", "mstl"]
+    )
+    assert res.exit_code == 2 and res.stdout == ""
+    assert f"too short for model mstl: {samples} samples" in res.stderr
+    assert f"at least {need}" in res.stderr
+
+
+def test_a_step_the_model_cannot_use_is_bad_input(runner: CliRunner, tmp_path: Path) -> None:
+    # one sample a day: MSTL's daily season spans 1 sample (it needs at least 2)
+    path = series_csv(tmp_path, "daily.csv", [1.0, 2.0] * 400, step_s=86400)
+    res = runner.invoke(
+        app, ["forecast", "backtest", "--data", str(path), "--horizon", "1d", "-m", "mstl"]
+    )
+    assert res.exit_code == 2 and res.stdout == ""
+    assert f"{path}: series daily: timestamp: mstl: season 86400" in res.stderr
+
+
+@pytest.mark.parametrize(
     ("text", "seconds"),
     [
         ("10m", 600.0),

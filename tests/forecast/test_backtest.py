@@ -165,30 +165,50 @@ def _nab(stem: str) -> Path:
     return require(f"nab-aws/realAWSCloudwatch/{stem}.csv")
 
 
+#: Series without unpredictable jumps between idle and saturated: the over-provisioning
+#: target (mean ratio <= 1.2) is met on these (see docs/forecast.md for the other three).
+NAB_STEADY = {
+    "ec2_cpu_utilization_53ea38",
+    "ec2_cpu_utilization_5f5533",
+    "ec2_cpu_utilization_825cc2",
+    "ec2_cpu_utilization_ac20cd",
+}
+
+
 @pytest.mark.data
 def test_nab_ec2_cpu_target_default_model() -> None:
     """The default model on the 7 NAB EC2 CPU series, 10-minute horizon, P95 of the peak.
 
-    What is asserted (and why not the full per-series target): a calibrated P95 covers
-    about 95% of origins, so the pooled accuracy must reach 0.95 and no series may fall
-    far below it (0.93: ~3.5 standard deviations of a binomial share over ~3000 dependent
-    origins); the over-provisioning ratio (mean of predicted/actual) must be <= 1.2 on the
-    typical series (the median). On near-idle series with unpredictable bursts
-    (77c1ca, fe7f93, 24ae8d) the mean ratio is far above 1.2: covering a jump from 0.1 % to
-    99 % CPU needs a large reserve at idle origins (see the forecasting report).
+    What is asserted (measured with the default EWMA and adaptive conformal calibration,
+    γ = 0.005: per series 94.8 %–98.2 %, 5 of 7 at 95 % or more, pooled 95.6 %):
+
+    - every series covers at least 94.5 % of its origins. ACI drives the long-run miss
+      rate to 5 % but, for a finite run of ~3000 origins, only within
+      ``(max(α, 1−α) + γ(1+H)) / (γN)`` (Gibbs & Candès 2021, Prop. 4.1; with γ = 0.005
+      that is loose), so a series may end a little below 95 %; 94.5 % is 0.3 points under
+      the lowest measured share (before ACI the lowest was 94.1 % and the bound 93 %);
+    - at least 5 of the 7 series reach 95 % and the pooled share reaches 95.5 % (measured
+      95.6 %; 95.2 % before ACI);
+    - the over-provisioning ratio (mean of predicted/actual) is <= 1.2 on the 4 steady
+      series (measured 1.05–1.12). On near-idle series with unpredictable bursts (77c1ca,
+      fe7f93, 24ae8d) the mean ratio is far above 1.2: covering a jump from 0.1 % to 99 %
+      CPU needs a large reserve at idle origins (see docs/forecast.md).
+
+    The computation is deterministic, so these bounds guard against regressions, not noise.
     """
     from bosun.forecast.registry import DEFAULT_MODEL
     from bosun.forecast.series import read_series
 
-    covered = origins = 0
-    ratios = []
+    covered = origins = at_target = 0
     for stem in NAB_EC2_CPU:
         series = read_series(_nab(stem))[0]
         s = backtest(series, DEFAULT_MODEL, 600.0, level=0.95).summary
         covered += round(s.accuracy * s.n_origins)
         origins += s.n_origins
-        ratios.append(s.overprovision_ratio)
-        assert s.accuracy >= 0.93, (stem, s.accuracy)
+        at_target += s.accuracy >= 0.95
+        assert s.accuracy >= 0.945, (stem, s.accuracy)
         assert s.n_origins > 2900
-    assert covered / origins >= 0.95
-    assert float(np.median(ratios)) <= 1.2
+        if stem in NAB_STEADY:
+            assert s.overprovision_ratio <= 1.2, (stem, s.overprovision_ratio)
+    assert at_target >= 5
+    assert covered / origins >= 0.955

@@ -44,7 +44,7 @@ from bosun.cli.common import fail
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.forecast import registry
 from bosun.forecast.backtest import BacktestResult, backtest
-from bosun.forecast.base import Forecast, ForecastError, UsageSeries, horizon_steps
+from bosun.forecast.base import Forecast, ForecastError, Predictor, UsageSeries, horizon_steps
 from bosun.forecast.series import (
     DEFAULT_MAX_GAP_STEPS,
     SeriesOptions,
@@ -245,9 +245,9 @@ def _check_level(level: float, problems: list[InputProblem]) -> None:
         problems.append(_option("--level", f"must be strictly between 0 and 1, got {level}"))
 
 
-def _models(names: Sequence[str], problems: list[InputProblem]) -> dict[str, int]:
-    """Model name -> its ``min_samples``; unknown names and bad models are problems."""
-    out: dict[str, int] = {}
+def _models(names: Sequence[str], problems: list[InputProblem]) -> dict[str, Predictor]:
+    """Model name -> a probe instance; unknown names and bad models are problems."""
+    out: dict[str, Predictor] = {}
     for name in names:
         if not name:
             problems.append(_option("--model", "empty model name"))
@@ -255,12 +255,25 @@ def _models(names: Sequence[str], problems: list[InputProblem]) -> dict[str, int
         if name in out:
             continue
         try:
-            out[name] = int(registry.create(name).min_samples)
+            out[name] = registry.create(name)
         except ForecastError as e:
             problems.append(_option("--model", str(e)))
         except ImportError as e:  # an optional library behind the model is missing
             problems.append(_option("--model", f"{name}: cannot load the model: {e}"))
     return out
+
+
+def _min_samples(probe: Predictor, step_s: float) -> int:
+    """The shortest series ``probe`` fits at this step: ``required_samples(step_s)`` where
+    the model has it (a season in samples depends on the step; MSTL with a daily season
+    needs 597 samples at a 5-minute step), else ``min_samples``.
+
+    Raises:
+        ForecastError: the model's settings do not fit the step (e.g. a season shorter
+            than two samples).
+    """
+    required = getattr(probe, "required_samples", None)
+    return int(required(step_s)) if callable(required) else int(probe.min_samples)
 
 
 def _need(min_samples: int, steps: int) -> int:
@@ -567,8 +580,14 @@ def backtest_command(
     if math.isfinite(inputs.horizon_s):
         for source, s in inputs.series:
             steps = horizon_steps(inputs.horizon_s, s.step_s)
-            for name, min_samples in models.items():
-                need = _need(min_samples, steps)
+            for name, probe in models.items():
+                try:
+                    need = _need(_min_samples(probe, s.step_s), steps)
+                except ForecastError as e:
+                    problems.append(
+                        InputProblem(source, f"series {s.name}", opts.timestamp_column, str(e))
+                    )
+                    continue
                 if len(s) < need:
                     problems.append(
                         InputProblem(
@@ -693,7 +712,14 @@ def predict_command(
     )
     inputs = _read_inputs(data, horizon, options=opts, problems=problems)
     for source, s in inputs.series:
-        for name, min_samples in models.items():
+        for name, probe in models.items():
+            try:
+                min_samples = _min_samples(probe, s.step_s)
+            except ForecastError as e:
+                problems.append(
+                    InputProblem(source, f"series {s.name}", opts.timestamp_column, str(e))
+                )
+                continue
             if len(s) < min_samples:
                 problems.append(
                     InputProblem(

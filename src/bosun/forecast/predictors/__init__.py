@@ -9,7 +9,9 @@
 
 Heavy libraries (statsforecast, prophet, torch) are imported only when their predictor is
 constructed. Every predictor's quantiles come from the same localized split-conformal
-calibration (:mod:`._calibration`).
+calibration (:mod:`._calibration`); ``predict`` adapts the level of the peak quantiles
+online (adaptive conformal inference, ``adaptive=True`` by default), the stateless
+``predict_batch`` of the baselines does not.
 """
 
 from __future__ import annotations

@@ -35,13 +35,17 @@ from bosun.forecast.base import (
     horizon_steps,
 )
 from bosun.forecast.predictors._calibration import (
+    DEFAULT_ADAPTIVE,
     DEFAULT_CALIBRATION_S,
+    DEFAULT_GAMMA,
     DEFAULT_NEIGHBOURS,
     MIN_CALIBRATION,
     IntArray,
+    aci_levels,
     calibrate,
     calibration_window,
     check_values,
+    peak_ranks,
 )
 
 
@@ -52,6 +56,15 @@ class PointPredictor(ABC):
         calibration_s: seconds of recent origins used to calibrate quantiles (default one
             week); at least :data:`MIN_CALIBRATION` origins are needed at predict time.
         neighbours: calibration origins kept by the localization (nearest point peak).
+        adaptive: adapt the level of the *peak* quantiles online from the misses of past
+            peak forecasts (adaptive conformal inference, see
+            :func:`~bosun.forecast.predictors._calibration.aci_levels`); only ``predict``
+            adapts, ``predict_batch`` of the batch baselines does not (see their doc).
+        gamma: the ACI step size ``γ`` in (0, 1) (Gibbs & Candès 2021 use 0.005).
+
+    Raises:
+        ForecastError: ``calibration_s`` not positive, ``neighbours`` below
+            :data:`MIN_CALIBRATION`, ``gamma`` outside (0, 1).
     """
 
     name: str = "point"
@@ -62,13 +75,23 @@ class PointPredictor(ABC):
         *,
         calibration_s: float = DEFAULT_CALIBRATION_S,
         neighbours: int = DEFAULT_NEIGHBOURS,
+        adaptive: bool = DEFAULT_ADAPTIVE,
+        gamma: float = DEFAULT_GAMMA,
     ) -> None:
         if not calibration_s > 0:
             raise ForecastError(f"calibration_s must be positive, got {calibration_s}")
         if neighbours < MIN_CALIBRATION:
             raise ForecastError(f"neighbours must be >= {MIN_CALIBRATION}, got {neighbours}")
+        if not 0.0 < gamma < 1.0:
+            raise ForecastError(f"gamma must be in (0, 1), got {gamma}")
         self.calibration_s = float(calibration_s)
         self.neighbours = int(neighbours)
+        self.adaptive = bool(adaptive)
+        self.gamma = float(gamma)
+        # per horizon h: first origin ranked, ranks (N,), sizes (N,) (see peak_ranks)
+        self._ranks: dict[int, tuple[int, IntArray, IntArray]] = {}
+        # per (h, level): number of ranked origins replayed, last H ACI states (1, H)
+        self._aci: dict[tuple[int, float], tuple[int, FloatArray]] = {}
         self._values: FloatArray = np.empty(0)
         self._last_ts: float = float("nan")
         self._step_s: float = 0.0
@@ -130,6 +153,8 @@ class PointPredictor(ABC):
         self._step_s = float(series.step_s)
         self._last_ts = float(series.timestamps_s[-1]) if len(series.timestamps_s) else 0.0
         self._cache = {}
+        self._ranks = {}
+        self._aci = {}
         self._constant = bool(np.ptp(values) == 0.0)
         if not self._constant:
             self._fit_model(values)
@@ -172,7 +197,8 @@ class PointPredictor(ABC):
         """Forecast the next ``horizon_s`` seconds: mean, per-step and peak quantiles.
 
         The mean is the model's point forecast; the quantiles are localized split-conformal
-        (see :mod:`bosun.forecast.predictors._calibration`).
+        (see :mod:`bosun.forecast.predictors._calibration`); with ``adaptive`` the peak
+        quantiles use the ACI working level replayed over every origin seen since ``fit``.
 
         Raises:
             ForecastError: not fitted, a bad horizon or level, or too few past origins to
@@ -183,8 +209,12 @@ class PointPredictor(ABC):
         h = horizon_steps(horizon_s, self._step_s)
         t = self._values.shape[0]
         point_now = self._point_paths(np.array([t], dtype=np.int64), h)
+        peak_levels = self._adaptive_levels(h, levels) if self.adaptive else None
         cal_points, cal_actual = self._calibration_set(h)
-        out = calibrate(point_now, cal_points[None], cal_actual[None], levels, self.neighbours)
+        self._trim(h)
+        out = calibrate(
+            point_now, cal_points[None], cal_actual[None], levels, self.neighbours, peak_levels
+        )
         return Forecast(
             step_s=self._step_s,
             mean=out.mean[0],
@@ -206,27 +236,82 @@ class PointPredictor(ABC):
         # A model that diverges (inf/nan) falls back to the naive value for that origin.
         return np.where(np.isfinite(paths), paths, naive)
 
+    def _origin_paths(self, first: int, last: int, h: int) -> FloatArray:
+        """(last − first + 1, h) point paths at origins ``first..last``; cached per h.
+
+        The cache keeps a contiguous run of origins; it is extended at the end as samples
+        arrive and trimmed at the start to what calibration and ACI still need.
+        """
+        if last < first:
+            return np.empty((0, h))
+        start, cached = self._cache.get(h, (first, np.empty((0, h))))
+        end = start + cached.shape[0]  # exclusive
+        if start > first or end < first:
+            start, cached, end = first, np.empty((0, h)), first
+        if last + 1 > end:
+            new = self._point_paths(np.arange(end, last + 1, dtype=np.int64), h)
+            cached = np.concatenate([cached, new]) if cached.size else new
+        self._cache[h] = (start, cached)
+        out: FloatArray = cached[first - start : last + 1 - start]
+        return out
+
+    def _actuals(self, first: int, last: int, h: int) -> FloatArray:
+        origins = np.arange(first, last + 1)
+        if not origins.size:
+            return np.empty((0, h))
+        out: FloatArray = self._values[origins[:, None] + np.arange(h)[None, :]]
+        return out
+
     def _calibration_set(self, h: int) -> tuple[FloatArray, FloatArray]:
-        """(n, h) point paths and actuals at the last calibration origins; cached per h."""
+        """(n, h) point paths and actuals at the last calibration origins."""
         t = self._values.shape[0]
         window = calibration_window(self._step_s, self.calibration_s)
         last = t - h  # last origin whose horizon is observed
         first = max(self._min_context, last - window + 1)
         if last < first:
             first = last + 1
-        start, cached = self._cache.get(h, (first, np.empty((0, h))))
-        end = start + cached.shape[0]  # exclusive
-        if start > first or end < first or start < 0:
-            start, cached, end = first, np.empty((0, h)), first
-        if last + 1 > end:
-            new = self._point_paths(np.arange(end, last + 1, dtype=np.int64), h)
-            cached = np.concatenate([cached, new]) if cached.size else new
-        cached = cached[first - start :]
-        self._cache[h] = (first, cached)
-        origins = np.arange(first, last + 1)
-        actual = (
-            self._values[origins[:, None] + np.arange(h)[None, :]]
-            if origins.size
-            else (np.empty((0, h)))
+        return self._origin_paths(first, last, h), self._actuals(first, last, h)
+
+    def _trim(self, h: int) -> None:
+        """Drop cached paths older than the next calibration set and ACI ranks need."""
+        if h not in self._cache:
+            return
+        window = calibration_window(self._step_s, self.calibration_s)
+        last = self._values.shape[0] - h
+        keep = max(self._min_context, min(last - window + 1, last + 2 - h - window))
+        start, cached = self._cache[h]
+        if keep > start:
+            self._cache[h] = (keep, cached[keep - start :])
+
+    def _adaptive_levels(self, h: int, levels: Sequence[float]) -> dict[float, FloatArray]:
+        """Nominal level -> (1,) ACI working level for the peak at the current origin.
+
+        Ranks every origin whose outcome is now known (incrementally, from the first origin
+        after ``fit``), then continues each level's ACI replay over the new ranks.
+        """
+        t = self._values.shape[0]
+        window = calibration_window(self._step_s, self.calibration_s)
+        last = t - h
+        first_origin, ranks, sizes = self._ranks.get(
+            h, (self._min_context, np.empty(0, np.int64), np.empty(0, np.int64))
         )
-        return cached, actual
+        nxt = first_origin + ranks.shape[0]
+        if last >= nxt:
+            lo = max(self._min_context, nxt - h - window + 1)
+            paths = self._origin_paths(lo, last, h)
+            actual = self._actuals(lo, last, h)
+            new_ranks, new_sizes = peak_ranks(
+                paths[None], actual[None], nxt - lo, window, self.neighbours
+            )
+            ranks = np.concatenate([ranks, new_ranks[0]])
+            sizes = np.concatenate([sizes, new_sizes])
+            self._ranks[h] = (first_origin, ranks, sizes)
+        out: dict[float, FloatArray] = {}
+        for level in levels:
+            done, history = self._aci.get((h, level), (0, np.full((1, h), 1.0 - level)))
+            if ranks.shape[0] > done:
+                states = aci_levels(ranks[None, done:], sizes[done:], level, self.gamma, h, history)
+                history = states[:, -h:]
+                self._aci[(h, level)] = (ranks.shape[0], history)
+            out[level] = 1.0 - history[:, -1]
+        return out

@@ -18,7 +18,9 @@ from bosun.forecast.base import BatchForecast, FloatArray, ForecastError
 from bosun.forecast.predictors._base import PointPredictor
 from bosun.forecast.predictors._batch import batch_forecast
 from bosun.forecast.predictors._calibration import (
+    DEFAULT_ADAPTIVE,
     DEFAULT_CALIBRATION_S,
+    DEFAULT_GAMMA,
     DEFAULT_NEIGHBOURS,
     IntArray,
 )
@@ -50,7 +52,8 @@ class EWMA(PointPredictor):
     Args:
         alpha: smoothing factor in (0, 1]; 1 is the naive forecast. Default 0.5 (a
             half-life of one sample: 5-minute CPU samples move fast).
-        calibration_s, neighbours: see :class:`~bosun.forecast.predictors._base.PointPredictor`.
+        calibration_s, neighbours, adaptive, gamma: see
+            :class:`~bosun.forecast.predictors._base.PointPredictor`.
 
     Also a :class:`~bosun.forecast.base.BatchPredictor`.
     """
@@ -63,8 +66,12 @@ class EWMA(PointPredictor):
         *,
         calibration_s: float = DEFAULT_CALIBRATION_S,
         neighbours: int = DEFAULT_NEIGHBOURS,
+        adaptive: bool = DEFAULT_ADAPTIVE,
+        gamma: float = DEFAULT_GAMMA,
     ) -> None:
-        super().__init__(calibration_s=calibration_s, neighbours=neighbours)
+        super().__init__(
+            calibration_s=calibration_s, neighbours=neighbours, adaptive=adaptive, gamma=gamma
+        )
         if not 0.0 < alpha <= 1.0:
             raise ForecastError(f"alpha must be in (0, 1], got {alpha}")
         self.alpha = float(alpha)
@@ -90,6 +97,10 @@ class EWMA(PointPredictor):
         quantiles: Sequence[float] = (0.5, 0.95),
     ) -> BatchForecast:
         """Forecast every row of ``values`` (S, T), oldest first.
+
+        Stateless, so the peak quantiles use the nominal level (plain localized
+        conformal): ``adaptive`` applies to :meth:`predict` only (see
+        :mod:`bosun.forecast.predictors._calibration`, step 6).
 
         Raises:
             ForecastError: fewer than ``horizon + MIN_CALIBRATION`` columns, a non-finite

@@ -29,7 +29,9 @@ import numpy as np
 from bosun.forecast.base import FloatArray, ForecastError, horizon_steps
 from bosun.forecast.predictors._base import PointPredictor
 from bosun.forecast.predictors._calibration import (
+    DEFAULT_ADAPTIVE,
     DEFAULT_CALIBRATION_S,
+    DEFAULT_GAMMA,
     DEFAULT_NEIGHBOURS,
     MIN_CALIBRATION,
     IntArray,
@@ -62,7 +64,8 @@ class LSTMPredictor(PointPredictor):
         max_windows: train on at most this many of the most recent windows.
         seed: seeds weights and batch order.
         num_threads: torch intra-op threads while training and predicting.
-        calibration_s, neighbours: see :class:`~bosun.forecast.predictors._base.PointPredictor`.
+        calibration_s, neighbours, adaptive, gamma: see
+            :class:`~bosun.forecast.predictors._base.PointPredictor`.
 
     ``min_samples`` is ``window + H_train + 2 * MIN_CALIBRATION``.
     """
@@ -83,8 +86,12 @@ class LSTMPredictor(PointPredictor):
         *,
         calibration_s: float = DEFAULT_CALIBRATION_S,
         neighbours: int = DEFAULT_NEIGHBOURS,
+        adaptive: bool = DEFAULT_ADAPTIVE,
+        gamma: float = DEFAULT_GAMMA,
     ) -> None:
-        super().__init__(calibration_s=calibration_s, neighbours=neighbours)
+        super().__init__(
+            calibration_s=calibration_s, neighbours=neighbours, adaptive=adaptive, gamma=gamma
+        )
         for label, value in (
             ("window", window),
             ("hidden", hidden),

@@ -18,7 +18,9 @@ from bosun.forecast.base import BatchForecast, FloatArray, ForecastError
 from bosun.forecast.predictors._base import PointPredictor
 from bosun.forecast.predictors._batch import batch_forecast
 from bosun.forecast.predictors._calibration import (
+    DEFAULT_ADAPTIVE,
     DEFAULT_CALIBRATION_S,
+    DEFAULT_GAMMA,
     DEFAULT_NEIGHBOURS,
     MIN_CALIBRATION,
     IntArray,
@@ -39,7 +41,8 @@ class SeasonalNaive(PointPredictor):
     Args:
         season_s: season length in seconds (e.g. ``86400`` for daily); rounded to whole
             samples of the fitted series' step. ``None`` means the naive forecast.
-        calibration_s, neighbours: see :class:`~bosun.forecast.predictors._base.PointPredictor`.
+        calibration_s, neighbours, adaptive, gamma: see
+            :class:`~bosun.forecast.predictors._base.PointPredictor`.
 
     ``min_samples`` is ``MIN_CALIBRATION + 2`` plus one season (a series must hold one
     season before the first calibration origin); it is known only after the step is known,
@@ -57,8 +60,12 @@ class SeasonalNaive(PointPredictor):
         *,
         calibration_s: float = DEFAULT_CALIBRATION_S,
         neighbours: int = DEFAULT_NEIGHBOURS,
+        adaptive: bool = DEFAULT_ADAPTIVE,
+        gamma: float = DEFAULT_GAMMA,
     ) -> None:
-        super().__init__(calibration_s=calibration_s, neighbours=neighbours)
+        super().__init__(
+            calibration_s=calibration_s, neighbours=neighbours, adaptive=adaptive, gamma=gamma
+        )
         if season_s is not None and not season_s > 0:
             raise ForecastError(f"season_s must be positive, got {season_s}")
         self.season_s = season_s
@@ -92,6 +99,10 @@ class SeasonalNaive(PointPredictor):
         quantiles: Sequence[float] = (0.5, 0.95),
     ) -> BatchForecast:
         """Forecast every row of ``values`` (S, T), oldest first; see the class doc.
+
+        Stateless, so the peak quantiles use the nominal level (plain localized
+        conformal): ``adaptive`` applies to :meth:`predict` only (see
+        :mod:`bosun.forecast.predictors._calibration`, step 6).
 
         Raises:
             ForecastError: fewer than ``season + horizon + MIN_CALIBRATION − 1`` columns,

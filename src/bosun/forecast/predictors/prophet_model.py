@@ -20,7 +20,9 @@ import pandas as pd
 from bosun.forecast.base import FloatArray, ForecastError
 from bosun.forecast.predictors._base import PointPredictor
 from bosun.forecast.predictors._calibration import (
+    DEFAULT_ADAPTIVE,
     DEFAULT_CALIBRATION_S,
+    DEFAULT_GAMMA,
     DEFAULT_NEIGHBOURS,
     MIN_CALIBRATION,
     IntArray,
@@ -33,7 +35,8 @@ class ProphetPredictor(PointPredictor):
     Args:
         changepoint_prior_scale: trend flexibility (Prophet's default 0.05).
         seasonality_mode: ``"additive"`` or ``"multiplicative"``.
-        calibration_s, neighbours: see :class:`~bosun.forecast.predictors._base.PointPredictor`.
+        calibration_s, neighbours, adaptive, gamma: see
+            :class:`~bosun.forecast.predictors._base.PointPredictor`.
 
     ``min_samples`` is ``2 * MIN_CALIBRATION + 12`` (50).
     """
@@ -47,8 +50,12 @@ class ProphetPredictor(PointPredictor):
         *,
         calibration_s: float = DEFAULT_CALIBRATION_S,
         neighbours: int = DEFAULT_NEIGHBOURS,
+        adaptive: bool = DEFAULT_ADAPTIVE,
+        gamma: float = DEFAULT_GAMMA,
     ) -> None:
-        super().__init__(calibration_s=calibration_s, neighbours=neighbours)
+        super().__init__(
+            calibration_s=calibration_s, neighbours=neighbours, adaptive=adaptive, gamma=gamma
+        )
         if seasonality_mode not in ("additive", "multiplicative"):
             raise ForecastError(
                 f"seasonality_mode must be additive or multiplicative, got {seasonality_mode!r}"

@@ -29,7 +29,9 @@ import numpy as np
 from bosun.forecast.base import FloatArray, ForecastError
 from bosun.forecast.predictors._base import PointPredictor
 from bosun.forecast.predictors._calibration import (
+    DEFAULT_ADAPTIVE,
     DEFAULT_CALIBRATION_S,
+    DEFAULT_GAMMA,
     DEFAULT_NEIGHBOURS,
     MIN_CALIBRATION,
     IntArray,
@@ -43,7 +45,8 @@ class AutoETS(PointPredictor):
         season_s: season in seconds (statsforecast ETS supports short seasons only; at a
             5-minute step a daily season is 288 samples, too long, use :class:`MSTL`).
         model: ETS specification, e.g. ``"ZZZ"`` (all chosen automatically) or ``"AAN"``.
-        calibration_s, neighbours: see :class:`~bosun.forecast.predictors._base.PointPredictor`.
+        calibration_s, neighbours, adaptive, gamma: see
+            :class:`~bosun.forecast.predictors._base.PointPredictor`.
 
     ``min_samples`` is ``2 * MIN_CALIBRATION + 12`` (50) plus a season.
     """
@@ -57,8 +60,12 @@ class AutoETS(PointPredictor):
         *,
         calibration_s: float = DEFAULT_CALIBRATION_S,
         neighbours: int = DEFAULT_NEIGHBOURS,
+        adaptive: bool = DEFAULT_ADAPTIVE,
+        gamma: float = DEFAULT_GAMMA,
     ) -> None:
-        super().__init__(calibration_s=calibration_s, neighbours=neighbours)
+        super().__init__(
+            calibration_s=calibration_s, neighbours=neighbours, adaptive=adaptive, gamma=gamma
+        )
         if season_s is not None and not season_s > 0:
             raise ForecastError(f"season_s must be positive, got {season_s}")
         self.season_s = season_s
@@ -99,7 +106,8 @@ class MSTL(PointPredictor):
     Args:
         season_s: the seasons in seconds (default one day); each must span at least two
             samples.
-        calibration_s, neighbours: see :class:`~bosun.forecast.predictors._base.PointPredictor`.
+        calibration_s, neighbours, adaptive, gamma: see
+            :class:`~bosun.forecast.predictors._base.PointPredictor`.
 
     ``min_samples`` is two of the longest season plus ``MIN_CALIBRATION + 2`` (at a 5-minute
     step and a daily season: 597).
@@ -113,8 +121,12 @@ class MSTL(PointPredictor):
         *,
         calibration_s: float = DEFAULT_CALIBRATION_S,
         neighbours: int = DEFAULT_NEIGHBOURS,
+        adaptive: bool = DEFAULT_ADAPTIVE,
+        gamma: float = DEFAULT_GAMMA,
     ) -> None:
-        super().__init__(calibration_s=calibration_s, neighbours=neighbours)
+        super().__init__(
+            calibration_s=calibration_s, neighbours=neighbours, adaptive=adaptive, gamma=gamma
+        )
         if not season_s or any(not s > 0 for s in season_s):
             raise ForecastError(f"season_s must be positive seconds, got {tuple(season_s)}")
         self.season_s = tuple(float(s) for s in season_s)
