@@ -31,9 +31,10 @@ EXPECTED = {
 }
 
 # What bosun serve sends (docs/live.md, "The permissions it checks"): the informers list
-# and watch nodes and pods; binding; the status patch; victims' DELETE; core/v1 Events and
-# their count patch. No get (it never reads one object), no update of pods/status, no
-# events.k8s.io (it sends core/v1 Events), nothing that only `bosun snapshot` lists.
+# and watch nodes, pods and policy/v1 PDBs; binding; the status patch; victims' DELETE;
+# core/v1 Events and their count patch. No get (it never reads one object), no update of
+# pods/status, no events.k8s.io (it sends core/v1 Events), nothing that only `bosun
+# snapshot` lists.
 CLUSTER_RULES = {
     ("", "nodes", "list"),
     ("", "nodes", "watch"),
@@ -44,6 +45,8 @@ CLUSTER_RULES = {
     ("", "pods/status", "patch"),
     ("", "events", "create"),
     ("", "events", "patch"),
+    ("policy", "poddisruptionbudgets", "list"),
+    ("policy", "poddisruptionbudgets", "watch"),
 }
 
 LEASE_RULES = {

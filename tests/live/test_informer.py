@@ -23,6 +23,7 @@ from bosun.live.informer import (
     InformerEvent,
     InformerSettings,
     node_informer,
+    pdb_informer,
     pod_informer,
 )
 
@@ -398,3 +399,50 @@ def test_backoff_doubles_to_its_bound_and_resets() -> None:
     assert [b.next() for _ in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
     b.reset()
     assert b.next() == 0.5
+
+
+def pdb(name: str, namespace: str, allowed: int) -> Obj:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}},
+        "status": {"disruptionsAllowed": allowed},
+    }
+
+
+def test_pdb_informer_lists_and_watches_policy_v1_across_namespaces_and_relists_on_410(
+    fake_api: FakeApiServer, api: client.ApiClient, started: list[Informer]
+) -> None:
+    """The same machinery as nodes and pods, on ``/apis/policy/v1/poddisruptionbudgets``
+    (every namespace): a paginated list, a watch from its resourceVersion with bookmarks,
+    and on 410 a re-list that delivers what changed meanwhile, deletes included."""
+    fake_api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    for name, ns in (("web", "default"), ("db", "team"), ("cache", "team")):
+        fake_api.create(pdb(name, ns, 1))
+    rec = Recorder()
+    inf = start(started, pdb_informer(api, rec.q.put, settings=FAST))
+    assert inf.kind == "PodDisruptionBudget"
+    gets = [p.split("?")[0] for m, p in fake_api.requests if m == "GET"]
+    assert gets[0] == "/apis/policy/v1/poddisruptionbudgets"
+    assert [(t, k, n) for t, k, n, _ in rec.take()] == [
+        (ADDED, "PodDisruptionBudget", "default/web"),  # key order, as etcd lists
+        (ADDED, "PodDisruptionBudget", "team/cache"),
+        (ADDED, "PodDisruptionBudget", "team/db"),
+    ]
+    fake_api.update(pdb("web", "default", 0))  # the disruption controller's status write
+    wait_until(lambda: inf.resource_version == str(fake_api.resource_version))
+    assert [(t, n) for t, _, n, _ in rec.take()] == [(MODIFIED, "default/web")]
+    assert rec.mirror["default/web"]["status"]["disruptionsAllowed"] == 0
+    assert any("watch=true" in p and "allowWatchBookmarks=true" in p for _, p in fake_api.requests)
+    # the watch expires (410); meanwhile one PDB goes and one comes
+    fake_api.expire_next_watch()
+    fake_api.delete("PodDisruptionBudget", "db", "team")
+    fake_api.create(pdb("queue", "team", 2))
+    fake_api.drop_watches()
+    wait_until(lambda: inf.lists == 2 and caught_up(inf, fake_api))
+    assert sorted((t, n) for t, _, n, _ in rec.take()) == [
+        (ADDED, "team/queue"),
+        (DELETED, "team/db"),
+    ]
+    assert rec.mirror.keys() == server_names(fake_api, "PodDisruptionBudget").keys()

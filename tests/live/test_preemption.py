@@ -2,7 +2,8 @@
 (``pkg/scheduler/framework/preemption``, ``prepareCandidate``): the victims get the
 ``DisruptionTarget`` condition, are DELETEd through the API with a ``Preempted`` Event,
 the preemptor's ``status.nominatedNodeName`` is set, and the preemptor is bound only once
-its victims are gone."""
+its victims are gone. PodDisruptionBudgets (policy/v1, read through an informer) steer the
+choice of victims as kube's DefaultPreemption does."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ from .fakeapi import FakeApiServer
 from .serving import Obj, Running, events, node, node_of, pod, wait_until
 
 
-def prio_pod(name: str, cpu: str, priority: int, node_name: str = "") -> Obj:
+def prio_pod(
+    name: str, cpu: str, priority: int, node_name: str = "", labels: dict[str, str] | None = None
+) -> Obj:
     """A pod whose priority the Priority admission plugin has resolved (``spec.priority``)."""
     obj = pod(name, cpu=cpu)
     obj["spec"]["priority"] = priority
+    if labels:
+        obj["metadata"]["labels"] = labels
     if node_name:
         obj["spec"]["nodeName"] = node_name
         obj["status"] = {"phase": "Running"}
@@ -164,3 +169,97 @@ def test_a_gracefully_deleted_victim_keeps_its_room_until_it_is_gone(
     wait_until(lambda: node_of(fake_api, "high") == "n1", 10.0, "the bind once the victim went")
     assert sorted(p["metadata"]["name"] for p in fake_api.list("Pod")) == ["high", "low-a"]
     assert len(requests_to(fake_api, "DELETE", "/pods/low-b")) == 1  # no second eviction
+
+
+# --------------------------------------------------------------------------- PDBs
+
+
+def pdb(name: str, app: str, allowed: int, min_available: int) -> Obj:
+    """A policy/v1 PodDisruptionBudget over ``app=<app>`` with the status the disruption
+    controller would write (kube-scheduler reads ``status.disruptionsAllowed``)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}},
+        "status": {
+            "disruptionsAllowed": allowed,
+            "currentHealthy": 2,
+            "desiredHealthy": min_available,
+            "expectedPods": 2,
+            "observedGeneration": 1,
+        },
+    }
+
+
+def seed_two_full_nodes(fake: FakeApiServer) -> None:
+    """Nodes a and b (4 CPU each), each full: a runs a-0, a-1 (2 CPU, priority 0,
+    ``app=ga``), b runs b-0, b-1 (2 CPU, priority 100, ``app=gb``). Without PDBs kube
+    would preempt on a: both nodes need victims of the same count, and a's highest victim
+    priority (0) is lower than b's (100), pickOneNodeForPreemption's second criterion."""
+    fake.create(node("a"))
+    fake.create(node("b"))
+    for i in range(2):
+        fake.create(prio_pod(f"a-{i}", "2", 0, "a", labels={"app": "ga"}))
+        fake.create(prio_pod(f"b-{i}", "2", 100, "b", labels={"app": "gb"}))
+
+
+def pod_names(fake: FakeApiServer) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in fake.list("Pod"))
+
+
+def test_preemption_avoids_the_node_whose_victims_a_pdb_protects(
+    fake_api: FakeApiServer, serve: Callable[..., Running]
+) -> None:
+    """PDB ``ga`` (a's pods) allows 0 disruptions; it arrives through the PDB informer's
+    watch, after the first sync. ``high`` (2 CPU, priority 1000) fits nowhere.
+
+    By hand, kube's SelectVictimsOnNode (numCandidates = min(max(2 * 10 / 100, 100), 2) =
+    2: both nodes are dry-run):
+    - on a: both pods removed (4 CPU free); filterPodsWithPDBViolation with ga's
+      allowance 0: a-0 -> -1 and a-1 -> -2, both violating. Reprieved in order: a-0 back
+      (2 CPU free, high fits), a-1 back (0 free, no): victims [a-1], 1 violation;
+    - on b: no PDB matches ``app=gb`` here, so b-0 is reprieved, b-1 is the victim:
+      victims [one of b], 0 violations.
+    pickOneNodeForPreemption's first criterion, fewest PDB violations: b (0 < 1), although
+    without the PDB a would win (see seed_two_full_nodes)."""
+    seed_two_full_nodes(fake_api)
+    run = serve()
+    wait_until(lambda: run.live.ready.is_set(), what="the informers' sync")
+    fake_api.create(pdb("ga", "ga", allowed=0, min_available=2))
+    wait_until(lambda: len(run.live.scheduler.pdbs) == 1, what="the PDB from the watch")
+    fake_api.create(prio_pod("high", "2", 1000))
+    wait_until(lambda: node_of(fake_api, "high") == "b", 15.0, "the preemptor bound to b")
+    names = pod_names(fake_api)
+    assert names[:2] == ["a-0", "a-1"]  # a's protected pods are untouched
+    assert len(names) == 4 and names[3] == "high"  # exactly one of b's pods was evicted
+    assert names[2] in ("b-0", "b-1")
+    assert requests_to(fake_api, "DELETE", "/pods/a-0") == []
+    assert requests_to(fake_api, "DELETE", "/pods/a-1") == []
+
+
+def test_when_every_choice_violates_a_pdb_kube_still_preempts_with_fewest_violations(
+    fake_api: FakeApiServer, serve: Callable[..., Running]
+) -> None:
+    """PDBs are best-effort in preemption. ``high`` needs a whole node (4 CPU), so every
+    pod of the chosen node goes. PDB ``ga`` (a's pods) allows 0, PDB ``gb`` (b's pods,
+    minAvailable 1 of 2 healthy) allows 1; both exist before bosun starts (the list).
+
+    By hand:
+    - on a: a-0 -> 0 - 1 = -1, a-1 -> -2: both violating; neither can be reprieved
+      (either one back leaves 2 CPU < 4): victims [a-0, a-1], 2 violations;
+    - on b: b-0 -> 1 - 1 = 0 (not violating), b-1 -> -1 (violating); neither can be
+      reprieved: victims [b-0, b-1], 1 violation.
+    No candidate is free of violations, so kube picks among the violating ones by the same
+    criteria, the first being fewest violations: b (1 < 2)."""
+    seed_two_full_nodes(fake_api)
+    fake_api.create(pdb("ga", "ga", allowed=0, min_available=2))
+    fake_api.create(pdb("gb", "gb", allowed=1, min_available=1))
+    fake_api.create(prio_pod("high", "4", 1000))
+    run = serve()
+    wait_until(lambda: node_of(fake_api, "high") == "b", 15.0, "the preemptor bound to b")
+    assert pod_names(fake_api) == ["a-0", "a-1", "high"]
+    assert len(requests_to(fake_api, "DELETE", "/pods/b-0")) == 1
+    assert len(requests_to(fake_api, "DELETE", "/pods/b-1")) == 1
+    wait_until(lambda: run.live.stats["scheduled"] == 1, what="the Binding's outcome")
+    assert sorted(p.name for p in run.live.scheduler.pdbs) == ["ga", "gb"]

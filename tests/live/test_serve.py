@@ -403,6 +403,12 @@ RBAC_CASES = [
         ['- watch nodes in API group "" at the cluster scope (for the node informer)'],
         id="watch-nodes",
     ),
+    pytest.param(
+        [("list", "poddisruptionbudgets")], [],
+        ['- list poddisruptionbudgets in API group "policy" in all namespaces (for the '
+         'PodDisruptionBudget informer)'],
+        id="list-pdbs",
+    ),
 ]
 
 
@@ -431,19 +437,24 @@ def test_cli_denied_permissions_exit_2_naming_verb_resource_and_group(
     assert fake_api.list("Lease") == []
 
 
+@pytest.mark.parametrize(
+    ("resource", "named"),
+    [("pods", "pods"), ("poddisruptionbudgets", "poddisruptionbudgets.policy")],
+    ids=["pods", "pdbs"],
+)
 def test_cli_without_access_reviews_still_names_a_refused_list(
-    fake_api: FakeApiServer, tmp_path: Path
+    fake_api: FakeApiServer, tmp_path: Path, resource: str, named: str
 ) -> None:
     """A cluster that took away the SelfSubjectAccessReview grant: the check is skipped
     (a warning) and the refused list still stops bosun with its verb and resource."""
     fake_api.forbid("create", "selfsubjectaccessreviews")
-    fake_api.forbid("list", "pods")
+    fake_api.forbid("list", resource)
     res = CliRunner().invoke(
         app,
         ["serve", "--kubeconfig", str(kubeconfig_for(tmp_path, fake_api.url)), "--port", "0"],
     )
     assert res.exit_code == 2
-    assert "not allowed to list pods (403 Forbidden)" in res.output
+    assert f"not allowed to list {named} (403 Forbidden)" in res.output
 
 
 ELECTION_CASES = [

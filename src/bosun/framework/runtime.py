@@ -137,7 +137,8 @@ class Framework:
         snapshot: the shared cluster state.
         rng: the scheduler's seeded generator (score ties, sampling).
         namespace_labels: namespace -> labels, for namespaceSelector.
-        pdbs: PodDisruptionBudgets (DefaultPreemption).
+        pdbs: PodDisruptionBudgets (DefaultPreemption); replaced later by
+            :meth:`set_pdbs`.
         bind_pod: what the DefaultBinder calls to bind (the CLI and twin confirm the assumed
             pod; live mode posts a Binding).
         evict_pod: what preemption calls to delete a victim (default: drop it from the
@@ -228,8 +229,17 @@ class Framework:
 
     @property
     def pdbs(self) -> Sequence[PodDisruptionBudget]:
-        """The cluster's PodDisruptionBudgets."""
+        """The cluster's PodDisruptionBudgets (an immutable tuple; plugins read it, only
+        :meth:`set_pdbs` replaces it)."""
         return self._pdbs
+
+    def set_pdbs(self, pdbs: Iterable[PodDisruptionBudget]) -> None:
+        """Replace the PodDisruptionBudgets preemption reads (kube-scheduler's PDB lister
+        follows its informer; live mode calls this from the scheduling thread between
+        attempts). The new set is copied into a tuple: a later change of ``pdbs`` by the
+        caller does not show. Plugins see it from their next call to :attr:`pdbs` on.
+        """
+        self._pdbs = tuple(pdbs)
 
     @property
     def rng(self) -> np.random.Generator:

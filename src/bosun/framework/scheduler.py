@@ -89,6 +89,23 @@ class NodeScore:
 
 
 @dataclass(frozen=True, slots=True)
+class Eviction:
+    """One preemption victim, as the framework evicted it (:meth:`Scheduler.take_evicted`).
+
+    Attributes:
+        pod: the victim as the snapshot held it.
+        node_name: the node it ran on.
+        gpu_devices: the GPU device indexes it held on that node (``()`` without GPUs).
+        preemptor: the preemptor's key (``namespace/name``).
+    """
+
+    pod: Pod
+    node_name: str
+    gpu_devices: tuple[int, ...]
+    preemptor: str
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulingResult:
     """The outcome of one scheduling attempt.
 
@@ -128,7 +145,8 @@ class Scheduler:
         seed: seeds the RNG for score ties and preemption offsets.
         clock: the queue's clock (default: a manual clock starting at 0, for simulation).
         namespaces: Namespace objects (labels for namespaceSelector).
-        pdbs: PodDisruptionBudgets respected by preemption.
+        pdbs: PodDisruptionBudgets respected by preemption (replace them later with
+            :meth:`set_pdbs`).
         explain: keep per-plugin scores of the chosen node and runners-up.
 
     Raises:
@@ -158,6 +176,8 @@ class Scheduler:
         self.clock: Clock = clock or ManualClock()
         self.explain = explain
         self._evicted: dict[str, str] = {}  # victim key -> preemptor key
+        self._evictions: list[Eviction] = []  # not yet taken by take_evicted()
+        self._pdbs: tuple[PodDisruptionBudget, ...] = tuple(pdbs)
         ns_labels = {ns.name: dict(ns.labels) for ns in namespaces}
         self.profiles: dict[str, Framework] = {}
         problems: list[InputProblem] = []
@@ -171,7 +191,7 @@ class Scheduler:
                     prof.plugin_args,
                     registry,
                     ns_labels,
-                    pdbs,
+                    self._pdbs,
                     pct if pct is not None else config.percentage_of_nodes_to_score,
                 )
             except InputError as e:
@@ -245,8 +265,10 @@ class Scheduler:
         return fwk.run_pre_enqueue(pod)
 
     def _evict(self, pod_key: str, preemptor: Pod) -> Status:
-        self.snapshot.remove_pod(pod_key)
+        entry = self.snapshot.remove_pod(pod_key)
         self._evicted[pod_key] = preemptor.key
+        node = self.snapshot.node_names[entry.node_row]
+        self._evictions.append(Eviction(entry.pod, node, entry.gpu_devices, preemptor.key))
         return Status.success()
 
     # ------------------------------------------------------------- cluster
@@ -318,8 +340,42 @@ class Scheduler:
 
     @property
     def evicted(self) -> Mapping[str, str]:
-        """Pods evicted by preemption: victim key -> preemptor key."""
+        """Pods evicted by preemption and not yet taken by :meth:`take_evicted`: victim
+        key -> preemptor key (every eviction, for a caller that never takes them)."""
         return self._evicted
+
+    def take_evicted(self) -> list[Eviction]:
+        """The preemption victims evicted since the last call, in eviction order, each
+        with the node and GPU devices it held (the snapshot has already dropped it).
+
+        They leave :attr:`evicted` too, so a long-running caller (live mode, which
+        deletes each victim through the API server and keeps it accounted until the
+        server confirms) holds no growing record. Callers that never call it (the CLI,
+        the twin) keep the whole record in :attr:`evicted`.
+        """
+        out, self._evictions = self._evictions, []
+        for ev in out:
+            if self._evicted.get(ev.pod.key) == ev.preemptor:
+                del self._evicted[ev.pod.key]
+        return out
+
+    @property
+    def pdbs(self) -> tuple[PodDisruptionBudget, ...]:
+        """The PodDisruptionBudgets every profile's preemption reads now."""
+        return self._pdbs
+
+    def set_pdbs(self, pdbs: Iterable[PodDisruptionBudget]) -> None:
+        """Replace the PodDisruptionBudgets of every profile (:meth:`Framework.set_pdbs`).
+
+        kube-scheduler reads PDBs through an informer's lister at each preemption
+        (``getPodDisruptionBudgets`` in ``default_preemption.go``); live mode calls this
+        when its PDB informer reports a change. Like every scheduler method, call it from
+        the scheduling thread, between attempts. Nothing is requeued: no plugin registers
+        for PDB events (as in kube), so the change is seen at the next preemption.
+        """
+        self._pdbs = tuple(pdbs)
+        for fwk in self.profiles.values():
+            fwk.set_pdbs(self._pdbs)
 
     # ----------------------------------------------------------- scheduling
 

@@ -1,4 +1,5 @@
-"""Informers: a cluster's Nodes and Pods kept current by list + watch (client-go's reflector).
+"""Informers: a cluster's Nodes, Pods and PodDisruptionBudgets kept current by list + watch
+(client-go's reflector).
 
 One :class:`Informer` per resource runs one background thread that:
 
@@ -64,6 +65,7 @@ __all__ = [
     "InformerEvent",
     "InformerSettings",
     "node_informer",
+    "pdb_informer",
     "pod_informer",
 ]
 
@@ -77,8 +79,8 @@ _ERROR = "ERROR"
 NOT_TERMINATED = "status.phase!=Succeeded,status.phase!=Failed"
 
 Obj = dict[str, Any]
-#: ``(type, kind, object)``: type is ``ADDED``, ``MODIFIED`` or ``DELETED``; kind ``Node`` or
-#: ``Pod``; object the API server's JSON for it.
+#: ``(type, kind, object)``: type is ``ADDED``, ``MODIFIED`` or ``DELETED``; kind ``Node``,
+#: ``Pod`` or ``PodDisruptionBudget``; object the API server's JSON for it.
 InformerEvent = tuple[str, str, Obj]
 Deliver = Callable[[InformerEvent], object]
 
@@ -159,13 +161,21 @@ class _StoppedError(Exception):
 @dataclass(frozen=True, slots=True)
 class _Kind:
     kind: str
-    resource: str
-    lister: Callable[[client.CoreV1Api], Callable[..., Any]]
+    resource: str  # as named in errors: ``pods``, ``poddisruptionbudgets.policy``
+    lister: Callable[[Any], Callable[..., Any]]  # ApiClient -> its list (and watch) call
 
 
 _KINDS = {
-    "Node": _Kind("Node", "nodes", lambda core: core.list_node),
-    "Pod": _Kind("Pod", "pods", lambda core: core.list_pod_for_all_namespaces),
+    "Node": _Kind("Node", "nodes", lambda api: client.CoreV1Api(api).list_node),
+    "Pod": _Kind(
+        "Pod", "pods", lambda api: client.CoreV1Api(api).list_pod_for_all_namespaces
+    ),
+    # policy/v1, every namespace: kube-scheduler's PDB lister (DefaultPreemption)
+    "PodDisruptionBudget": _Kind(
+        "PodDisruptionBudget",
+        "poddisruptionbudgets.policy",
+        lambda api: client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces,
+    ),
 }
 
 
@@ -192,12 +202,13 @@ def _describe(key: tuple[str, str]) -> str:
 
 
 class Informer:
-    """Keeps one resource (``Node`` or ``Pod``, every namespace) current by list + watch,
+    """Keeps one resource (``Node``, ``Pod`` or ``PodDisruptionBudget``, every namespace)
+    current by list + watch,
     in one background thread (module docstring for the protocol).
 
     Args:
         api_client: an official-client ``ApiClient`` (:func:`bosun.live.client.connect`).
-        kind: ``Node`` or ``Pod``.
+        kind: ``Node``, ``Pod`` or ``PodDisruptionBudget``.
         deliver: called from the informer's thread with each :data:`InformerEvent`; must be
             thread-safe and quick (``queue.Queue.put``). An exception it raises is logged and
             the event is dropped.
@@ -227,7 +238,7 @@ class Informer:
         self.api_client = api_client
         self.kind = kind
         self._spec = _KINDS[kind]
-        self._list_fn = self._spec.lister(client.CoreV1Api(api_client))
+        self._list_fn = self._spec.lister(api_client)
         self._deliver = deliver
         self.field_selector = field_selector
         self.settings = settings or InformerSettings()
@@ -537,6 +548,18 @@ def pod_informer(
     return Informer(
         api_client, "Pod", deliver, field_selector=field_selector, settings=settings, sleep=sleep
     )
+
+
+def pdb_informer(
+    api_client: Any,
+    deliver: Deliver,
+    *,
+    settings: InformerSettings | None = None,
+    sleep: Callable[[float], object] | None = None,
+) -> Informer:
+    """An :class:`Informer` of the ``policy/v1`` PodDisruptionBudgets of every namespace
+    (not started), as kube-scheduler's informer for DefaultPreemption's PDB lister."""
+    return Informer(api_client, "PodDisruptionBudget", deliver, settings=settings, sleep=sleep)
 
 
 def _lines(resp: Any) -> Iterator[bytes]:

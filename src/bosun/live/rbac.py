@@ -92,6 +92,13 @@ def required_permissions(
         Permission("watch", "nodes", why="the node informer"),
         Permission("list", "pods", why="the pod informer"),
         Permission("watch", "pods", why="the pod informer"),
+        Permission(
+            "list", "poddisruptionbudgets", group="policy", why="the PodDisruptionBudget informer"
+        ),
+        Permission(
+            "watch", "poddisruptionbudgets", group="policy",
+            why="the PodDisruptionBudget informer",
+        ),
         Permission("create", "pods", subresource="binding", why="binding pods to nodes"),
         Permission(
             "patch", "pods", subresource="status",

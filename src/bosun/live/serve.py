@@ -13,7 +13,9 @@ Threads:
   Events, pod condition), beat the heartbeat; with nothing to do it sleeps until woken by
   an informer event or a binding outcome, or until the next backoff expires (at most
   ``idle_wait_s``).
-* two **informer** threads (nodes; pods not Succeeded/Failed) put events on a queue;
+* three **informer** threads (nodes; pods not Succeeded/Failed; ``policy/v1``
+  PodDisruptionBudgets, which preemption reads through :meth:`Scheduler.set_pdbs`) put
+  events on a queue;
 * ``bind_workers`` **binding** threads (:class:`AsyncBinder`) POST Bindings; the scheduling
   cycle returns right after assume (kube's separate binding cycle). A Binding created is
   reported as a ``Scheduled`` Event, and the informer's echo of the bound pod confirms the
@@ -63,10 +65,9 @@ from typing import Any
 
 from kubernetes import client
 
-from bosun.api.types import Pod
 from bosun.errors import InputError, InputProblem
 from bosun.framework.config import SchedulerConfiguration
-from bosun.framework.interface import Code, Status
+from bosun.framework.interface import Code
 from bosun.framework.queue import WallClock
 from bosun.framework.scheduler import Scheduler, SchedulingResult
 from bosun.framework.snapshot import Snapshot, SnapshotError
@@ -77,6 +78,7 @@ from bosun.live.informer import (
     InformerEvent,
     InformerSettings,
     node_informer,
+    pdb_informer,
     pod_informer,
 )
 from bosun.live.leader import LeaderElectionConfig, LeaderElector
@@ -212,14 +214,14 @@ def preflight(api_client: Any, options: ServeOptions) -> None:
     fail is reported before anything starts.
 
     First every permission bosun uses is reviewed (:func:`bosun.live.rbac.check_permissions`:
-    one SelfSubjectAccessReview each); then nodes and pods are listed and (with leader
-    election) the Lease is read.
+    one SelfSubjectAccessReview each); then nodes, pods and PodDisruptionBudgets are listed
+    and (with leader election) the Lease is read.
 
     Raises:
         ClusterError: the server cannot be reached (the message names its URL), denies
             permissions bosun needs (each verb, resource and API group named), or refuses
-            to list nodes or pods, or (with leader election) to get the Lease; the message
-            names the verb and the resource.
+            to list nodes, pods or PodDisruptionBudgets, or (with leader election) to get
+            the Lease; the message names the verb and the resource.
     """
     check_permissions(
         api_client,
@@ -229,8 +231,12 @@ def preflight(api_client: Any, options: ServeOptions) -> None:
             lease_name=options.lease_name,
         ),
     )
-    core = client.CoreV1Api(api_client)
-    for resource, fn in (("nodes", core.list_node), ("pods", core.list_pod_for_all_namespaces)):
+    core, policy = client.CoreV1Api(api_client), client.PolicyV1Api(api_client)
+    for resource, fn in (
+        ("nodes", core.list_node),
+        ("pods", core.list_pod_for_all_namespaces),
+        ("poddisruptionbudgets.policy", policy.list_pod_disruption_budget_for_all_namespaces),
+    ):
         resp: Any = call(api_client, "list", resource, fn, limit=1, _preload_content=False)
         resp.read()
         resp.release_conn()
@@ -251,32 +257,6 @@ def preflight(api_client: Any, options: ServeOptions) -> None:
         except ClusterError as e:
             if e.status != 404:
                 raise
-
-
-class _LiveCore(Scheduler):
-    """The scheduler of live mode: preemption victims are remembered as they are evicted
-    (pod, node, GPU devices), so that the live loop can keep them accounted until the API
-    server deletes them (the framework's eviction drops them from the snapshot at once,
-    as the twin wants)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.evicted_now: list[tuple[Pod, str, tuple[int, ...]]] = []
-        super().__init__(*args, **kwargs)
-
-    def take_evicted(self) -> list[tuple[Pod, str, tuple[int, ...]]]:
-        """The victims evicted since the last call (pod, node, GPU devices); the
-        framework's record of evictions is cleared too, so that it does not grow over a
-        long-running live scheduler."""
-        out, self.evicted_now = self.evicted_now, []
-        self._evicted.clear()
-        return out
-
-    def _evict(self, pod_key: str, preemptor: Pod) -> Status:
-        entry = self.snapshot.pods.get(pod_key)
-        if entry is not None:
-            node = self.snapshot.node_names[entry.node_row]
-            self.evicted_now.append((entry.pod, node, entry.gpu_devices))
-        return super()._evict(pod_key, preemptor)
 
 
 class LiveScheduler:
@@ -311,9 +291,7 @@ class LiveScheduler:
         self.api_client = api_client
         self.options = options or ServeOptions()
         self.metrics = metrics or SchedulerMetrics()
-        self.scheduler: _LiveCore = _LiveCore(
-            config, Snapshot(), clock=WallClock(), seed=self.options.seed
-        )
+        self.scheduler = Scheduler(config, Snapshot(), clock=WallClock(), seed=self.options.seed)
         self.sync = ClusterSync(self.scheduler)
         self.ready = threading.Event()
         self.stats: dict[str, int] = dict.fromkeys(
@@ -365,6 +343,7 @@ class LiveScheduler:
         informers: list[Informer] = [
             node_informer(self.api_client, self._deliver, settings=opts.informer_settings),
             pod_informer(self.api_client, self._deliver, settings=opts.informer_settings),
+            pdb_informer(self.api_client, self._deliver, settings=opts.informer_settings),
         ]
         binder = AsyncBinder(self._post, workers=opts.bind_workers, on_outcome=self._wake.set)
         recorder = Recorder(self.api_client, instance=self.identity)
@@ -519,16 +498,18 @@ class LiveScheduler:
         if not evicted:
             return
         snap = self.scheduler.snapshot
-        for victim, node, devices in evicted:
-            if snap.pods.get(victim.key) is None and node in snap.node_index:
+        for ev in evicted:
+            if snap.pods.get(ev.pod.key) is None and ev.node_name in snap.node_index:
                 try:
-                    snap.add_pod(victim, node, devices)
+                    snap.add_pod(ev.pod, ev.node_name, ev.gpu_devices)
                 except SnapshotError as e:  # pragma: no cover - the slot was just freed
-                    _LOG.error("cannot keep victim %s accounted on %s: %s", victim.key, node, e)
-        self.sync.hold(res.pod, (v.key for v, _, _ in evicted), res.attempts)
-        for victim, _, _ in evicted:
+                    _LOG.error(
+                        "cannot keep victim %s accounted on %s: %s", ev.pod.key, ev.node_name, e
+                    )
+        self.sync.hold(res.pod, (ev.pod.key for ev in evicted), res.attempts)
+        for ev in evicted:
             recorder.preempted(
-                victim, res.pod, res.nominated_node_name, on_failed=self._victim_not_deleted
+                ev.pod, res.pod, res.nominated_node_name, on_failed=self._victim_not_deleted
             )
 
     def _victim_not_deleted(self, victim_key: str) -> None:

@@ -31,6 +31,25 @@ Semantics, per event:
 * Pod ``DELETED``, or in phase ``Succeeded``/``Failed``: released from the snapshot
   (``PodDelete``) or dropped from the queue (``Scheduler.delete_pod``).
 
+* PodDisruptionBudget ``ADDED``/``MODIFIED``/``DELETED``: the scheduler's PDB set is
+  replaced (:meth:`Scheduler.set_pdbs`, once per :meth:`ClusterSync.drain`), which every
+  profile's DefaultPreemption reads at its next PostFilter, as kube-scheduler's PDB lister
+  follows its informer. Nothing is requeued (no plugin registers for PDB events, as in
+  kube).
+
+PodDisruptionBudgets (:func:`pdb_from_api`): kube-scheduler reads only a PDB's namespace,
+``spec.selector`` and ``status.disruptionsAllowed`` (``filterPodsWithPDBViolation``); the
+disruption controller turns ``minAvailable``/``maxUnavailable`` into that status. So the
+budget live mode uses is the status, not the spec: a PDB is parsed by the manifest loader
+(metadata, selector) with its budget given as ``maxUnavailable: <disruptionsAllowed>``. On
+the snapshot, :func:`bosun.plugins.pdb.disruptions_allowed` gives such a PDB
+``min(disruptionsAllowed, matching pods)`` (0 with no matching pod), and its victims on one
+node never outnumber its matching pods, so every victim is found violating exactly when
+kube finds it so. A PDB without ``status.disruptionsAllowed`` (the controller has not
+seen it yet) allows 0, Go's zero value, as kube reads it. Not modelled:
+``status.disruptedPods`` (kube does not count a victim the API server is already
+evicting; bosun deletes its victims, so only other evictions fill it).
+
 Preemption (:meth:`ClusterSync.hold`): a preemptor whose victims the API server has not
 deleted yet is held out of the scheduling queue, keeping its nominated node. The victims
 stay accounted on their node until their ``DELETED`` event (as kube's cache keeps a
@@ -40,8 +59,8 @@ else, is let go. :meth:`ClusterSync.victim_not_deleted` (the DELETE failed) send
 preemptor to backoffQ, so a victim that cannot be deleted never strands it.
 
 API objects become bosun objects through the manifest loader, one at a time
-(:func:`node_from_api`, :func:`pod_from_api`), so the API server's rules bosun checks are
-checked here too. A pod event that changes nothing the loader reads but
+(:func:`node_from_api`, :func:`pod_from_api`, :func:`pdb_from_api`), so the API server's
+rules bosun checks are checked here too. A pod event that changes nothing the loader reads but
 ``spec.nodeName`` (a Binding's echo) reuses the pod parsed from the previous event. An
 object the loader rejects, or that does not fit the snapshot, is
 logged (logger ``bosun.live.sync``, with its name and the problems) and skipped, and the
@@ -58,18 +77,20 @@ from dataclasses import replace
 from typing import Any
 
 from bosun.api.manifest import load_manifest_text
-from bosun.api.types import Node, Pod
-from bosun.errors import InputError
+from bosun.api.types import Node, Pod, PodDisruptionBudget
+from bosun.errors import InputError, InputProblem
 from bosun.framework.queue import QueuedPodInfo
 from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import SnapshotError
 from bosun.live.informer import ADDED, DELETED, MODIFIED, InformerEvent
 
-__all__ = ["ClusterSync", "node_from_api", "pod_from_api"]
+__all__ = ["ClusterSync", "node_from_api", "pdb_from_api", "pod_from_api"]
 
 Obj = dict[str, Any]
 
 _LOG = logging.getLogger("bosun.live.sync")
+
+_KINDS = ("Node", "Pod", "PodDisruptionBudget")
 
 
 def _name(kind: str, obj: Obj) -> str:
@@ -83,9 +104,53 @@ def _name(kind: str, obj: Obj) -> str:
     return f"{ns if isinstance(ns, str) and ns else 'default'}/{meta['name']}"
 
 
+_API_VERSIONS = {"Node": "v1", "Pod": "v1", "PodDisruptionBudget": "policy/v1"}
+
+
 def _load(kind: str, obj: Obj) -> Any:
-    doc = {**obj, "apiVersion": "v1", "kind": kind}
+    doc = {**obj, "apiVersion": _API_VERSIONS[kind], "kind": kind}
     return load_manifest_text(json.dumps(doc), source=f"api:{kind}/{_name(kind, obj)}")
+
+
+def pdb_from_api(obj: Obj) -> PodDisruptionBudget:
+    """The bosun :class:`PodDisruptionBudget` of a ``policy/v1`` PodDisruptionBudget from
+    the API server, budgeted by its ``status.disruptionsAllowed`` (module docstring).
+
+    The object goes through the manifest loader with ``spec.minAvailable`` and
+    ``spec.maxUnavailable`` replaced by ``maxUnavailable: <status.disruptionsAllowed>``
+    (absent: 0), so a PDB that sets neither (the API server accepts it; its controller
+    gives it 0) is read as kube-scheduler reads it.
+
+    Raises:
+        InputError: ``status.disruptionsAllowed`` is not an integer >= 0 (the API server
+            validates it so), or the loader rejects the rest (a bad selector or metadata);
+            the source is ``api:PodDisruptionBudget/<namespace>/<name>``.
+    """
+    name = _name("PodDisruptionBudget", obj)
+    status = obj.get("status")
+    field, allowed = "status", status  # only reported when status is not an object
+    if isinstance(status, dict) or status is None:
+        field, allowed = "status.disruptionsAllowed", (status or {}).get("disruptionsAllowed", 0)
+    if type(allowed) is not int or allowed < 0:
+        problem = InputProblem(
+            source=f"api:PodDisruptionBudget/{name}",
+            obj=f"PodDisruptionBudget {name}",
+            field=field,
+            message=f"must be {'an integer >= 0' if field != 'status' else 'an object'}, "
+            f"got {allowed!r}",
+        )
+        raise InputError([problem])
+    spec = obj.get("spec")
+    if spec is None:  # a real server always sends one (its fields are all optional)
+        spec = {}
+    if isinstance(spec, dict):  # anything else: the loader names the problem
+        budget = {k: v for k, v in spec.items() if k not in ("minAvailable", "maxUnavailable")}
+        obj = {**obj, "spec": {**budget, "maxUnavailable": allowed}}
+    pdbs = _load("PodDisruptionBudget", obj).pdbs
+    if len(pdbs) != 1:  # pragma: no cover - the loader returns the PDB or raises
+        raise AssertionError("the manifest loader did not return one PodDisruptionBudget")
+    pdb: PodDisruptionBudget = pdbs[0]
+    return pdb
 
 
 def node_from_api(obj: Obj) -> Node:
@@ -160,8 +225,9 @@ class ClusterSync:
         scheduler: the scheduler; its ``snapshot``, ``queue`` and ``cache`` are updated.
 
     Attributes:
-        skipped: ``"Node name"`` / ``"Pod namespace/name"`` -> why its last event was
-            skipped; an entry goes when a later event for the object is applied.
+        skipped: ``"Node name"`` / ``"Pod namespace/name"`` /
+            ``"PodDisruptionBudget namespace/name"`` -> why its last event was skipped; an
+            entry goes when a later event for the object is applied.
         applied: events applied so far (skipped ones not counted).
     """
 
@@ -178,6 +244,14 @@ class ClusterSync:
         self._victim_of: dict[str, str] = {}  # victim key -> preemptor key
         # pending pods with a deletionTimestamp (never scheduled)
         self._terminating: set[str] = set()
+        self._pdbs: dict[str, PodDisruptionBudget] = {}  # namespace/name -> PDB
+        self._pdbs_changed = False  # not yet handed to the scheduler
+        self._draining = False
+
+    @property
+    def pdbs(self) -> dict[str, PodDisruptionBudget]:
+        """The PodDisruptionBudgets applied: ``namespace/name`` -> PDB (a copy)."""
+        return dict(self._pdbs)
 
     # ------------------------------------------------------------------ preemption
 
@@ -239,36 +313,73 @@ class ClusterSync:
     def apply(self, event: InformerEvent) -> bool:
         """Apply one informer event. Returns False when it was skipped (logged)."""
         type_, kind, obj = event
-        if type_ not in (ADDED, MODIFIED, DELETED) or kind not in ("Node", "Pod"):
+        if type_ not in (ADDED, MODIFIED, DELETED) or kind not in _KINDS:
             _LOG.warning("skipping a %s event for kind %s", type_, kind)
             return False
         name = _name(kind, obj) if isinstance(obj, dict) else ""
         if not name:
             _LOG.warning("skipping a %s %s event without metadata.name", type_, kind)
             return False
-        ok = self._node(type_, name, obj) if kind == "Node" else self._pod(type_, name, obj)
+        if kind == "Node":
+            ok = self._node(type_, name, obj)
+        elif kind == "Pod":
+            ok = self._pod(type_, name, obj)
+        else:
+            ok = self._pdb(type_, name, obj)
         if ok:
             self.skipped.pop(f"{kind} {name}", None)
             self.applied += 1
+        if not self._draining:
+            self._flush_pdbs()
         return ok
+
+    def _flush_pdbs(self) -> None:
+        """Hand the PDB set to the scheduler if it changed (once per :meth:`drain`, so a
+        first list of P PDBs costs O(P), not O(P²))."""
+        if self._pdbs_changed:
+            self._pdbs_changed = False
+            self.scheduler.set_pdbs(self._pdbs.values())
 
     def drain(self, events: queue.Queue[InformerEvent], max_events: int | None = None) -> int:
         """Apply the events waiting on ``events`` without blocking (at most ``max_events``);
         returns how many were taken off the queue."""
         n = 0
-        while max_events is None or n < max_events:
-            try:
-                event = events.get_nowait()
-            except queue.Empty:
-                break
-            self.apply(event)
-            n += 1
+        self._draining = True
+        try:
+            while max_events is None or n < max_events:
+                try:
+                    event = events.get_nowait()
+                except queue.Empty:
+                    break
+                self.apply(event)
+                n += 1
+        finally:
+            self._draining = False
+            self._flush_pdbs()
         return n
 
     def _skip(self, kind: str, name: str, why: str) -> bool:
         _LOG.warning("skipping %s %s: %s", kind, name, why)
         self.skipped[f"{kind} {name}"] = why
         return False
+
+    # ------------------------------------------------------------------ PDBs
+
+    def _pdb(self, type_: str, name: str, obj: Obj) -> bool:
+        """A PodDisruptionBudget event: the scheduler's PDB set is replaced when it
+        changed. A PDB the loader rejects keeps its last good version (as nodes and pods)."""
+        if type_ == DELETED:
+            if self._pdbs.pop(name, None) is not None:
+                self._pdbs_changed = True
+            return True
+        try:
+            pdb = pdb_from_api(obj)
+        except InputError as e:
+            return self._skip("PodDisruptionBudget", name, str(e))
+        if self._pdbs.get(name) != pdb:
+            self._pdbs[name] = pdb
+            self._pdbs_changed = True
+        return True
 
     # ------------------------------------------------------------------ nodes
 
