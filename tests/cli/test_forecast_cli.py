@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from bosun.cli.forecast import RESULT_FILES
+from bosun.cli.forecast import MAX_HORIZON_STEPS, RESULT_FILES, _need
 from bosun.cli.main import app
 from bosun.forecast import registry
 from bosun.forecast.backtest import backtest
-from bosun.forecast.series import duration_text, parse_duration, read_series
+from bosun.forecast.series import duration_text, read_series
 from bosun.twin.data import require
 
 EC2_CPU = "nab-aws/realAWSCloudwatch/ec2_cpu_utilization_5f5533.csv"
@@ -98,7 +98,7 @@ def test_backtest_writes_results_and_prints_one_table_per_series(
 def test_machine_readable_output(runner: CliRunner, tmp_path: Path, fmt: str) -> None:
     flat = series_csv(tmp_path, "flat.csv", [5.0] * 40)
     res = runner.invoke(
-        app, ["forecast", "backtest", "--data", str(flat), "--horizon", "120", "-o", fmt]
+        app, ["forecast", "backtest", "--data", str(flat), "--horizon", "2m", "-o", fmt]
     )
     assert res.exit_code == 0, res.output
     if fmt == "json":
@@ -269,6 +269,111 @@ def test_bad_options_exit_2(runner: CliRunner, tmp_path: Path, args: list[str], 
     assert f"command line: options: {flag}: " in res.stderr
 
 
+# (extra args, data step in s, what the one error line says); the data are 80 samples
+BAD_HORIZONS = [
+    # 99999999 h = 359,999,996,400 s = 5,999,999,940 one-minute steps > MAX_HORIZON_STEPS
+    (["--horizon", "99999999h"], 60, f"99999999h is 5,999,999,940 steps of 1m for series "
+     f"flat; at most {MAX_HORIZON_STEPS:,} steps are forecast"),
+    (["--horizon", "10"], 60, "'10' has no unit"),
+    (["--horizon", "10m10m"], 60, "'10m10m' repeats the unit 'm'"),
+    # 2 min / 5 min = 0.4 step: not whole; the nearest whole horizon is 1 step = 5m
+    (["--horizon", "2m"], 300, "2m is not a whole number of steps of series flat (step 5m); "
+     "give a multiple of the step, e.g. 5m"),
+    # 7 min / 5 min = 1.4 steps: 5m (1 step) or 10m (2 steps)
+    (["--horizon", "7m"], 300, "7m is not a whole number of steps of series flat (step 5m); "
+     "give a multiple of the step, e.g. 5m or 10m"),
+    # --step 2m regrids the 1-minute data; 3m is 1.5 of those steps
+    (["--horizon", "3m", "--step", "2m"], 60, "3m is not a whole number of steps of series "
+     "flat (step 2m)"),
+]
+
+
+@pytest.mark.parametrize("command", ["backtest", "predict"])
+@pytest.mark.parametrize(
+    ("args", "step_s", "message"),
+    BAD_HORIZONS,
+    ids=["absurd", "no-unit", "repeated-unit", "below-one-step", "between-steps", "with-step"],
+)
+def test_bad_horizon_is_one_problem(
+    runner: CliRunner, tmp_path: Path, command: str, args: list[str], step_s: int, message: str
+) -> None:
+    flat = series_csv(tmp_path, "flat.csv", [5.0] * 80, step_s=step_s)
+    res = runner.invoke(app, ["forecast", command, "--data", str(flat), *args])
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr.count("\n  - ") == 1, res.stderr  # one problem line
+    assert f"command line: options: --horizon: {message}" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("min_samples", "steps", "need"),
+    [
+        # T >= m + H wins: m=10, H=2 -> 12 (ceil(12/4) = 3 <= 10, 10 + 2 = 12 <= 12)
+        (10, 2, 12),
+        # ceil(4H/3) wins: m=1, H=9 -> 12 (initial = max(1, ceil(12/4) = 3), 3 + 9 = 12 <= 12;
+        # T = 11: ceil(11/4) = 3, 3 + 9 = 12 > 11)
+        (1, 9, 12),
+        # H=10 -> ceil(40/3) = 14 (ceil(14/4) = 4, 4 + 10 = 14; T = 13: 4 + 10 > 13)
+        (2, 10, 14),
+        # at least 2 samples
+        (0, 1, 2),
+        # an absurd horizon is computed, not counted to: ceil(4e9/3) = 1,333,333,334
+        (5, 10**9, 1_333_333_334),
+    ],
+    ids=["min-samples", "four-thirds", "four-thirds-ceil", "floor-2", "huge"],
+)
+def test_need_is_the_least_fitting_length(min_samples: int, steps: int, need: int) -> None:
+    assert _need(min_samples, steps) == need
+    # the rule itself: the first origin plus the horizon fits in T, not in T - 1
+    def fits(t: int) -> bool:
+        return max(min_samples, math.ceil(t / 4)) + steps <= t
+
+    assert fits(need) and (need == 2 or not fits(need - 1))
+
+
+def test_step_finer_than_the_data_is_one_problem(runner: CliRunner, tmp_path: Path) -> None:
+    flat = series_csv(tmp_path, "flat.csv", [5.0] * 40, step_s=300)
+    res = runner.invoke(
+        app, ["forecast", "backtest", "--data", str(flat), "--horizon", "10m", "--step", "1s"]
+    )
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr.count("\n  - ") == 1, res.stderr
+    # 300 s / 1 s - 1 = 299 missing samples in each interval
+    assert (
+        f"{flat}: series flat: timestamp: the step 1s (`--step` / `step_s=`) is finer than the "
+        "series' sample spacing 5m (the median): every interval would be a gap of 299 missing"
+    ) in res.stderr
+
+
+def test_one_step_horizon_title_is_singular(runner: CliRunner, tmp_path: Path) -> None:
+    flat = series_csv(tmp_path, "flat.csv", [5.0] * 40, step_s=300)
+    res = runner.invoke(app, ["forecast", "backtest", "--data", str(flat), "--horizon", "5m"])
+    assert res.exit_code == 0, res.output
+    assert "horizon 5m (1 step of 5m)" in res.stdout
+
+
+def test_wrong_column_names_the_flag(runner: CliRunner, tmp_path: Path) -> None:
+    flat = series_csv(tmp_path, "flat.csv", [5.0] * 40)
+    res = runner.invoke(
+        app, ["forecast", "backtest", "--data", str(flat), "--horizon", "2m", "--value-column",
+              "cpu"]
+    )
+    assert res.exit_code == 2
+    assert f"{flat}: line 1: cpu: required column missing" in res.stderr
+    assert "`--value-column` / `value_column=`" in res.stderr
+
+
+def test_predict_takes_one_model(runner: CliRunner, tmp_path: Path) -> None:
+    flat = series_csv(tmp_path, "flat.csv", [5.0] * 40)
+    res = runner.invoke(
+        app,
+        ["forecast", "predict", "--data", str(flat), "--horizon", "2m", "-m",
+         "ewma,seasonal-naive"],
+    )
+    assert res.exit_code == 2 and res.stdout == ""
+    assert "--model: predict takes one model, got 'ewma,seasonal-naive'" in res.stderr
+    assert "unknown forecasting model" not in res.stderr
+
+
 def test_predict_prints_each_step(runner: CliRunner, tmp_path: Path) -> None:
     flat = series_csv(tmp_path, "flat.csv", [5.0] * 40)
     res = runner.invoke(
@@ -289,6 +394,14 @@ def test_predict_prints_each_step(runner: CliRunner, tmp_path: Path) -> None:
         app, ["forecast", "predict", "--data", str(flat), "--horizon", "3m", "-m", "ewma"]
     )
     assert table.exit_code == 0 and "P95 of the peak over the horizon: 5.000" in table.stdout
+    as_csv = runner.invoke(
+        app,
+        ["forecast", "predict", "--data", str(flat), "--horizon", "3m", "-m", "ewma", "-o", "csv"],
+    )
+    assert as_csv.exit_code == 0, as_csv.output
+    rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    # the JSON's peak, on each of the three step rows
+    assert [float(r["peak_p95"]) for r in rows] == [doc["peak"]] * 3
 
 
 def test_predict_bad_input_exits_2(runner: CliRunner, tmp_path: Path) -> None:
@@ -334,29 +447,6 @@ def test_a_step_the_model_cannot_use_is_bad_input(runner: CliRunner, tmp_path: P
     )
     assert res.exit_code == 2 and res.stdout == ""
     assert f"{path}: series daily: timestamp: mstl: season 86400" in res.stderr
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("10m", 600.0),
-        ("1h", 3600.0),
-        ("300s", 300.0),
-        ("1h30m", 5400.0),
-        ("1d", 86400.0),
-        ("500ms", 0.5),
-        ("90", 90.0),
-        ("2.5m", 150.0),
-    ],
-)
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("text", ["", "10x", "m", "-5m", "0s", "1h 30m", "inf", "nan"])
-def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(ValueError):
-        parse_duration(text)
 
 
 @pytest.mark.parametrize(

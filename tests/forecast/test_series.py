@@ -405,3 +405,80 @@ def test_nab_cloudwatch_folder() -> None:
     # 2014-03-18 03:39, 779,940 s: floor(779940 / 300) + 1 = 2,600 grid samples
     assert len(got["ec2_disk_write_bytes_1ef3de#1"]) == 2118
     assert len(got["ec2_disk_write_bytes_1ef3de#2"]) == 2600
+
+
+# (options, file text, field, the hint that names both the CLI flag and the Python argument)
+HINT_CASES = [
+    (
+        SeriesOptions(),
+        nab(list(zip(minutes(0, 5, 30, 35), "1234", strict=True))),
+        "timestamp",
+        "raise the limit (`--max-gap` / `max_gap_steps=`), or split the series or "
+        'forward-fill long gaps (`--long-gaps split|ffill` / `long_gaps="split"|"ffill"`)',
+    ),
+    (
+        SeriesOptions(timestamp_column="time"),
+        nab([(minutes(0)[0], "1")]),
+        "time",
+        "name the column to use with `--time-column` / `timestamp_column=`",
+    ),
+    (
+        SeriesOptions(value_column="cpu"),
+        nab([(minutes(0)[0], "1")]),
+        "cpu",
+        "name the column to use with `--value-column` / `value_column=`",
+    ),
+    (
+        SeriesOptions(series_column="host"),
+        nab([(minutes(0)[0], "1")]),
+        "host",
+        "name the column to use with `--series-column` / `series_column=`",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "content", "field", "hint"),
+    HINT_CASES,
+    ids=["long-gap", "time-column", "value-column", "series-column"],
+)
+def test_problems_name_the_flag_and_the_argument(
+    tmp_path: Path, options: SeriesOptions, content: str, field: str, hint: str
+) -> None:
+    path = write(tmp_path, "x.csv", content)
+    with pytest.raises(InputError) as err:
+        read_series(path, options)
+    (p,) = err.value.problems
+    assert p.field == field and hint in p.message
+
+
+@pytest.mark.parametrize(
+    ("step_s", "max_gap", "message"),
+    [
+        # 300 s data at a 1 s step: 300 / 1 - 1 = 299 missing samples in every interval
+        (1.0, 3, "the step 1s (`--step` / `step_s=`) is finer than the series' sample "
+         "spacing 5m (the median): every interval would be a gap of 299 missing samples "
+         "(at most 3 are filled); use a step of at least 5m"),
+        # 300 / 60 - 1 = 4 missing > 3
+        (60.0, 3, "gap of 4 missing samples (at most 3 are filled)"),
+        # 4 missing <= 4: a finer grid by interpolation is allowed when gaps that long are
+        (60.0, 4, None),
+        # 300 / 100 - 1 = 2 missing <= 3
+        (100.0, 3, None),
+    ],
+    ids=["1s", "1m", "1m-max-gap-4", "100s"],
+)
+def test_a_step_finer_than_the_data_is_one_problem(
+    step_s: float, max_gap: int, message: str | None
+) -> None:
+    t = T0 + 300.0 * np.arange(50)
+    options = SeriesOptions(step_s=step_s, max_gap_steps=max_gap)
+    series, problems = regularize("a", t, np.ones(50), options, source="a.csv")
+    if message is None:
+        assert problems == [] and series[0].step_s == step_s
+        # 49 intervals of 300 s, each 300 / step_s steps, plus the first sample
+        assert len(series[0]) == 49 * round(300 / step_s) + 1
+    else:
+        (p,) = problems  # one problem for the series, not one per interval
+        assert (p.source, p.obj, p.field) == ("a.csv", "series a", "timestamp")
+        assert message in p.message and series == []

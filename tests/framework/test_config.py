@@ -842,3 +842,54 @@ def test_parse_configuration_names_its_source() -> None:
             {"apiVersion": "x", "kind": "KubeSchedulerConfiguration"}, "cm", REGISTRY
         )
     assert [p.source for p in info.value.problems] == ["cm"]
+
+
+# What a config error quotes is cut at QUOTE_LIMIT (60) characters with the full length.
+LONG = "x" * 500
+QUOTE_CASES = [
+    # a CSV file read as YAML is one long plain scalar: 300 rows of "1,2,3,4" folded with
+    # spaces = 300 * 7 + 299 = 2,399 characters; the first 60 are quoted
+    (
+        "\n".join(["1,2,3,4"] * 300) + "\n",
+        "document",
+        "",
+        "got the string " + repr(" ".join(["1,2,3,4"] * 300)[:60]) + "… (2,399 characters)",
+    ),
+    (
+        f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: {LONG}\n",
+        "KubeSchedulerConfiguration",
+        "kind",
+        f"got {'x' * 60!r}… (500 characters)",
+    ),
+    (
+        f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        f"{LONG}: 1\n",
+        "KubeSchedulerConfiguration",
+        "x" * 60 + "…",
+        f"unknown field {'x' * 60!r}… (500 characters)",
+    ),
+    (
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        "percentageOfNodesToScore: short\n",
+        "KubeSchedulerConfiguration",
+        "percentageOfNodesToScore",
+        "must be an integer, got the string 'short'",  # short values are quoted whole
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "obj", "field", "message"),
+    QUOTE_CASES,
+    ids=["csv-as-yaml", "long-kind", "long-field-name", "short-value-whole"],
+)
+def test_long_quoted_values_are_cut(
+    tmp_path: Path, text: str, obj: str, field: str, message: str
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        load_configuration(path, REGISTRY)
+    (p,) = err.value.problems
+    assert (p.obj, p.field, p.message.endswith(message)) == (obj, field, True), p.message
+    assert len(str(err.value)) < 400

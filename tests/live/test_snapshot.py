@@ -256,7 +256,10 @@ def closed_port() -> int:
         ("missing", "cannot read kubeconfig {dir}/nope.yaml: No such file or directory"),
         ("malformed", "kubeconfig {dir}/kubeconfig is not valid YAML"),
         ("not-kubeconfig", "kubeconfig {dir}/kubeconfig is not a kubeconfig"),
-        ("bad-server", "kubeconfig {dir}/kubeconfig is not valid"),
+        ("bad-server", "kubeconfig {dir}/kubeconfig: context 'fake' names cluster 'fake', "
+                       "which is not in its `clusters` list"),
+        ("no-server", "kubeconfig {dir}/kubeconfig: cluster 'fake' (of context 'fake') has no "
+                      "`server` URL"),
         ("unknown-context", "kubeconfig {dir}/kubeconfig has no context 'other' (contexts: fake)"),
         ("refused", "cannot reach the API server at http://127.0.0.1:{port}"),
         ("forbidden", 'not allowed to list nodes (403 Forbidden): nodes is forbidden: User '
@@ -265,7 +268,8 @@ def closed_port() -> int:
         ("unauthorized", "did not accept the credentials (401 Unauthorized) to list namespaces"),
         ("in-cluster", "no kubeconfig given and not running in a cluster"),
     ],
-    ids=["missing", "malformed", "not-kubeconfig", "bad-server", "unknown-context", "refused",
+    ids=["missing", "malformed", "not-kubeconfig", "bad-server", "no-server", "unknown-context",
+         "refused",
          "forbidden", "unauthorized", "in-cluster"],
 )
 def test_cannot_reach_cluster_exits_2_without_a_file(
@@ -292,6 +296,11 @@ def test_cannot_reach_cluster_exits_2_without_a_file(
     elif case == "bad-server":
         doc = yaml.safe_load(good.read_text())
         doc["clusters"] = []
+        good.write_text(yaml.safe_dump(doc))
+        args += ["--kubeconfig", str(good)]
+    elif case == "no-server":
+        doc = yaml.safe_load(good.read_text())
+        del doc["clusters"][0]["cluster"]["server"]
         good.write_text(yaml.safe_dump(doc))
         args += ["--kubeconfig", str(good)]
     elif case == "unknown-context":

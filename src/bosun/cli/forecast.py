@@ -40,22 +40,24 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bosun.cli.common import fail
+from bosun.cli.common import fail, parse_duration
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.forecast import registry
 from bosun.forecast.backtest import BacktestResult, backtest
-from bosun.forecast.base import Forecast, ForecastError, Predictor, UsageSeries, horizon_steps
+from bosun.forecast.base import Forecast, ForecastError, Predictor, UsageSeries
 from bosun.forecast.series import (
     DEFAULT_MAX_GAP_STEPS,
     SeriesOptions,
     duration_text,
-    parse_duration,
     read_sources,
 )
 
 #: The files ``--out`` holds; a folder holding anything else is not replaced.
 RESULT_FILES = ("backtest.csv", "backtest.json", "origins.csv", "backtest.html")
 FORMATS = ("table", "json", "csv")
+#: The most forecast steps a horizon may span (a year of 5-minute steps is 105,120): a
+#: longer horizon is bad input, not hours of work or an out-of-memory error.
+MAX_HORIZON_STEPS = 100_000
 #: Table width when stdout is not a terminal.
 PIPE_WIDTH = 120
 #: The first columns of backtest.csv (then every other field of
@@ -88,7 +90,12 @@ DataOption = Annotated[
     ),
 ]
 HorizonOption = Annotated[
-    str, typer.Option("--horizon", help="Forecast horizon: 10m, 1h, 300s, 1h30m.")
+    str,
+    typer.Option(
+        "--horizon",
+        help="Forecast horizon, a whole number of the series' steps, with a unit "
+        "(s, m, h, d): 10m, 1h, 300s, 1h30m.",
+    ),
 ]
 LevelOption = Annotated[
     float,
@@ -113,7 +120,10 @@ SelectOption = Annotated[
 UnitOption = Annotated[str, typer.Option("--unit", help="The values' unit, e.g. percent.")]
 StepOption = Annotated[
     str | None,
-    typer.Option("--step", help="Resample to this step (default: each series' median spacing)."),
+    typer.Option(
+        "--step",
+        help="Resample to this step, with a unit: 5m (default: each series' median spacing).",
+    ),
 ]
 MaxGapOption = Annotated[
     int,
@@ -160,10 +170,10 @@ def _as_flags(problems: Sequence[InputProblem]) -> list[InputProblem]:
 
 
 def _duration(text: str, flag: str, problems: list[InputProblem]) -> float:
-    """Seconds of ``text`` (:func:`bosun.forecast.series.parse_duration`), or NaN with a
-    problem naming ``flag``."""
+    """Seconds of ``text`` (:func:`bosun.cli.common.parse_duration`, days allowed), or NaN
+    with a problem naming ``flag``."""
     try:
-        return parse_duration(text)
+        return parse_duration(text, days=True)
     except ValueError as e:
         problems.append(_option(flag, str(e)))
         return math.nan
@@ -179,6 +189,9 @@ class _Inputs:
 
     series: list[tuple[str, UsageSeries]]
     horizon_s: float
+    #: Forecast steps of the horizon per series name (whole steps; empty when the horizon
+    #: did not parse or does not fit a series).
+    steps: dict[str, int]
 
 
 def _read_inputs(
@@ -197,7 +210,58 @@ def _read_inputs(
         series = read_sources(data, options)
     except InputError as e:
         problems.extend(_as_flags(e.problems))
-    return _Inputs(series, horizon_s)
+    steps = _horizon_steps(horizon, horizon_s, series, problems)
+    return _Inputs(series, horizon_s, steps)
+
+
+def _steps_text(n: int, step_s: float) -> str:
+    return f"{n:,} step{'' if n == 1 else 's'} of {duration_text(step_s)}"
+
+
+def _horizon_steps(
+    text: str,
+    horizon_s: float,
+    series: Sequence[tuple[str, UsageSeries]],
+    problems: list[InputProblem],
+) -> dict[str, int]:
+    """The horizon in steps of each series. A horizon that is not a whole number of a
+    series' steps (``2m`` on 5-minute data), or longer than :data:`MAX_HORIZON_STEPS`
+    steps, is a problem (one per distinct step, naming the first series that has it);
+    bosun does not round the horizon for the user."""
+    out: dict[str, int] = {}
+    if not math.isfinite(horizon_s):
+        return out
+    by_step: dict[float, list[str]] = {}
+    for _, s in series:
+        by_step.setdefault(s.step_s, []).append(s.name)
+    for step_s, names in by_step.items():
+        ratio = horizon_s / step_s
+        whole = round(ratio)
+        others = f" and {len(names) - 1} more" if len(names) > 1 else ""
+        where = f"series {names[0]}{others}"
+        if whole < 1 or abs(ratio - whole) > 1e-9 * max(1.0, ratio):
+            lower, upper = math.floor(ratio), math.ceil(ratio)
+            fits = " or ".join(
+                duration_text(k * step_s) for k in dict.fromkeys((lower, upper)) if k >= 1
+            )
+            problems.append(
+                _option(
+                    "--horizon",
+                    f"{text} is not a whole number of steps of {where} (step "
+                    f"{duration_text(step_s)}); give a multiple of the step, e.g. {fits}",
+                )
+            )
+        elif whole > MAX_HORIZON_STEPS:
+            problems.append(
+                _option(
+                    "--horizon",
+                    f"{text} is {_steps_text(whole, step_s)} for {where}; at most "
+                    f"{MAX_HORIZON_STEPS:,} steps are forecast",
+                )
+            )
+        else:
+            out.update(dict.fromkeys(names, whole))
+    return out
 
 
 def _series_options(
@@ -277,12 +341,14 @@ def _min_samples(probe: Predictor, step_s: float) -> int:
 
 
 def _need(min_samples: int, steps: int) -> int:
-    """The fewest samples a backtest needs: ``initial + H`` samples with
-    ``initial = max(min_samples, ceil(T / 4))`` (the backtest's default first origin)."""
-    need = max(min_samples + steps, 2)
-    while max(min_samples, math.ceil(need / 4)) + steps > need:
-        need += 1
-    return need
+    """The fewest samples ``T`` a backtest needs: ``initial + H <= T`` with
+    ``initial = max(min_samples, ceil(T / 4))`` (the backtest's default first origin).
+
+    Both terms of the max must fit: ``T >= min_samples + H``, and ``ceil(T / 4) + H <= T``,
+    i.e. ``floor(3T / 4) >= H``, whose least ``T`` is ``ceil(4H / 3)`` (``3T/4 >= H`` there,
+    and ``3(T - 1)/4 < H`` below it); so ``T = max(min_samples + H, ceil(4H / 3), 2)``.
+    """
+    return max(min_samples + steps, -(-4 * steps // 3), 2)
 
 
 # --------------------------------------------------------------------------- output
@@ -339,7 +405,7 @@ def backtest_tables(results: Sequence[tuple[str, BacktestResult]]) -> list[Table
         unit = f" ({first.unit})" if first.unit else ""
         table = Table(
             title=f"{escape(name)}{escape(unit)}: horizon {duration_text(first.horizon_s)} "
-            f"({first.horizon_steps} steps of {duration_text(first.step_s)}), "
+            f"({_steps_text(first.horizon_steps, first.step_s)}), "
             f"level {first.level:g}",
             caption=escape(items[0][0]),
             header_style="bold",
@@ -577,9 +643,9 @@ def backtest_command(
         problems,
     )
     inputs = _read_inputs(data, horizon, options=opts, problems=problems)
-    if math.isfinite(inputs.horizon_s):
-        for source, s in inputs.series:
-            steps = horizon_steps(inputs.horizon_s, s.step_s)
+    for source, s in inputs.series:
+        if s.name in inputs.steps:
+            steps = inputs.steps[s.name]
             for name, probe in models.items():
                 try:
                     need = _need(_min_samples(probe, s.step_s), steps)
@@ -651,6 +717,7 @@ def backtest_command(
 
 
 def _forecast_rows(s: UsageSeries, fc: Forecast, level: float) -> list[dict[str, Any]]:
+    """One row per future step: series, step, time, mean, p50 and the ``level`` quantile."""
     rows = []
     for h in range(fc.horizon):
         t = float(s.timestamps_s[-1]) + (h + 1) * fc.step_s
@@ -697,7 +764,17 @@ def predict_command(
     problems: list[InputProblem] = []
     _check_format(output, problems)
     _check_level(level, problems)
-    models = _models([model.strip()], problems)
+    if "," in model:
+        problems.append(
+            _option(
+                "--model",
+                f"predict takes one model, got {model!r}; compare several with "
+                "`bosun forecast backtest -m a,b`",
+            )
+        )
+        models: dict[str, Predictor] = {}
+    else:
+        models = _models([model.strip()], problems)
     opts = _series_options(
         time_column,
         value_column,
@@ -763,11 +840,14 @@ def predict_command(
         ]
         console.out(json.dumps(doc, indent=2, allow_nan=False), highlight=False)
         return
+    peak = f"peak_{upper}"
     rows = [
-        {"model": name, **row} for _, s, fc in forecasts for row in _forecast_rows(s, fc, level)
+        {"model": name, **row, peak: float(fc.peak[level])}
+        for _, s, fc in forecasts
+        for row in _forecast_rows(s, fc, level)
     ]
-    if output == "csv":
-        columns = ["series", "model", "step", "time", "mean", "p50", upper]
+    if output == "csv":  # the peak quantile (one per series) repeats on each of its rows
+        columns = ["series", "model", "step", "time", "mean", "p50", upper, peak]
         console.out(_csv_text(rows, columns), end="", highlight=False)
         return
     for _source, s, fc in forecasts:

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 import yaml
 
-from bosun.cli.common import ConfigOption, ContextOption, KubeconfigOption, fail
+from bosun.cli.common import (
+    ConfigOption,
+    ContextOption,
+    KubeconfigOption,
+    fail,
+    parse_duration,
+)
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.config import default_configuration, load_configuration
 from bosun.framework.scheduler import Scheduler
@@ -26,9 +31,6 @@ from bosun.live.serve import (
 )
 from bosun.plugins.registry import in_tree_registry, registry_points
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
 
 def _raw_document(path: Path) -> object:
     """The configuration file as parsed YAML (the loader has read it already, so it is
@@ -39,26 +41,17 @@ def _raw_document(path: Path) -> object:
         return None
 
 
-def parse_duration(text: str, flag: str) -> float:
-    """Seconds of a Go duration (``15s``, ``1m30s``, ``500ms``) or a plain number.
+def _flag_duration(text: str, flag: str) -> float:
+    """Seconds of a Go duration given to ``flag`` (:func:`bosun.cli.common.parse_duration`:
+    a unit is required, no ``d``: kube-scheduler's flags are Go durations).
 
     Raises:
         BosunError: naming ``flag``.
     """
-    text = text.strip()
     try:
-        return float(text)
-    except ValueError:
-        pass
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT_S[m.group(2)]
-        pos = m.end()
-    if pos != len(text) or not text:
-        raise BosunError(f"{flag}={text!r}: not a duration (e.g. 15s, 1m30s, 500ms)")
-    return total
+        return parse_duration(text)
+    except ValueError as e:
+        raise BosunError(f"{flag}={text!r}: {e}") from None
 
 
 #: bosun's leader election when neither a flag nor the configuration's ``leaderElection``
@@ -124,12 +117,12 @@ def leader_election_options(
 
     def duration(flag_value: str | None, key: str, flag: str) -> float:
         if flag_value is not None:
-            return parse_duration(flag_value, flag)
+            return _flag_duration(flag_value, flag)
         text = from_file(key)
         try:
-            return parse_duration(text, key)
-        except BosunError:
-            raise bad(key, f"{text!r}: not a duration (e.g. 15s, 1m30s, 500ms)") from None
+            return parse_duration(text)
+        except ValueError as e:
+            raise bad(key, str(e)) from None
 
     return {
         "leader_elect": parse_bool(leader_elect, "--leader-elect")

@@ -43,7 +43,6 @@ together as one :class:`bosun.errors.InputError`.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +63,6 @@ __all__ = [
     "LongGaps",
     "SeriesOptions",
     "duration_text",
-    "parse_duration",
     "read_paths",
     "read_series",
     "read_sources",
@@ -143,37 +141,6 @@ class SeriesOptions:
 
 # --------------------------------------------------------------------------- durations
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds of a duration in Prometheus' notation (``300s``, ``10m``, ``1h30m``, ``1d``,
-    ``500ms``; units ms, s, m, h, d, w, largest first by convention but any order is summed)
-    or a plain number of seconds (``300``, ``2.5``).
-
-    Reference: https://prometheus.io/docs/prometheus/latest/querying/basics/#float-literals-and-time-durations
-
-    Raises:
-        ValueError: not a duration, or not a finite number of seconds > 0.
-    """
-    raw = text.strip()
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = 0.0
-        pos = 0
-        for m in _DURATION_PART.finditer(raw):
-            if m.start() != pos:
-                break
-            seconds += float(m.group(1)) * _UNIT_S[m.group(2)]
-            pos = m.end()
-        if not raw or pos != len(raw):
-            raise ValueError(f"{text!r} is not a duration (e.g. 300s, 10m, 1h30m, 1d)") from None
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"{text!r} is not a positive duration")
-    return seconds
-
 
 def duration_text(seconds: float) -> str:
     """A duration for people: ``3600`` -> ``1h``, ``5400`` -> ``1h30m``, ``600`` -> ``10m``,
@@ -249,10 +216,26 @@ def regularize(
         )
         return [], problems
     spacing = np.diff(t)
-    if options.step_s is not None:
-        step = float(options.step_s)
-    else:  # the lower median: always one of the observed spacings
-        step = float(np.partition(spacing, (spacing.size - 1) // 2)[(spacing.size - 1) // 2])
+    # the lower median: always one of the observed spacings
+    median = float(np.partition(spacing, (spacing.size - 1) // 2)[(spacing.size - 1) // 2])
+    step = median if options.step_s is None else float(options.step_s)
+    typical_missing = round(median / step) - 1
+    if typical_missing > options.max_gap_steps:
+        # a step so much finer than the sampling that a typical interval is a long gap:
+        # one problem for the series, not one per interval
+        problems.append(
+            InputProblem(
+                source,
+                subject,
+                column,
+                f"the step {duration_text(step)} (`--step` / `step_s=`) is finer than the "
+                f"series' sample spacing {duration_text(median)} (the median): every "
+                f"interval would be a gap of {typical_missing} missing samples (at most "
+                f"{options.max_gap_steps} are filled); use a step of at least "
+                f"{duration_text(median)}",
+            )
+        )
+        return [], problems
     # samples missing in each interval between consecutive raw samples
     missing = np.rint(spacing / step).astype(np.int64) - 1
     long = missing > options.max_gap_steps
@@ -266,7 +249,9 @@ def regularize(
                     column,
                     f"gap of {spacing[i]:g} s ({int(missing[i])} missing samples at the "
                     f"{step:g} s step; at most {options.max_gap_steps} are filled): raise "
-                    "the limit, or split the series or forward-fill long gaps",
+                    "the limit (`--max-gap` / `max_gap_steps=`), or split the series or "
+                    "forward-fill long gaps (`--long-gaps split|ffill` / "
+                    '`long_gaps="split"|"ffill"`)',
                 )
             )
         return [], problems
@@ -435,6 +420,12 @@ def _check_header(table: Table, options: SeriesOptions) -> tuple[str | None, lis
         series_col = "series"
     if series_col is not None:
         wanted.append(series_col)
+    hints = {
+        options.timestamp_column: "`--time-column` / `timestamp_column=`",
+        options.value_column: "`--value-column` / `value_column=`",
+    }
+    if series_col is not None:
+        hints.setdefault(series_col, "`--series-column` / `series_column=`")
     for col in wanted:
         if col not in columns:
             problems.append(
@@ -442,7 +433,8 @@ def _check_header(table: Table, options: SeriesOptions) -> tuple[str | None, lis
                     table.source,
                     table.header_name,
                     col,
-                    f"required column missing (the columns are: {listing})",
+                    f"required column missing (the columns are: {listing}); "
+                    f"name the column to use with {hints[col]}",
                 )
             )
         elif columns.count(col) > 1:

@@ -314,7 +314,7 @@ class _StrictLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(
                     "while constructing a mapping",
                     node.start_mark,
-                    f"found duplicate key {key!r}",
+                    f"found duplicate key {_quote(key)}",
                     key_node.start_mark,
                 )
             seen.add(key)
@@ -337,6 +337,19 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+#: Quoted values longer than this (in characters) are cut in error messages.
+QUOTE_LIMIT = 60
+
+
+def _quote(value: Any, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` for an error message, cut to about ``limit`` characters with an
+    ellipsis and the full length (a non-YAML file read as YAML can be one huge string)."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}… ({len(value):,} characters)"
+    text = repr(value)
+    return text if len(text) <= limit + 2 else f"{text[:limit]}…"
+
+
 def _describe(value: Any) -> str:
     if value is None:
         return "null"
@@ -347,8 +360,8 @@ def _describe(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     if isinstance(value, str):
-        return f"the string {value!r}"
-    return repr(value)
+        return f"the string {_quote(value)}"
+    return _quote(value)
 
 
 @dataclass(frozen=True)
@@ -427,7 +440,7 @@ class _Parser:
                 self.add(
                     f"profile {name}",
                     f"profiles[{i}].schedulerName",
-                    f"duplicate schedulerName {name!r} (also profiles[{first_index[name]}])",
+                    f"duplicate schedulerName {_quote(name)} (also profiles[{first_index[name]}])",
                 )
                 continue
             first_index[name] = i
@@ -455,14 +468,14 @@ class _Parser:
                 self.add(
                     obj,
                     "apiVersion",
-                    f"{api_version!r} is not supported: kube-scheduler accepts only "
+                    f"{_quote(api_version)} is not supported: kube-scheduler accepts only "
                     f"{API_VERSION!r} since v1.29; migrate the file to v1",
                 )
             else:
-                self.add(obj, "apiVersion", f"must be {API_VERSION!r}, got {api_version!r}")
+                self.add(obj, "apiVersion", f"must be {API_VERSION!r}, got {_quote(api_version)}")
         kind = doc.get("kind")
         if kind != KIND:
-            self.add(obj, "kind", f"must be {KIND!r}, got {kind!r}")
+            self.add(obj, "kind", f"must be {KIND!r}, got {_quote(kind)}")
             return False
         return True
 
@@ -472,7 +485,10 @@ class _Parser:
         """Strict decoding: a field kube's v1 type does not have is an error."""
         for key in raw:
             if key not in allowed:
-                self.add(obj, _at(path, str(key)), f"unknown field {key!r}")
+                name = str(key)
+                if len(name) > QUOTE_LIMIT:
+                    name = f"{name[:QUOTE_LIMIT]}…"
+                self.add(obj, _at(path, name), f"unknown field {_quote(key)}")
 
     def _percentage(self, raw: Mapping[str, Any], path: str, obj: str) -> int | None:
         """``percentageOfNodesToScore``: an int32 in [0, 100] (``validation.go``)."""
@@ -744,7 +760,7 @@ class _Parser:
             self.add(
                 obj,
                 _at(path, "name"),
-                f"plugin {name!r} does not implement the {point} extension point "
+                f"plugin {_quote(name)} does not implement the {point} extension point "
                 f"(it implements: {points})",
             )
             return None
@@ -788,7 +804,7 @@ class _Parser:
                 self.add(
                     obj,
                     _at(entry_path, "name"),
-                    f"duplicate pluginConfig for plugin {name!r} (first at {first[name]})",
+                    f"duplicate pluginConfig for plugin {_quote(name)} (first at {first[name]})",
                 )
                 continue
             first[name] = entry_path
@@ -806,7 +822,8 @@ class _Parser:
                 self.add(
                     obj,
                     _at(entry_path, "args.kind"),
-                    f"args for plugin {name!r} must be of kind {name + 'Args'!r}, got {kind!r}",
+                    f"args for plugin {_quote(name)} must be of kind "
+                    f"{_quote(name + 'Args')}, got {_quote(kind)}",
                 )
                 continue
             result[name] = MappingProxyType(
@@ -855,7 +872,7 @@ def _score_weight(name: str, score: _PluginSet, multi: _PluginSet) -> int:
 
 def _unknown_plugin(name: str) -> str:
     if name in _REMOVED_IN_V1:
-        return f"plugin {name!r} was removed from {API_VERSION} and cannot be enabled"
+        return f"plugin {_quote(name)} was removed from {API_VERSION} and cannot be enabled"
     if name in _KUBE_IN_TREE:
-        return f"{name!r} is a kube-scheduler plugin that bosun does not implement"
-    return f"unknown plugin {name!r} (not in bosun's plugin registry)"
+        return f"{_quote(name)} is a kube-scheduler plugin that bosun does not implement"
+    return f"unknown plugin {_quote(name)} (not in bosun's plugin registry)"

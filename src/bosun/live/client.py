@@ -9,6 +9,7 @@ one of its contexts) or, without one, from the in-cluster service account.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,6 +34,31 @@ _LOAD_KUBECONFIG: Any = config.load_kube_config
 _LOAD_INCLUSTER: Any = config.load_incluster_config
 
 
+class _RetriesToDebug(logging.Filter):
+    """Logs urllib3's "Retrying (...) after connection broken" warnings at DEBUG.
+
+    urllib3 retries a failed connection 3 times by default and warns at each retry; with
+    logging configured (``bosun serve`` does) that printed 3 warning lines before the one
+    clear :class:`ClusterError`. The retries still happen and still show with ``-v``.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and str(record.msg).startswith("Retrying ("):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+_RETRY_FILTER = _RetriesToDebug()
+
+
+def _quiet_retries() -> None:
+    """Install :class:`_RetriesToDebug` on urllib3's connection-pool logger (once)."""
+    logger = logging.getLogger("urllib3.connectionpool")
+    if _RETRY_FILTER not in logger.filters:
+        logger.addFilter(_RETRY_FILTER)
+
+
 class ClusterError(BosunError):
     """The cluster cannot be used: bad kubeconfig, unreachable server, refused request.
 
@@ -54,8 +80,11 @@ def connect(kubeconfig: Path | None = None, context: str | None = None) -> Any:
     Raises:
         ClusterError: the kubeconfig cannot be read, is not valid YAML or not a kubeconfig
             (the message names the file), has no context ``context`` (the message lists
-            the contexts it has), or, without a kubeconfig, bosun is not in a cluster.
+            the contexts it has), its context names a cluster it does not have or one
+            without a ``server`` (file, context and cluster named), or, without a
+            kubeconfig, bosun is not in a cluster.
     """
+    _quiet_retries()
     cfg = client.Configuration()
     if kubeconfig is None:
         if context is not None:
@@ -100,6 +129,35 @@ def _check_kubeconfig(path: Path, context: str | None) -> None:
     if wanted not in names:
         have = ", ".join(str(n) for n in names) or "none"
         raise ClusterError(f"kubeconfig {path} has no context {wanted!r} (contexts: {have})")
+    _check_cluster(path, doc, wanted)
+
+
+def _check_cluster(path: Path, doc: dict[str, Any], context: str) -> None:
+    """The context's cluster must be in ``clusters`` and have a ``server`` URL (the client
+    would otherwise try to reach the empty URL: "cannot reach the API server at : No host
+    specified")."""
+    entry = next(c for c in doc["contexts"] if isinstance(c, dict) and c.get("name") == context)
+    body = entry.get("context")
+    cluster = body.get("cluster") if isinstance(body, dict) else None
+    if not cluster:
+        raise ClusterError(f"kubeconfig {path}: context {context!r} names no cluster")
+    clusters = doc.get("clusters")
+    found = [
+        c
+        for c in (clusters if isinstance(clusters, list) else [])
+        if isinstance(c, dict) and c.get("name") == cluster
+    ]
+    if not found:
+        raise ClusterError(
+            f"kubeconfig {path}: context {context!r} names cluster {cluster!r}, "
+            "which is not in its `clusters` list"
+        )
+    settings = found[0].get("cluster")
+    server = settings.get("server") if isinstance(settings, dict) else None
+    if not isinstance(server, str) or not server.strip():
+        raise ClusterError(
+            f"kubeconfig {path}: cluster {cluster!r} (of context {context!r}) has no `server` URL"
+        )
 
 
 def call(api_client: Any, verb: str, resource: str, fn: Callable[..., T], **kwargs: Any) -> T:
