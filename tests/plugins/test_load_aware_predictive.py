@@ -22,6 +22,7 @@ from bosun.plugins.load_aware_predictive import (
     PREDICTIVE,
     TRIMARAN_TLP,
     LoadAwareArgs,
+    LoadAwareArgsError,
     LoadAwarePredictive,
     koordinator_estimate,
     least_used_scores,
@@ -346,6 +347,28 @@ def test_no_provider_means_every_node_is_neutral() -> None:
     assert scores.tolist() == [0, 0]
 
 
+@pytest.mark.parametrize(
+    ("mode", "neutral"),
+    [(PREDICTIVE, 50), (KOORDINATOR, 0), (TRIMARAN_TLP, 0)],
+    ids=["predictive", "koordinator", "trimaran"],
+)
+def test_no_provider_logs_one_warning(
+    mode: str, neutral: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """bosun schedule/serve attach no metrics source: the plugin says so once, not silently
+    (neutral per mode from the module docstring's table)."""
+    snap = cluster()
+    plugin = LoadAwarePredictive({"mode": mode})
+    with caplog.at_level(logging.WARNING, logger="bosun.plugins.load_aware_predictive"):
+        for _ in range(3):
+            rejected, scores = run(plugin, make_pod("p", cpu="1"), snap)
+            assert rejected.tolist() == [False, False]
+            assert scores.tolist() == [neutral, neutral]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "no node metrics source" in warnings[0].getMessage()
+
+
 def test_scheduler_keeps_scheduling_when_metrics_are_down() -> None:
     from bosun.framework.config import (
         API_VERSION,
@@ -420,6 +443,104 @@ def test_bad_args_name_the_field(args: dict[str, object], field: str) -> None:
     with pytest.raises(PluginArgsError) as e:
         LoadAwareArgs.parse(args)
     assert e.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        ({"quantile": "0.9"}, "quantile"),
+        ({"horizonSeconds": "600"}, "horizonSeconds"),
+        ({"nodeMetricExpirationSeconds": "180"}, "nodeMetricExpirationSeconds"),
+        ({"reportIntervalSeconds": "60"}, "reportIntervalSeconds"),
+        ({"targetUtilization": "40"}, "targetUtilization"),
+        ({"targetUtilization": 40.5}, "targetUtilization"),
+        ({"neutralScore": True}, "neutralScore"),
+        ({"usageThresholds": {"cpu": "80"}}, "usageThresholds.cpu"),
+    ],
+    ids=[
+        "quantile-str",
+        "horizon-str",
+        "expiration-str",
+        "report-str",
+        "target-str",
+        "target-float",
+        "neutral-bool",
+        "threshold-str",
+    ],
+)
+def test_args_of_the_wrong_type_are_rejected(args: dict[str, object], field: str) -> None:
+    """kube decodes args strictly into typed structs: a string is not a number."""
+    with pytest.raises(PluginArgsError) as e:
+        LoadAwareArgs.parse(args)
+    assert e.value.field == field
+    assert "must be" in e.value.message
+
+
+@pytest.mark.parametrize(
+    ("args", "fields"),
+    [
+        (
+            {
+                "mode": "nope",
+                "quantile": "0.9",
+                "horizonSeconds": -1,
+                "targetUtilization": 100,
+                "neutralScore": 101,
+            },
+            ["mode", "horizonSeconds", "quantile", "targetUtilization", "neutralScore"],
+        ),
+        (
+            {"bogus": 1, "other": 2, "usageThresholds": {"cpu": 120, "gpu": 1}},
+            ["bogus", "other", "usageThresholds.cpu", "usageThresholds.gpu"],
+        ),
+        (
+            {"resourceWeights": {"cpu": 0, "memory": 0}, "estimatedScalingFactors": {"cpu": 0}},
+            ["resourceWeights", "estimatedScalingFactors.cpu"],
+        ),
+    ],
+    ids=["five-fields", "unknown-keys-and-map", "weights-and-factors"],
+)
+def test_every_bad_field_is_reported(args: dict[str, object], fields: list[str]) -> None:
+    with pytest.raises(LoadAwareArgsError) as e:
+        LoadAwareArgs.parse(args)
+    assert isinstance(e.value, PluginArgsError)
+    assert [p.field for p in e.value.problems] == fields
+    for name in fields:
+        assert f"{name}: " in str(e.value)
+
+
+def test_every_bad_field_reaches_the_configuration_error() -> None:
+    """Through the scheduler: one InputError naming the plugin's args and each field."""
+    from bosun.errors import InputError
+    from bosun.framework.config import (
+        API_VERSION,
+        DEFAULT_SCHEDULER_NAME,
+        KIND,
+        parse_configuration,
+    )
+    from bosun.framework.scheduler import Scheduler
+    from bosun.plugins.registry import registry_points
+
+    reg = in_tree_registry()
+    bad = {"quantile": "0.9", "horizonSeconds": 0, "neutralScore": -1}
+    doc = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "profiles": [
+            {
+                "schedulerName": DEFAULT_SCHEDULER_NAME,
+                "plugins": {"multiPoint": {"enabled": [{"name": "LoadAwarePredictive"}]}},
+                "pluginConfig": [{"name": "LoadAwarePredictive", "args": bad}],
+            }
+        ],
+    }
+    cfg = parse_configuration(doc, "cfg.yaml", registry_points(reg))
+    with pytest.raises(InputError) as e:
+        Scheduler(cfg, cluster(), registry=reg, seed=0)
+    text = str(e.value)
+    assert "pluginConfig[LoadAwarePredictive].args" in text
+    for name in ("quantile", "horizonSeconds", "neutralScore"):
+        assert f"{name}: must be" in text
 
 
 def test_defaults_per_mode() -> None:

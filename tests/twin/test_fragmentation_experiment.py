@@ -40,6 +40,7 @@ from bosun.twin.experiments.fragmentation import (
     PAPER_OPENB_DEFAULT,
     POLICIES,
     RUN_COLUMNS,
+    check_arguments,
     policy_configuration,
     resolve_policies,
     run_fragmentation_experiment,
@@ -314,7 +315,7 @@ def test_record_every_k_arrivals() -> None:
 
 def test_single_seed_has_no_std() -> None:
     exp = run_fragmentation_experiment(decision_trace(), ["bestfit"], [0])
-    assert math.isnan(exp.summary.loc[0, "unallocated_gpus_std"])
+    assert math.isnan(exp.summary["unallocated_gpus_std"].iloc[0])
 
 
 # ------------------------------------------------------------------ configuration
@@ -356,6 +357,40 @@ def test_bad_arguments_are_all_reported() -> None:
         assert needle in text
     with pytest.raises(InputError, match="unknown policy"):
         resolve_policies(["FGD", "bestFit", "worstfit"])
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (lambda t: run_fragmentation_experiment(t, ["fgd"], [-1, 3]), "got -1"),
+        (lambda t: run_fragmentation_experiment(t, ["fgd"], [-2, -1]), "got -2, -1"),
+        (lambda t: run_policy(t, "fgd", -5), "got -5"),
+        (lambda t: workload(t, -5), "got -5"),
+    ],
+    ids=["experiment", "experiment-two", "run-policy", "workload"],
+)
+def test_negative_seed_is_an_input_error_not_a_numpy_one(call: object, expected: str) -> None:
+    trace = trace_of([gpu_pod("g", 500)])
+    with pytest.raises(InputError) as err:
+        call(trace)  # type: ignore[operator]
+    assert [p.field for p in err.value.problems] == ["seeds"]
+    assert f"arguments: seeds: must be 0 or more, {expected}" in str(err.value)
+
+
+def test_argument_problems_name_the_argument_once() -> None:
+    trace = trace_of([gpu_pod("g", 500)])
+    problems = check_arguments(trace, [], [], demand_limit=0, record_every=-1, jobs=0)
+    assert sorted(p.field for p in problems) == [
+        "demand_limit",
+        "jobs",
+        "policies",
+        "record_every",
+        "seeds",
+    ]
+    for p in problems:
+        assert str(p).startswith(f"fragmentation experiment: arguments: {p.field}: ")
+    # without a trace, only the arguments are checked
+    assert check_arguments(None, ["fgd"], [0]) == []
 
 
 def test_published_values_are_the_artifacts() -> None:

@@ -13,6 +13,7 @@ from bosun.twin.experiments.load_aware import (
     make_predictor,
     policy_configuration,
     run_load_aware_experiment,
+    run_policy,
 )
 from bosun.twin.traces.synthetic import synthetic_trace
 from bosun.twin.usage import UsageModel
@@ -60,13 +61,33 @@ def test_policies_differ_only_in_their_score_plugin() -> None:
         ({"seeds": (1, 1)}, "seeds"),
         ({"metrics_interval_s": 0.0}, "metrics_interval_s"),
         ({"predictor": "crystal-ball"}, "predictor"),
+        ({"seeds": (-1, 2)}, "seeds"),
+        ({"policies": []}, "policies"),
     ],
-    ids=["unknown-policy", "twice", "no-seed", "seed-twice", "interval", "predictor"],
+    ids=[
+        "unknown-policy",
+        "twice",
+        "no-seed",
+        "seed-twice",
+        "interval",
+        "predictor",
+        "negative-seed",
+        "no-policy",
+    ],
 )
 def test_bad_arguments(tiny: object, kwargs: dict[str, object], field: str) -> None:
     with pytest.raises(InputError) as e:
         run_load_aware_experiment(tiny, **kwargs)  # type: ignore[arg-type]
     assert field in [p.field for p in e.value.problems]
+    # each problem names its argument once ("arguments: seeds: ...", not "seeds: seeds: ...")
+    for p in e.value.problems:
+        assert p.obj != p.field
+        assert f"{p.field}: {p.field}:" not in str(p)
+
+
+def test_negative_seed_is_an_input_error_not_a_numpy_one(tiny: object) -> None:
+    with pytest.raises(InputError, match="seeds: must be 0 or more, got -1"):
+        run_policy(tiny, "requests", -1)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

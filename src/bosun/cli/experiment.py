@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import pandas as pd
@@ -24,10 +25,19 @@ from rich.markup import escape
 from rich.table import Table
 
 from bosun.cli.common import fail
-from bosun.errors import BosunError
+from bosun.errors import BosunError, InputError, InputProblem
+
+if TYPE_CHECKING:
+    from bosun.twin.trace import Trace
 
 #: The paper's six policies, best first in its Fig. 9a.
 DEFAULT_POLICIES = "fgd,bestfit,packing,clustering,dotprod,random"
+#: ``experiment load-aware``'s default trace
+#: (:data:`bosun.twin.experiments.load_aware.DEFAULT_TRACE`; not imported here, so that
+#: ``--help`` stays fast).
+LOAD_AWARE_TRACE = "synthetic:nodes=40,pods=1800,hours=4,gpu_fraction=0"
+#: ``experiment load-aware``'s policies, all four.
+LOAD_AWARE_POLICIES = "requests,trimaran,koordinator,predictive"
 
 app = typer.Typer(
     name="experiment",
@@ -41,6 +51,100 @@ app = typer.Typer(
 @app.callback()
 def experiment() -> None:
     """Reproducible experiments over the scheduling core (paper reproductions)."""
+
+
+#: What ``experiment fragmentation`` writes into --out (nothing else may be there).
+FRAGMENTATION_FILES = (
+    "fragmentation.csv",
+    "runs.csv",
+    "curves.csv",
+    "curves.html",
+    "fragmentation.html",
+)
+#: What ``experiment load-aware`` writes into --out (nothing else may be there).
+LOAD_AWARE_FILES = ("load-aware.csv", "runs.csv", "node-usage.csv", "load-aware.html")
+
+#: The experiments' argument names (the problems' fields) -> the options that set them.
+_FRAGMENTATION_OPTIONS = {
+    "policies": "--policies",
+    "seeds": "--seeds",
+    "demand_limit": "--demand-limit",
+    "record_every": "--record-every",
+    "jobs": "--jobs",
+}
+_LOAD_AWARE_OPTIONS = {
+    "policies": "--policies",
+    "seeds": "--seeds",
+    "metrics_interval_s": "--metrics-interval",
+    "predictor": "--predictor",
+}
+
+
+def _option(flag: str, message: str) -> InputProblem:
+    return InputProblem("command line", "options", flag, message)
+
+
+def _name_options(found: Sequence[InputProblem], options: Mapping[str, str]) -> list[InputProblem]:
+    """The experiment's problems, each argument named by its command-line option
+    (``command line: options: --metrics-interval: ...``; a policy keeps its name as the
+    object, as ``simulate --policy`` does); the trace's problems as they are."""
+    named: list[InputProblem] = []
+    for p in found:
+        flag = options.get(p.field)
+        if flag is None:
+            named.append(p)
+        else:
+            obj = "options" if p.obj == "arguments" else p.obj
+            named.append(InputProblem("command line", obj, flag, p.message))
+    return named
+
+
+def _seed_problems(seeds: int, first_seed: int) -> tuple[list[InputProblem], list[int]]:
+    """Problems with --seeds and --first-seed (numpy and the scheduler take seeds >= 0),
+    and the seeds they give."""
+    problems: list[InputProblem] = []
+    if seeds < 1:
+        problems.append(_option("--seeds", f"must be 1 or more, got {seeds}"))
+    if first_seed < 0:
+        problems.append(_option("--first-seed", f"must be 0 or more, got {first_seed}"))
+    return problems, list(range(first_seed, first_seed + max(seeds, 0)))
+
+
+def _load_trace(spec: str) -> tuple[Trace | None, list[InputProblem]]:
+    """The trace of ``--trace``, or the problems that kept it from loading."""
+    from bosun.twin.traces import load_trace
+
+    try:
+        return load_trace(spec), []
+    except InputError as e:
+        return None, list(e.problems)
+    except BosunError as e:  # e.g. the shared data is not where BOSUN_DATA_DIR says
+        return None, [InputProblem(spec, "trace", "", str(e))]
+
+
+def _check_out(out: Path, names: Sequence[str]) -> list[InputProblem]:
+    from bosun.twin.experiments.output import check_out_folder
+
+    return check_out_folder(out, names)
+
+
+def _write_out(out: Path, names: Sequence[str], fill: Callable[[Path], object]) -> list[Path]:
+    """Replace ``out`` as a whole by the folder ``fill`` writes
+    (:func:`bosun.twin.experiments.output.replace_folder`), after checking it again: it
+    was checked before the experiment ran, which may have taken hours.
+
+    Raises:
+        typer.Exit: exit code 2 when ``out`` cannot be written; nothing is written then.
+    """
+    from bosun.twin.experiments.output import replace_folder
+
+    problems = _check_out(out, names)
+    if problems:
+        raise fail(str(InputError(problems)))
+    try:
+        return replace_folder(out, fill)
+    except (BosunError, OSError) as e:
+        raise fail(str(InputError([_option("--out", f"cannot write {out}: {e}")]))) from None
 
 
 def _pm(mean: float, std: float, digits: int) -> str:
@@ -179,24 +283,29 @@ def fragmentation(
         str,
         typer.Option(
             "--trace",
-            help="Trace spec. Default: the paper's cluster, openb default on its 1,213 GPU "
-            "nodes. Also openb (all 1,523 nodes), openb:gpuspec25@gpu_node, a CSV path, ...",
+            show_default=False,
+            help="Trace spec. Default: the paper's cluster, openb default on its 1,213 "
+            "GPU nodes: openb:default@gpu_node. Also openb (all 1,523 nodes), "
+            "openb:gpuspec25@gpu_node, a CSV path, ...",
         ),
     ] = "openb:default@gpu_node",
     policies: Annotated[
         str,
         typer.Option(
             "--policies",
+            show_default=False,
             help="Comma-separated: fgd, bestfit, dotprod, packing, "
-            "clustering, random, leastallocated, mostallocated.",
+            "clustering, random, leastallocated, mostallocated. "
+            f"Default: {DEFAULT_POLICIES.replace(',', ', ')}.",
         ),
     ] = DEFAULT_POLICIES,
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Runs per policy.")] = 5,
+    seeds: Annotated[int, typer.Option("--seeds", help="Runs per policy (1 or more).")] = 5,
     first_seed: Annotated[
         int,
         typer.Option(
             "--first-seed",
-            help="Seeds are first-seed, first-seed+1, ... (the paper's artifact uses 42..51).",
+            help="Seeds are first-seed, first-seed+1, ... (0 or more; the paper's artifact "
+            "uses 42..51).",
         ),
     ] = 42,
     demand_limit: Annotated[
@@ -211,7 +320,6 @@ def fragmentation(
         int,
         typer.Option(
             "--record-every",
-            min=0,
             help="Curve resolution: 0 = each whole "
             "percent of arrived demand; k = every k arrivals.",
         ),
@@ -226,14 +334,17 @@ def fragmentation(
     ] = True,
     jobs: Annotated[
         int,
-        typer.Option("--jobs", "-j", min=1, help="Worker processes (results do not depend on it)."),
+        typer.Option(
+            "--jobs", "-j", help="Worker processes, 1 or more (results do not depend on it)."
+        ),
     ] = 1,
     out: Annotated[
         Path,
         typer.Option(
             "--out",
-            help="Output folder (fragmentation.csv, runs.csv, "
-            "curves.csv, curves.html, fragmentation.html).",
+            help="Output folder (fragmentation.csv, runs.csv, curves.csv, curves.html, "
+            "fragmentation.html), replaced as a whole at the end: it must be new, empty or "
+            "hold only a previous run's results.",
         ),
     ] = Path("out/fragmentation"),
 ) -> None:
@@ -242,32 +353,43 @@ def fragmentation(
     Every policy schedules the trace's pods (shuffled, then resampled) on an empty cluster,
     one attempt per pod and no departures, until the arrived GPU demand reaches
     --demand-limit x capacity. Prints unallocated GPUs at 100% arrived demand, mean ± std
-    over seeds, and writes the tables and plots to --out. Exit code 2 on bad input.
+    over seeds, and writes the tables and plots to --out. Exit code 2 on bad input:
+    every problem is listed, before anything runs, and nothing is written.
     """
     from bosun.twin.experiments.fragmentation import (
         FragmentationRun,
-        resolve_policies,
+        check_arguments,
         run_fragmentation_experiment,
-        write_atomic,
     )
-    from bosun.twin.traces import load_trace
 
     # Rich assumes 80 columns when stdout is not a terminal; the table needs about 130.
     console = Console() if sys.stdout.isatty() else Console(width=160)
     err = Console(stderr=True, highlight=False)
+    names = [p for p in policies.split(",") if p.strip()]
+    problems, seed_list = _seed_problems(seeds, first_seed)
+    problems += _check_out(out, FRAGMENTATION_FILES)
+    loaded, trace_problems = _load_trace(trace)
+    problems += trace_problems
+    found = check_arguments(
+        loaded,
+        names,
+        seed_list if not problems else [0],
+        demand_limit=demand_limit,
+        record_every=record_every,
+        jobs=jobs,
+    )
+    problems += _name_options(found, _FRAGMENTATION_OPTIONS)
+    if problems or loaded is None:
+        raise fail(str(InputError(problems)))
+
+    def progress(run: FragmentationRun) -> None:
+        h = run.headline
+        err.print(
+            f"[dim]{run.policy:>14} seed {run.seed}: {h['unallocated_gpus']:8.1f} "
+            f"unallocated GPUs, {h['failed_pods']} failed pods, {h['wall_s']:.1f} s[/]"
+        )
+
     try:
-        names = [p for p in policies.split(",") if p.strip()]
-        resolve_policies(names)
-        loaded = load_trace(trace)
-        seed_list = list(range(first_seed, first_seed + seeds))
-
-        def progress(run: FragmentationRun) -> None:
-            h = run.headline
-            err.print(
-                f"[dim]{run.policy:>14} seed {run.seed}: {h['unallocated_gpus']:8.1f} "
-                f"unallocated GPUs, {h['failed_pods']} failed pods, {h['wall_s']:.1f} s[/]"
-            )
-
         exp = run_fragmentation_experiment(
             loaded,
             names,
@@ -287,19 +409,19 @@ def fragmentation(
         )
     )
     title = f"Fragmentation experiment: {exp.trace}, seeds {seed_list[0]}..{seed_list[-1]}"
-    written = exp.write(out)
-    fig = curves_figure(exp.curves, title)
-    written += write_atomic(
-        {out / "curves.html": fig.to_html(include_plotlyjs=True, full_html=True)}
-    )
-    try:
-        from bosun.twin.report import write_report
-    except ImportError:  # pragma: no cover - the shared report ships with bosun
-        pass
-    else:
-        written.append(
-            write_report([], out / "fragmentation.html", title=title, comparison=summary)
-        )
+
+    def fill(folder: Path) -> None:
+        exp.write(folder)
+        fig = curves_figure(exp.curves, title)
+        html = fig.to_html(include_plotlyjs=True, full_html=True)
+        (folder / "curves.html").write_text(html, encoding="utf-8")
+        try:
+            from bosun.twin.report import write_report
+        except ImportError:  # pragma: no cover - the shared report ships with bosun
+            return
+        write_report([], folder / "fragmentation.html", title=title, comparison=summary)
+
+    written = _write_out(out, FRAGMENTATION_FILES, fill)
     console.print("wrote " + ", ".join(str(p) for p in written))
 
 
@@ -354,26 +476,30 @@ def load_aware(
         str,
         typer.Option(
             "--trace",
-            help="Trace spec (default: the synthetic workload; any `bosun simulate` spec).",
+            show_default=False,
+            help="Trace spec: any `bosun simulate` spec. Default: the synthetic workload, "
+            f"{LOAD_AWARE_TRACE.replace(',', ', ')}.",
         ),
-    ] = "synthetic:nodes=40,pods=1800,hours=4,gpu_fraction=0",
+    ] = LOAD_AWARE_TRACE,
     policies: Annotated[
         str,
         typer.Option(
-            "--policies", help="Comma-separated: requests, trimaran, koordinator, predictive."
+            "--policies",
+            show_default=False,
+            help="Comma-separated: requests, trimaran, koordinator, predictive. Default: all four.",
         ),
-    ] = "requests,trimaran,koordinator,predictive",
+    ] = LOAD_AWARE_POLICIES,
     seeds: Annotated[
         int,
         typer.Option(
             "--seeds",
-            min=1,
-            help="Runs per policy; a seed sets the usage shapes and the scheduler's ties "
-            "(the trace is the spec's).",
+            help="Runs per policy (1 or more); a seed sets the usage shapes and the "
+            "scheduler's ties (the trace is the spec's).",
         ),
     ] = 5,
     first_seed: Annotated[
-        int, typer.Option("--first-seed", help="Seeds are first-seed, first-seed+1, ...")
+        int,
+        typer.Option("--first-seed", help="Seeds are first-seed, first-seed+1, ... (0 or more)."),
     ] = 1,
     metrics_interval: Annotated[
         float,
@@ -389,7 +515,9 @@ def load_aware(
         Path,
         typer.Option(
             "--out",
-            help="Output folder (load-aware.csv, runs.csv, node-usage.csv, load-aware.html).",
+            help="Output folder (load-aware.csv, runs.csv, node-usage.csv, load-aware.html), "
+            "replaced as a whole at the end: it must be new, empty or hold only a previous "
+            "run's results.",
         ),
     ] = Path("out/load-aware"),
 ) -> None:
@@ -399,26 +527,42 @@ def load_aware(
     (bosun.twin.usage), node metrics sampled every --metrics-interval seconds; prints hot
     spots (node-minutes above 80 % CPU), P99 node CPU usage and SLA violations, mean ± std
     over seeds, and writes the tables and an HTML report to --out. Exit code 2 on bad
-    input.
+    input: every problem is listed, before anything runs, and nothing is written.
     """
-    from bosun.twin.experiments.load_aware import LoadAwareRun, run_load_aware_experiment
-    from bosun.twin.traces import load_trace
+    from bosun.twin.experiments.load_aware import (
+        LoadAwareRun,
+        check_arguments,
+        run_load_aware_experiment,
+    )
+    from bosun.twin.report import write_report
 
     console = Console() if sys.stdout.isatty() else Console(width=180)
     err = Console(stderr=True, highlight=False)
+    names = [p for p in policies.split(",") if p.strip()]
+    problems, seed_list = _seed_problems(seeds, first_seed)
+    problems += _check_out(out, LOAD_AWARE_FILES)
+    loaded, trace_problems = _load_trace(trace)
+    problems += trace_problems
+    found = check_arguments(
+        loaded,
+        names,
+        seed_list if not problems else [0],
+        metrics_interval_s=metrics_interval,
+        predictor=predictor,
+    )
+    problems += _name_options(found, _LOAD_AWARE_OPTIONS)
+    if problems or loaded is None:
+        raise fail(str(InputError(problems)))
+
+    def progress(run: LoadAwareRun) -> None:
+        s = run.result.summary
+        err.print(
+            f"[dim]{run.policy:>12} seed {run.seed}: {s['hot_spot_node_minutes']:7.0f} hot "
+            f"node-min, P99 {s['node_cpu_p99_pct']:5.1f} %, "
+            f"{s['sla_violation_pod_minutes']:5.0f} SLA pod-min, {s['wall_s']:.1f} s[/]"
+        )
+
     try:
-        names = [p for p in policies.split(",") if p.strip()]
-        loaded = load_trace(trace)
-        seed_list = list(range(first_seed, first_seed + seeds))
-
-        def progress(run: LoadAwareRun) -> None:
-            s = run.result.summary
-            err.print(
-                f"[dim]{run.policy:>12} seed {run.seed}: {s['hot_spot_node_minutes']:7.0f} hot "
-                f"node-min, P99 {s['node_cpu_p99_pct']:5.1f} %, "
-                f"{s['sla_violation_pod_minutes']:5.0f} SLA pod-min, {s['wall_s']:.1f} s[/]"
-            )
-
         exp = run_load_aware_experiment(
             loaded,
             names,
@@ -431,13 +575,14 @@ def load_aware(
         raise fail(str(e)) from None
     summary = exp.summary
     console.print(load_aware_table(summary, trace=exp.trace))
-    from bosun.twin.report import write_report
-
-    written = exp.write(out)
     title = f"Load-aware placement: {exp.trace}, seeds {seed_list[0]}..{seed_list[-1]}"
     first = [r.result for r in exp.runs if r.seed == seed_list[0]]
-    # write_report renames a temporary file over the final name: no partial report
-    written.append(write_report(first, out / "load-aware.html", title=title, comparison=summary))
+
+    def fill(folder: Path) -> None:
+        exp.write(folder)
+        write_report(first, folder / "load-aware.html", title=title, comparison=summary)
+
+    written = _write_out(out, LOAD_AWARE_FILES, fill)
     console.print("wrote " + ", ".join(str(p) for p in written))
 
 

@@ -64,6 +64,12 @@ that raises :class:`bosun.errors.BosunError` (e.g.
 treated as missing (passes, neutral), a warning is logged once until the provider answers
 again, and the scheduler keeps scheduling.
 
+**Where metrics come from today**: only the twin (``bosun simulate``, ``bosun experiment
+load-aware``) attaches a provider, its simulated node usage. In ``bosun schedule`` and
+``bosun serve`` no metrics source is attached yet (wiring the live Prometheus provider
+is future work), so there the plugin filters nothing and scores every node
+``neutralScore``; it logs the warning above once so that this is not silent.
+
 Scores never carry NaN: non-finite usages count as missing, every score is clipped to
 0..100 and cast to int64.
 
@@ -82,9 +88,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -105,7 +111,7 @@ from bosun.framework.interface import (
     PreFilterResult,
     Status,
 )
-from bosun.plugins.gpu_common import args_mapping, one_of
+from bosun.plugins.gpu_common import one_of
 
 if TYPE_CHECKING:
     from bosun.framework.interface import Handle
@@ -153,6 +159,7 @@ _ARG_FIELDS = (
 )
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 #: Usages are clipped here before integer arithmetic (far above any node's capacity).
 _SATURATE = 1e15
 
@@ -160,9 +167,25 @@ _SATURATE = 1e15
 # ------------------------------------------------------------------------------ args
 
 
-def _number(raw: Any, path: str, *, low: float, high: float, low_open: bool = False) -> float:
-    """``raw`` as a finite number in ``[low, high]`` (``(low, high]`` when ``low_open``)."""
-    if isinstance(raw, str):
+def _number(
+    raw: Any,
+    path: str,
+    *,
+    low: float,
+    high: float,
+    low_open: bool = False,
+    allow_string: bool = False,
+) -> float:
+    """``raw`` as a finite number in ``[low, high]`` (``(low, high]`` when ``low_open``).
+
+    A string is a number only where ``allow_string`` (TLP's ``defaultRequestsMultiplier``
+    is a Go ``*string``); elsewhere it is rejected, as kube's strict decoding of typed args
+    rejects a string for a numeric field.
+
+    Raises:
+        PluginArgsError: not a number (booleans are not), non-finite or out of range.
+    """
+    if isinstance(raw, str) and allow_string:
         try:
             raw = float(raw)
         except ValueError:
@@ -185,14 +208,55 @@ def _int(raw: Any, path: str, *, low: int, high: int) -> int:
     return raw
 
 
+class LoadAwareArgsError(PluginArgsError):
+    """Several invalid fields in the args at once.
+
+    Attributes:
+        problems: one :class:`PluginArgsError` per invalid field, in the args' order.
+    """
+
+    def __init__(self, problems: Iterable[PluginArgsError]) -> None:
+        self.problems: tuple[PluginArgsError, ...] = tuple(problems)
+        listed = "".join(f"\n      - {p}" for p in self.problems)
+        super().__init__("", f"{len(self.problems)} problems:{listed}")
+
+
+class _Collect:
+    """Runs each field's check and keeps every :class:`PluginArgsError` it raises."""
+
+    def __init__(self) -> None:
+        self.problems: list[PluginArgsError] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.problems.append(PluginArgsError(path, message))
+
+    def check(self, fn: Callable[..., _T], default: _T, *args: Any, **kwargs: Any) -> _T:
+        try:
+            return fn(*args, **kwargs)
+        except LoadAwareArgsError as e:
+            self.problems.extend(e.problems)
+        except PluginArgsError as e:
+            self.problems.append(e)
+        return default
+
+    def raise_if_any(self) -> None:
+        if len(self.problems) == 1:
+            raise self.problems[0]
+        if self.problems:
+            raise LoadAwareArgsError(self.problems)
+
+
 def _resource_map(raw: Any, path: str, *, low: int, high: int) -> dict[str, int]:
     if not isinstance(raw, Mapping):
         raise PluginArgsError(path, f"must be an object {{cpu, memory}}, got {raw!r}")
     out: dict[str, int] = {}
+    found = _Collect()
     for key, value in raw.items():
         if key not in RESOURCES:
-            raise PluginArgsError(f"{path}.{key}", "unknown resource (expected: cpu, memory)")
-        out[str(key)] = _int(value, f"{path}.{key}", low=low, high=high)
+            found.add(f"{path}.{key}", "unknown resource (expected: cpu, memory)")
+            continue
+        out[str(key)] = found.check(_int, 0, value, f"{path}.{key}", low=low, high=high)
+    found.raise_if_any()
     return out
 
 
@@ -217,69 +281,126 @@ class LoadAwareArgs:
     def parse(args: Mapping[str, Any] | None) -> LoadAwareArgs:
         """Default and validate raw args (camelCase keys).
 
+        Every field is checked, and every invalid one reported, as
+        :mod:`bosun.framework.config` reports every problem of a configuration. Numeric
+        fields take JSON numbers only (kube decodes args strictly into typed structs, so
+        ``quantile: "0.9"`` is an error), except ``defaultRequestsMultiplier``, a string in
+        TLP's args, which also takes a number.
+
         Raises:
-            PluginArgsError: the first invalid field: an unknown key, an unknown ``mode``, a
-                value of the wrong type or out of its range (see the module docstring).
+            PluginArgsError: one invalid field (an unknown key, an unknown ``mode``, a value
+                of the wrong type or out of its range; see the module docstring), named by
+                ``field``; :class:`LoadAwareArgsError` (a ``PluginArgsError`` with every
+                field's problem in ``problems`` and in its message) for several.
         """
-        raw = args_mapping(args, _ARG_FIELDS)
-        mode = one_of(raw.get("mode", PREDICTIVE), "mode", MODES)
+        if args is not None and not isinstance(args, Mapping):
+            raise PluginArgsError("", f"must be an object, got {type(args).__name__}")
+        raw: Mapping[str, Any] = args or {}
+        found = _Collect()
+        for key in raw:
+            if key not in _ARG_FIELDS:
+                expected = ", ".join(sorted(_ARG_FIELDS))
+                found.add(str(key), f"unknown field (expected: {expected})")
+        mode = found.check(one_of, PREDICTIVE, raw.get("mode", PREDICTIVE), "mode", MODES)
         thresholds = dict(DEFAULT_USAGE_THRESHOLDS[mode])
         if "usageThresholds" in raw:
-            thresholds = _resource_map(raw["usageThresholds"], "usageThresholds", low=0, high=100)
+            thresholds = found.check(
+                _resource_map,
+                thresholds,
+                raw["usageThresholds"],
+                "usageThresholds",
+                low=0,
+                high=100,
+            )
         weights = {CPU: 1, MEMORY: 1}
         if "resourceWeights" in raw:
-            weights = _resource_map(raw["resourceWeights"], "resourceWeights", low=0, high=100)
+            weights = found.check(
+                _resource_map, weights, raw["resourceWeights"], "resourceWeights", low=0, high=100
+            )
             if not any(weights.values()):
-                raise PluginArgsError("resourceWeights", "at least one weight must be > 0")
+                found.add("resourceWeights", "at least one weight must be > 0")
         factors = {CPU: 85, MEMORY: 70}
         if "estimatedScalingFactors" in raw:
-            given = _resource_map(
-                raw["estimatedScalingFactors"], "estimatedScalingFactors", low=1, high=100
+            given: dict[str, int] = found.check(
+                _resource_map,
+                {},
+                raw["estimatedScalingFactors"],
+                "estimatedScalingFactors",
+                low=1,
+                high=100,
             )
             factors = {**factors, **given}
-        return LoadAwareArgs(
+        parsed = LoadAwareArgs(
             mode=mode,
-            horizon_s=_number(
-                raw.get("horizonSeconds", 600.0), "horizonSeconds", low=0, high=1e7, low_open=True
+            horizon_s=found.check(
+                _number,
+                600.0,
+                raw.get("horizonSeconds", 600.0),
+                "horizonSeconds",
+                low=0,
+                high=1e7,
+                low_open=True,
             ),
-            quantile=_number(
-                raw.get("quantile", 0.95), "quantile", low=0, high=0.999999, low_open=True
+            quantile=found.check(
+                _number,
+                0.95,
+                raw.get("quantile", 0.95),
+                "quantile",
+                low=0,
+                high=0.999999,
+                low_open=True,
             ),
-            max_metric_age_s=_number(
+            max_metric_age_s=found.check(
+                _number,
+                180.0,
                 raw.get("nodeMetricExpirationSeconds", 180.0),
                 "nodeMetricExpirationSeconds",
                 low=0,
                 high=1e9,
                 low_open=True,
             ),
-            report_interval_s=_number(
-                raw.get("reportIntervalSeconds", 60.0), "reportIntervalSeconds", low=0, high=1e9
+            report_interval_s=found.check(
+                _number,
+                60.0,
+                raw.get("reportIntervalSeconds", 60.0),
+                "reportIntervalSeconds",
+                low=0,
+                high=1e9,
             ),
             usage_thresholds=thresholds,
             resource_weights=weights,
             scaling_factors=factors,
-            target_utilization=_int(
-                raw.get("targetUtilization", 40), "targetUtilization", low=1, high=99
+            target_utilization=found.check(
+                _int, 40, raw.get("targetUtilization", 40), "targetUtilization", low=1, high=99
             ),
-            default_requests_milli_cpu=_int(
+            default_requests_milli_cpu=found.check(
+                _int,
+                1000,
                 raw.get("defaultRequestsMilliCpu", 1000),
                 "defaultRequestsMilliCpu",
                 low=0,
                 high=10**9,
             ),
-            default_requests_multiplier=_number(
+            default_requests_multiplier=found.check(
+                _number,
+                1.5,
                 raw.get("defaultRequestsMultiplier", 1.5),
                 "defaultRequestsMultiplier",
                 low=0,
                 high=1000,
+                allow_string=True,
             ),
-            neutral_score=_int(
+            neutral_score=found.check(
+                _int,
+                DEFAULT_NEUTRAL_SCORE[mode],
                 raw.get("neutralScore", DEFAULT_NEUTRAL_SCORE[mode]),
                 "neutralScore",
                 low=MIN_NODE_SCORE,
                 high=MAX_NODE_SCORE,
             ),
         )
+        found.raise_if_any()
+        return parsed
 
 
 # ------------------------------------------------------------------ pod estimates
@@ -467,6 +588,14 @@ class LoadAwarePredictive:
         """The provider's metrics, or all-missing and ``degraded`` when it fails."""
         n = snapshot.num_nodes
         if self.provider is None:
+            if not self._warned:
+                _log.warning(
+                    "%s: no node metrics source attached (only the twin attaches one; live "
+                    "Prometheus wiring is future work), scoring every node neutral (%d)",
+                    NAME,
+                    self.args.neutral_score,
+                )
+                self._warned = True
             return NodeMetrics.missing(n), True
         try:
             metrics = self.provider.node_metrics(snapshot, self.args.horizon_s, self.args.quantile)

@@ -83,6 +83,8 @@ __all__ = [
     "FragmentationRun",
     "Policy",
     "PublishedResult",
+    "check_arguments",
+    "check_seeds",
     "policy_configuration",
     "resolve_policies",
     "run_fragmentation_experiment",
@@ -242,7 +244,7 @@ def resolve_policies(names: Sequence[str]) -> list[Policy]:
         else:
             out.append(pol)
     if not out and not problems:
-        problems.append(_problem("policies", "policies", "no policy given"))
+        problems.append(_problem("arguments", "policies", "no policy given"))
     if problems:
         raise InputError(problems)
     return out
@@ -330,6 +332,10 @@ def _gpu_demand_milli(pods: Sequence[Pod]) -> IntArray:
 
 
 def _check(trace: Trace, demand_limit: float, record_every: int) -> list[InputProblem]:
+    return _check_trace(trace) + _check_options(demand_limit, record_every)
+
+
+def _check_trace(trace: Trace) -> list[InputProblem]:
     problems: list[InputProblem] = []
     if trace.gpu_capacity <= 0:
         problems.append(_problem(f"trace {trace.name}", "nodes", "the cluster has no GPU"))
@@ -339,20 +345,74 @@ def _check(trace: Trace, demand_limit: float, record_every: int) -> list[InputPr
         problems.append(
             _problem(f"trace {trace.name}", "arrivals", "no pod asks for a GPU: demand never grows")
         )
+    return problems
+
+
+def _check_options(demand_limit: float, record_every: int) -> list[InputProblem]:
+    problems: list[InputProblem] = []
     if not (math.isfinite(demand_limit) and demand_limit > 0):
         problems.append(
             _problem(
-                "demand_limit", "demand_limit", f"must be a positive number, got {demand_limit!r}"
+                "arguments", "demand_limit", f"must be a positive number, got {demand_limit!r}"
             )
         )
     if record_every < 0:
         problems.append(
             _problem(
-                "record_every",
-                "record_every",
-                f"must be 0 (per percent) or more, got {record_every}",
+                "arguments", "record_every", f"must be 0 (per percent) or more, got {record_every}"
             )
         )
+    return problems
+
+
+def check_seeds(
+    seeds: Sequence[int], source: str = "fragmentation experiment"
+) -> list[InputProblem]:
+    """Problems with the run seeds: none given, one given twice, a negative one (numpy's
+    ``default_rng`` and the scheduler take seeds >= 0)."""
+    problems: list[InputProblem] = []
+    if not seeds:
+        problems.append(InputProblem(source, "arguments", "seeds", "no seed given"))
+    elif len(set(seeds)) != len(seeds):
+        problems.append(InputProblem(source, "arguments", "seeds", "a seed is given twice"))
+    negative = sorted({int(s) for s in seeds if int(s) < 0})
+    if negative:
+        problems.append(
+            InputProblem(
+                source,
+                "arguments",
+                "seeds",
+                f"must be 0 or more, got {', '.join(map(str, negative))}",
+            )
+        )
+    return problems
+
+
+def check_arguments(
+    trace: Trace | None,
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    *,
+    demand_limit: float = 1.0,
+    record_every: int = 0,
+    jobs: int = 1,
+) -> list[InputProblem]:
+    """Every problem with the arguments of :func:`run_fragmentation_experiment`, found
+    without running anything (``trace`` None: the trace's own checks are skipped).
+
+    Each problem names the argument as its field (``policies``, ``seeds``,
+    ``demand_limit``, ``record_every``, ``jobs``; ``nodes`` or ``arrivals`` of the trace),
+    so a command line can name its own option instead.
+    """
+    problems = _check_trace(trace) if trace is not None else []
+    problems += _check_options(demand_limit, record_every)
+    try:
+        resolve_policies(policies)
+    except InputError as e:
+        problems += e.problems
+    problems += check_seeds(seeds)
+    if jobs < 1:
+        problems.append(_problem("arguments", "jobs", f"must be at least 1, got {jobs}"))
     return problems
 
 
@@ -404,9 +464,10 @@ def workload(
         (milli-GPU) once ``pods[i]`` has arrived, int64 ``(len(pods),)``.
 
     Raises:
-        InputError: no GPU in the cluster, no GPU pod in the trace, a bad ``demand_limit``.
+        InputError: no GPU in the cluster, no GPU pod in the trace, a bad ``demand_limit``,
+            a negative seed.
     """
-    problems = _check(trace, demand_limit, 0)
+    problems = _check(trace, demand_limit, 0) + check_seeds([seed])
     if problems:
         raise InputError(problems)
     base = [_pending(a.pod) for a in trace.arrivals]
@@ -501,7 +562,7 @@ def run_policy(
     Raises:
         InputError: bad arguments, an unknown policy, or a plugin the registry lacks.
     """
-    problems = _check(trace, demand_limit, record_every)
+    problems = _check(trace, demand_limit, record_every) + check_seeds([seed])
     if problems:
         raise InputError(problems)
     pol = resolve_policies([policy])[0] if isinstance(policy, str) else policy
@@ -711,23 +772,16 @@ def run_fragmentation_experiment(
         The experiment: per-run curves and the summary table, runs policy-major.
 
     Raises:
-        InputError: every problem with the arguments at once (unknown policies, no seeds,
-            bad demand_limit or record_every, a trace without GPUs or GPU pods).
+        InputError: every problem with the arguments at once (:func:`check_arguments`:
+            unknown policies, no seeds or a negative one, bad demand_limit, record_every or
+            jobs, a trace without GPUs or GPU pods).
     """
-    problems = _check(trace, demand_limit, record_every)
-    try:
-        pols = resolve_policies(policies)
-    except InputError as e:
-        problems += e.problems
-        pols = []
-    if not seeds:
-        problems.append(_problem("seeds", "seeds", "no seed given"))
-    elif len(set(seeds)) != len(seeds):
-        problems.append(_problem("seeds", "seeds", "a seed is given twice"))
-    if jobs < 1:
-        problems.append(_problem("jobs", "jobs", f"must be at least 1, got {jobs}"))
+    problems = check_arguments(
+        trace, policies, seeds, demand_limit=demand_limit, record_every=record_every, jobs=jobs
+    )
     if problems:
         raise InputError(problems)
+    pols = resolve_policies(policies)
     reg = registry if registry is not None else in_tree_registry()
     classes = TaskClasses.from_pods([a.pod for a in trace.arrivals])
     exp = FragmentationExperiment(

@@ -54,7 +54,7 @@ from bosun.framework.config import (
 from bosun.framework.runtime import Registry
 from bosun.plugins.registry import in_tree_registry, registry_points
 from bosun.twin.engine import Simulator
-from bosun.twin.experiments.fragmentation import write_atomic
+from bosun.twin.experiments.fragmentation import check_seeds, write_atomic
 from bosun.twin.results import SimulationResult
 from bosun.twin.trace import Trace
 from bosun.twin.usage import UsageConfig, UsageModel
@@ -67,6 +67,7 @@ __all__ = [
     "LoadAwareExperiment",
     "LoadAwarePolicy",
     "LoadAwareRun",
+    "check_arguments",
     "make_predictor",
     "policy_configuration",
     "resolve_policies",
@@ -170,7 +171,7 @@ def resolve_policies(names: Sequence[str]) -> list[LoadAwarePolicy]:
         else:
             out.append(pol)
     if not out and not problems:
-        problems.append(_problem("policies", "policies", "no policy given"))
+        problems.append(_problem("arguments", "policies", "no policy given"))
     if problems:
         raise InputError(problems)
     return out
@@ -294,8 +295,11 @@ def run_policy(
     """Replay ``trace`` under one policy and seed (module docstring).
 
     Raises:
-        InputError: bad policy or predictor, or a trace the twin rejects.
+        InputError: bad policy, seed, interval or predictor, or a trace the twin rejects.
     """
+    problems = check_seeds([seed], "load-aware experiment") + _check_interval(metrics_interval_s)
+    if problems:
+        raise InputError(problems)
     pol = resolve_policies([policy])[0] if isinstance(policy, str) else policy
     model = UsageModel(seed=seed)
     pred, history = make_predictor(predictor, model)
@@ -371,6 +375,51 @@ class LoadAwareExperiment:
         )
 
 
+def _check_interval(metrics_interval_s: float) -> list[InputProblem]:
+    if math.isfinite(metrics_interval_s) and metrics_interval_s > 0:
+        return []
+    return [
+        _problem(
+            "arguments",
+            "metrics_interval_s",
+            f"must be a positive number of seconds, got {metrics_interval_s!r}",
+        )
+    ]
+
+
+def check_arguments(
+    trace: Trace | None,
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    *,
+    metrics_interval_s: float = 60.0,
+    predictor: str = "rolling-peak",
+) -> list[InputProblem]:
+    """Every problem with the arguments of :func:`run_load_aware_experiment`, found
+    without running anything (``trace`` None: the trace's check is skipped).
+
+    Each problem names the argument as its field (``policies``, ``seeds``,
+    ``metrics_interval_s``, ``predictor``; ``arrivals`` of the trace), so a command line
+    can name its own option instead.
+    """
+    problems: list[InputProblem] = []
+    try:
+        resolve_policies(policies)
+    except InputError as e:
+        problems += e.problems
+    problems += check_seeds(seeds, "load-aware experiment")
+    problems += _check_interval(metrics_interval_s)
+    if predictor not in PREDICTORS:
+        problems.append(
+            _problem(
+                f"predictor {predictor!r}", "predictor", f"unknown; known: {', '.join(PREDICTORS)}"
+            )
+        )
+    if trace is not None and not trace.arrivals:
+        problems.append(_problem(f"trace {trace.name}", "arrivals", "the trace has no pods"))
+    return problems
+
+
 def run_load_aware_experiment(
     trace: Trace,
     policies: Sequence[str] = DEFAULT_POLICIES,
@@ -384,33 +433,15 @@ def run_load_aware_experiment(
     """Run every policy under every seed (module docstring).
 
     Raises:
-        InputError: every problem with the arguments at once (policies, seeds, interval,
-            predictor).
+        InputError: every problem with the arguments at once (:func:`check_arguments`:
+            policies, seeds, interval, predictor, a trace without pods).
     """
-    problems: list[InputProblem] = []
-    try:
-        pols = resolve_policies(policies)
-    except InputError as e:
-        problems += e.problems
-        pols = []
-    if not seeds:
-        problems.append(_problem("seeds", "seeds", "no seed given"))
-    elif len(set(seeds)) != len(seeds):
-        problems.append(_problem("seeds", "seeds", "a seed is given twice"))
-    if not (math.isfinite(metrics_interval_s) and metrics_interval_s > 0):
-        problems.append(
-            _problem("metrics_interval_s", "metrics_interval_s", "must be a positive number")
-        )
-    if predictor not in PREDICTORS:
-        problems.append(
-            _problem(
-                f"predictor {predictor!r}", "predictor", f"unknown; known: {', '.join(PREDICTORS)}"
-            )
-        )
-    if not trace.arrivals:
-        problems.append(_problem(f"trace {trace.name}", "arrivals", "the trace has no pods"))
+    problems = check_arguments(
+        trace, policies, seeds, metrics_interval_s=metrics_interval_s, predictor=predictor
+    )
     if problems:
         raise InputError(problems)
+    pols = resolve_policies(policies)
     exp = LoadAwareExperiment(trace.name, tuple(p.name for p in pols), tuple(int(s) for s in seeds))
     for pol in pols:
         for seed in exp.seeds:
