@@ -537,10 +537,13 @@ def test_every_bad_field_reaches_the_configuration_error() -> None:
     cfg = parse_configuration(doc, "cfg.yaml", registry_points(reg))
     with pytest.raises(InputError) as e:
         Scheduler(cfg, cluster(), registry=reg, seed=0)
-    text = str(e.value)
-    assert "pluginConfig[LoadAwarePredictive].args" in text
-    for name in ("quantile", "horizonSeconds", "neutralScore"):
-        assert f"{name}: must be" in text
+    # each bad field is its own input problem, named by its full path
+    fields = sorted(p.field for p in e.value.problems)
+    assert fields == [
+        f"pluginConfig[LoadAwarePredictive].args.{name}"
+        for name in ("horizonSeconds", "neutralScore", "quantile")
+    ]
+    assert all(p.message.startswith("must be") for p in e.value.problems)
 
 
 def test_defaults_per_mode() -> None:

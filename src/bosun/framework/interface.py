@@ -280,6 +280,22 @@ class PluginArgsError(BosunError):
         super().__init__(f"{field}: {message}" if field else message)
 
 
+class PluginArgsProblemsError(PluginArgsError):
+    """Several invalid fields in one plugin's args, reported together.
+
+    The framework records each of ``problems`` as its own input problem, so a user fixes
+    every field in one pass.
+
+    Attributes:
+        problems: one :class:`PluginArgsError` per invalid field, in the args' order.
+    """
+
+    def __init__(self, problems: Iterable[PluginArgsError]) -> None:
+        self.problems: tuple[PluginArgsError, ...] = tuple(problems)
+        listed = "".join(f"\n      - {p}" for p in self.problems)
+        super().__init__("", f"{len(self.problems)} problems:{listed}")
+
+
 # ---------------------------------------------------------------------------- plugins
 
 

@@ -26,6 +26,7 @@ from bosun.framework.interface import (
     IndexArray,
     IntArray,
     PluginArgsError,
+    PluginArgsProblemsError,
     PostFilterResult,
     Status,
 )
@@ -212,8 +213,10 @@ class Framework:
         try:
             self.instances[name] = cls(dict(args), self)
         except PluginArgsError as e:
-            field = f"pluginConfig[{name}].args" + (f".{e.field}" if e.field else "")
-            problems.add(self.source, f"profile {self.scheduler_name}", field, e.message)
+            each = e.problems if isinstance(e, PluginArgsProblemsError) else (e,)
+            for p in each:
+                field = f"pluginConfig[{name}].args" + (f".{p.field}" if p.field else "")
+                problems.add(self.source, f"profile {self.scheduler_name}", field, p.message)
 
     # ------------------------------------------------------------- Handle
 

@@ -108,6 +108,7 @@ from bosun.framework.interface import (
     IntArray,
     NodeFailure,
     PluginArgsError,
+    PluginArgsProblemsError,
     PreFilterResult,
     Status,
 )
@@ -208,17 +209,8 @@ def _int(raw: Any, path: str, *, low: int, high: int) -> int:
     return raw
 
 
-class LoadAwareArgsError(PluginArgsError):
-    """Several invalid fields in the args at once.
-
-    Attributes:
-        problems: one :class:`PluginArgsError` per invalid field, in the args' order.
-    """
-
-    def __init__(self, problems: Iterable[PluginArgsError]) -> None:
-        self.problems: tuple[PluginArgsError, ...] = tuple(problems)
-        listed = "".join(f"\n      - {p}" for p in self.problems)
-        super().__init__("", f"{len(self.problems)} problems:{listed}")
+class LoadAwareArgsError(PluginArgsProblemsError):
+    """Several invalid fields in :class:`LoadAwarePredictive`'s args at once."""
 
 
 class _Collect:
