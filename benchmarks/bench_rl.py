@@ -16,13 +16,19 @@ Three measurements, one table:
 * **training**: MaskablePPO (bosun's defaults, 1 env, 1 torch thread) steps per second on the
   same trace, for ``--train-steps`` steps (rollouts + updates).
 
-Usage: ``python benchmarks/bench_rl.py [--nodes 1000] [--pods 2000] [--trace SPEC]
-[--env-steps 2000] [--train-steps 2048]``. Run on an otherwise idle core.
+The inference rows also split the CPU time into the feature encoding (the plugin's
+:class:`bosun.rl.features.Encoder`) and the ONNX actor, and the table ends with the load
+average (1 min) before and after, since the wall-clock tail depends on it.
+
+Usage: ``python benchmarks/bench_rl.py [--nodes 1000] [--pods 2000] [--hidden 64]
+[--trace SPEC] [--env-steps 2000] [--train-steps 2048]`` (0 steps skip the env or the
+training measurement). Run on an otherwise idle core.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -37,7 +43,7 @@ from bosun.framework.interface import CycleState
 from bosun.framework.snapshot import Snapshot
 from bosun.plugins.rl_policy import RLPolicy
 from bosun.rl.features import FEATURES_VERSION, ObservationSpec
-from bosun.rl.policy import ObsLayout
+from bosun.rl.policy import DEFAULT_HIDDEN, ObsLayout
 
 #: (cores, memory GiB, GPUs, share of nodes): openb-like mix.
 NODE_KINDS = ((96, 512, 0, 0.2), (104, 512, 2, 0.34), (48, 368, 4, 0.06), (96, 384, 8, 0.4))
@@ -65,7 +71,7 @@ def pod(i: int, rng: np.random.Generator) -> Pod:
     return make_pod(f"p{i}", cpu=str(int(rng.integers(1, 9))), memory="8Gi", extra=extra)
 
 
-def bench_inference(nodes: int, pods: int, work: Path) -> dict[str, float]:
+def bench_inference(nodes: int, pods: int, work: Path, hidden: int) -> dict[str, float]:
     from bosun.rl.train import init_policy
 
     spec = ObservationSpec(nodes, 8)
@@ -78,6 +84,7 @@ def bench_inference(nodes: int, pods: int, work: Path) -> dict[str, float]:
             "reward_weights": {},
             "trace": "bench",
         },
+        hidden=hidden,
     )
     rng = np.random.default_rng(0)
     snap = Snapshot(cluster(nodes, rng))
@@ -89,6 +96,8 @@ def bench_inference(nodes: int, pods: int, work: Path) -> dict[str, float]:
     rows = np.arange(nodes, dtype=np.intp)
     times = []
     cpu = []
+    enc_cpu = []
+    actor_cpu = []
     for i in range(pods):
         p = pod(i, rng)
         state = CycleState()
@@ -97,6 +106,14 @@ def bench_inference(nodes: int, pods: int, work: Path) -> dict[str, float]:
         scores = plugin.score(state, p, snap, rows)
         times.append(time.perf_counter() - t0)
         cpu.append(time.thread_time() - c0)
+        # the split, measured again on the same state (the plugin's own encoder and actor)
+        c0 = time.thread_time()
+        obs = plugin._encode(snap, p, rows, plugin.history, plugin.spec)
+        c1 = time.thread_time()
+        plugin.actor.logits(obs)
+        c2 = time.thread_time()
+        enc_cpu.append(c1 - c0)
+        actor_cpu.append(c2 - c1)
         best = int(rows[int(np.argmax(scores))])
         try:
             snap.add_pod(p, snap.node_names[best])
@@ -111,6 +128,10 @@ def bench_inference(nodes: int, pods: int, work: Path) -> dict[str, float]:
         "max": float(ms.max()),
         "cpu_p50": float(np.percentile(cpu_ms, 50)),
         "cpu_p99": float(np.percentile(cpu_ms, 99)),
+        "enc_p50": float(np.percentile(enc_cpu, 50) * 1000),
+        "enc_p99": float(np.percentile(enc_cpu, 99) * 1000),
+        "actor_p50": float(np.percentile(actor_cpu, 50) * 1000),
+        "actor_p99": float(np.percentile(actor_cpu, 99) * 1000),
     }
 
 
@@ -145,15 +166,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=2000)
+    ap.add_argument("--hidden", type=int, default=DEFAULT_HIDDEN)
     ap.add_argument("--trace", default="synthetic:nodes=20,pods=400,hours=2")
     ap.add_argument("--env-steps", type=int, default=2000)
     ap.add_argument("--train-steps", type=int, default=2048)
     args = ap.parse_args()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        inf = bench_inference(args.nodes, args.pods, work)
-        env_rate = bench_env(args.trace, args.env_steps)
-        train_rate = bench_training(args.trace, args.train_steps, work)
+        inf = bench_inference(args.nodes, args.pods, work, args.hidden)
+        load_after = os.getloadavg()[0]
+        env_rate = bench_env(args.trace, args.env_steps) if args.env_steps else None
+        train_rate = (
+            bench_training(args.trace, args.train_steps, work) if args.train_steps else None
+        )
     table = Table(title="bosun RL: serving and training speed", header_style="bold")
     for col in ("measure", "value", "target"):
         table.add_column(col)
@@ -168,8 +194,21 @@ def main() -> None:
     table.add_row(
         "inference CPU time p99 (this thread)", f"{inf['cpu_p99']:.3f} ms", f"<= 1 ms ({cpu_ok})"
     )
-    table.add_row(f"env steps/s ({args.trace})", f"{env_rate:,.0f}", "")
-    table.add_row("training steps/s (MaskablePPO, 1 env)", f"{train_rate:,.0f}", "")
+    table.add_row(
+        "  of which encoding, CPU p50 / p99", f"{inf['enc_p50']:.3f} / {inf['enc_p99']:.3f} ms", ""
+    )
+    table.add_row(
+        f"  of which ONNX actor (hidden {args.hidden}), CPU p50 / p99",
+        f"{inf['actor_p50']:.3f} / {inf['actor_p99']:.3f} ms",
+        "",
+    )
+    table.add_row(
+        "load average (1 min) before / after", f"{load_before:.2f} / {load_after:.2f}", ""
+    )
+    if env_rate is not None:
+        table.add_row(f"env steps/s ({args.trace})", f"{env_rate:,.0f}", "")
+    if train_rate is not None:
+        table.add_row("training steps/s (MaskablePPO, 1 env)", f"{train_rate:,.0f}", "")
     Console().print(table)
 
 

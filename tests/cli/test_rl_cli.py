@@ -65,8 +65,9 @@ def test_export_rewrites_the_onnx(trained: Path, tmp_path: Path) -> None:
         (["--timesteps", "0"], "timesteps: expected a positive number of steps"),
         (["--train-fraction", "0"], "expected 0 < f <= 1"),
         (["--trace", "nope.csv"], "no such file"),
+        (["--hidden", "0"], "--hidden: expected >= 1, found 0"),
     ],
-    ids=["weights-count", "weights-number", "algo", "timesteps", "fraction", "trace"],
+    ids=["weights-count", "weights-number", "algo", "timesteps", "fraction", "trace", "hidden"],
 )
 def test_train_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
     out = tmp_path / "policy"
@@ -106,3 +107,36 @@ def test_export_missing_policy(tmp_path: Path) -> None:
     code, text = _run("export", "--policy", str(tmp_path / "none"))
     assert code == 2
     assert "expected a policy folder" in " ".join(text.split())
+
+
+def test_evaluate_saturation_flags(tmp_path: Path) -> None:
+    out = tmp_path / "sat"
+    code, text = _run(
+        "evaluate", "--trace", TRACE, "--timesteps", "1", "--out", str(out), "--seeds", "1",
+        "--policies", "mostallocated,fgd", "--nodes", "3", "--scale-pods",
+        "--no-departures", "--warmup", "fgd", "--train-fraction", "0.5",
+    )  # fmt: skip
+    assert code == 0, text
+    summary = (out / "summary.md").read_text()
+    assert "GPU alloc. at end" in summary and "| fgd |" in summary
+    runs = (out / "runs.csv").read_text().splitlines()
+    assert len(runs) == 3 and "gpu_alloc_end" in runs[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--warmup", "nope"], "warmup: expected one of"),
+        (["--hidden", "0"], "--hidden: expected >= 1, found 0"),
+    ],
+    ids=["warmup", "hidden"],
+)
+def test_evaluate_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
+    out = tmp_path / "eval"
+    code, text = _run(
+        "evaluate", "--trace", TRACE, "--timesteps", "1", "--out", str(out), "--seeds", "1",
+        "--policies", "fgd", *args,
+    )  # fmt: skip
+    assert code == 2, text
+    assert message in " ".join(text.split())
+    assert not out.exists()

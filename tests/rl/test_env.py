@@ -15,7 +15,14 @@ import bosun.rl
 from bosun.api.build import make_node, make_pod
 from bosun.errors import InputError
 from bosun.framework.interface import CycleState
-from bosun.rl.env import ENV_ID, EnvError, SchedulingEnv, select_nodes, split_trace
+from bosun.rl.env import (
+    ENV_ID,
+    EnvError,
+    SchedulingEnv,
+    scale_trace,
+    select_nodes,
+    split_trace,
+)
 from bosun.rl.reward import RewardConfig
 from bosun.twin.trace import PodArrival, Trace
 from bosun.twin.traces import synthetic_trace
@@ -295,6 +302,28 @@ def test_split_and_node_subset() -> None:
     assert env.obs_spec.max_nodes == 4
     assert len(env.trace.arrivals) == 15
     env.close()
+
+
+def test_scale_trace_keeps_the_load_per_node() -> None:
+    trace = synthetic_trace(nodes=10, pods=50, seed=0)
+    # 4 of 10 nodes: rows 0, 2, 5, 7 (as select_nodes); round(50 * 4 / 10) = 20 arrivals,
+    # those of index floor(j * 50 / 20) = 0, 2, 5, 7, 10, 12, 15, ..., 47
+    scaled = scale_trace(trace, 4)
+    assert [n.name for n in scaled.nodes] == [trace.nodes[r].name for r in (0, 2, 5, 7)]
+    want = [(j * 50) // 20 for j in range(20)]
+    assert want[:5] == [0, 2, 5, 7, 10] and want[-1] == 47
+    assert [a.pod.key for a in scaled.arrivals] == [trace.arrivals[i].pod.key for i in want]
+    assert "4 nodes, 20 arrivals" in scaled.name
+    # all the nodes: the trace itself
+    assert scale_trace(trace, 10) is trace
+    # 1 node of 10: round(5.0) = 5 arrivals, indices 0, 10, 20, 30, 40
+    one = scale_trace(trace, 1)
+    assert [a.pod.key for a in one.arrivals] == [
+        trace.arrivals[i].pod.key for i in range(0, 50, 10)
+    ]
+    for bad in (0, 11, True):
+        with pytest.raises(InputError, match="nodes"):
+            scale_trace(trace, bad)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import pytest
 import torch
 from tiny_trace import tiny_trace
 
+from bosun.api.build import make_node, make_pod
 from bosun.errors import InputError
 from bosun.rl.evaluate import (
     POLICIES,
@@ -21,6 +22,7 @@ from bosun.rl.evaluate import (
     t_quantile_975,
 )
 from bosun.rl.train import EnvSettings, PPOSettings
+from bosun.twin.trace import PodArrival, Trace
 
 torch.set_num_threads(1)
 
@@ -108,3 +110,56 @@ def test_protocol_end_to_end(tmp_path: Path) -> None:
     files = ev.write(tmp_path / "out")
     assert sorted(p.name for p in files) == ["runs.csv", "summary.csv", "summary.md"]
     assert sorted(ev.policy_dirs) == [0, 1]
+
+
+def _gpu_trace() -> Trace:
+    """4 nodes of 4 GPUs and 32 cores; 32 one-GPU, one-core pods, one every 10 s."""
+    nodes = [
+        make_node(f"g{i}", cpu="32", memory="64Gi", extra={"nvidia.com/gpu": 4}) for i in range(4)
+    ]
+    arrivals = [
+        PodArrival(
+            make_pod(f"p{i:02d}", cpu="1", memory="1Gi", extra={"nvidia.com/gpu": 1}),
+            i * 10.0,
+            duration_s=60.0,
+        )
+        for i in range(32)
+    ]
+    return Trace("gpus", nodes, arrivals)
+
+
+def test_saturation_protocol_heuristics(tmp_path: Path) -> None:
+    """No departures, the window's earlier arrivals placed by FGD, the trace scaled to 2 of
+    its 4 nodes: the runs start from a loaded cluster and fill it."""
+    ev = evaluate(
+        _gpu_trace(),
+        timesteps=0,
+        seeds=[0],
+        train_fraction=0.125,
+        policies=["mostallocated", "fgd"],
+        work_dir=tmp_path,
+        env_settings=EnvSettings(nodes=2, departures=False, warmup="fgd"),
+        scale_pods=True,
+    )
+    s = ev.settings
+    assert (s["nodes"], s["scale_pods"], s["departures"], s["warmup"]) == (2, True, False, "fgd")
+    runs = ev.runs.set_index("policy")
+    # scale_trace: nodes g0 and g2 (rows floor(i 4 / 2)), round(32 * 2 / 4) = 16 arrivals.
+    # Window: arrivals floor(0.125 * 16) = 2 .. 15, after 2 warm-up pods: 2 of the 8 GPUs
+    # are allocated at the first decision (0.25). Pods never leave: 8 fit, 16 - 8 = 8 stay
+    # pending, and the GPUs end fully allocated, whatever the policy.
+    assert runs["gpu_alloc_start"].tolist() == [0.25, 0.25]
+    assert runs["gpu_alloc_end"].tolist() == [1.0, 1.0]
+    assert runs["unscheduled_pods"].tolist() == [8, 8]
+    # the timed replay of the same window: pods leave after 60 s, so none is left pending
+    timed = evaluate(
+        _gpu_trace(),
+        timesteps=0,
+        seeds=[0],
+        train_fraction=0.125,
+        policies=["fgd"],
+        work_dir=tmp_path,
+        env_settings=EnvSettings(nodes=2),
+        scale_pods=True,
+    )
+    assert timed.runs["unscheduled_pods"].tolist() == [0]

@@ -18,6 +18,7 @@ from bosun.rl.features import (
     NODE_FEATURES,
     POD_FEATURES,
     DecisionHistory,
+    Encoder,
     FeatureError,
     ObservationSpec,
     action_mask,
@@ -313,3 +314,47 @@ def test_observation_finite_and_within_bounds(
     assert (block[: snap.num_nodes, 0] == 1).all()  # a real row is never all zero
     assert not block[snap.num_nodes :].any()  # padding rows are
     assert block[: snap.num_nodes, -1].tolist() == mask.astype(float).tolist()
+
+
+def _mutate(snap: Snapshot, kind: str, step: int) -> None:
+    """One change of the cluster between two encodings."""
+    if kind == "cordon":  # n0 cordoned, then back
+        snap.update_node(
+            make_node("n0", cpu="8", memory="32Gi", extra={GPU: 4}, unschedulable=step % 2 == 0)
+        )
+    elif kind == "resize":  # n2's CPU grows by a core each step
+        snap.update_node(make_node("n2", cpu=str(16 + step), memory="64Gi", extra={GPU: 2}))
+    elif kind == "add-node":  # a node with 8 GPUs: new row, new device width
+        snap.add_node(make_node(f"x{step}", cpu="32", memory="128Gi", extra={GPU: 8}))
+    elif kind == "remove-node":
+        snap.remove_node(snap.node_names[-1])
+        snap.add_node(make_node(f"y{step}", cpu="2", memory="8Gi"))
+
+
+@pytest.mark.parametrize("kind", ["pods-only", "cordon", "resize", "add-node", "remove-node"])
+def test_encoder_equals_encode_as_the_cluster_changes(kind: str) -> None:
+    """The Encoder keeps the capacity features between calls; after every kind of change
+    (pods placed, a cordon, a new allocatable, nodes added or replaced) its observation is
+    exactly the stateless encode's, which recomputes everything."""
+    snap = _cluster()
+    spec = ObservationSpec(max_nodes=12, history_len=2)
+    history = DecisionHistory(spec)
+    enc = Encoder()
+    pods = [_share("s", 300), make_pod("c", cpu="1", memory="1Gi"), make_pod("g", extra={GPU: 1})]
+    for step in range(6):
+        pod = pods[step % 3]
+        feasible = np.arange(snap.num_nodes) % 2 == step % 2
+        want = encode(snap, pod, feasible, history, spec)
+        got = enc(snap, pod, feasible, history, spec)
+        assert np.array_equal(got, want), (kind, step)
+        placed = make_pod(f"p{step}", cpu="500m", memory="1Gi", extra={SHARE: 250})
+        snap.add_pod(placed, "n0")
+        history.record(snap, placed, 0)
+        if kind != "pods-only":
+            _mutate(snap, kind, step)
+    # and a second cluster through the same encoder
+    other = _cluster()
+    other.update_node(make_node("n1", cpu="64", memory="16Gi"))
+    pod = make_pod("c", cpu="1", memory="1Gi")
+    mask = np.ones(3, dtype=bool)
+    assert np.array_equal(enc(other, pod, mask, None, spec), encode(other, pod, mask, None, spec))

@@ -144,9 +144,13 @@ def train_cmd(
         int | None, typer.Option("--max-steps", help="Decisions per episode before truncation.")
     ] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    hidden: Annotated[
+        int | None,
+        typer.Option("--hidden", help="Width of the per-node scorer (default: bosun's, 64)."),
+    ] = None,
 ) -> None:
     """Train a scheduling policy in the twin (MaskablePPO by default) and export it."""
-    from bosun.rl.train import EnvSettings, train
+    from bosun.rl.train import EnvSettings, PPOSettings, train
 
     try:
         weights = _weights(reward_weights)
@@ -165,6 +169,12 @@ def train_cmd(
             problems.append(
                 InputProblem("command line", "options", "--seed", f"expected >= 0, found {seed}")
             )
+        if hidden is not None and hidden < 1:
+            problems.append(
+                InputProblem(
+                    "command line", "options", "--hidden", f"expected >= 1, found {hidden}"
+                )
+            )
         if problems:
             raise InputError(problems)
         use_ray, address = _ray_address(ray)
@@ -182,6 +192,7 @@ def train_cmd(
                 max_steps=max_steps,
                 arrival_fraction=(0.0, train_fraction),
             ),
+            settings=PPOSettings(hidden=hidden) if hidden is not None else None,
             ray_address=address,
             use_ray=use_ray,
             show_progress=progress,
@@ -219,16 +230,52 @@ def evaluate_cmd(
         str,
         typer.Option("--policies", help="Comma-separated: ppo,leastallocated,mostallocated,fgd."),
     ] = "ppo,leastallocated,mostallocated,fgd",
+    departures: Annotated[
+        bool,
+        typer.Option(
+            "--departures/--no-departures",
+            help="--no-departures: pods never finish, the cluster fills (FGD's setting).",
+        ),
+    ] = True,
+    warmup: Annotated[
+        str | None,
+        typer.Option(
+            "--warmup",
+            help="Policy placing the arrivals before each window (e.g. fgd), not the agent.",
+        ),
+    ] = None,
+    scale_pods: Annotated[
+        bool,
+        typer.Option(
+            "--scale-pods/--no-scale-pods",
+            help="With --nodes k: keep the arrivals in proportion (k/N), the full load per node.",
+        ),
+    ] = False,
+    hidden: Annotated[
+        int | None,
+        typer.Option("--hidden", help="Width of the per-node scorer (default: bosun's, 64)."),
+    ] = None,
 ) -> None:
-    """Train on the first 70% of a trace's arrivals, compare with the heuristics on the rest."""
+    """Train on the first 70% of a trace's arrivals, compare with the heuristics on the rest.
+
+    Saturation protocol: --no-departures --warmup fgd --nodes 128 --scale-pods.
+    """
     from bosun.rl.evaluate import evaluate
-    from bosun.rl.train import EnvSettings
+    from bosun.rl.train import EnvSettings, PPOSettings
 
     console = Console()
     tmp: Path | None = None
     try:
         weights = _weights(reward_weights)
         _check_out(out, "evaluation")
+        if hidden is not None and hidden < 1:
+            raise InputError(
+                [
+                    InputProblem(
+                        "command line", "options", "--hidden", f"expected >= 1, found {hidden}"
+                    )
+                ]
+            )
         if seeds < 1:
             raise InputError(
                 [
@@ -247,9 +294,13 @@ def evaluate_cmd(
             policies=[p.strip() for p in policies.split(",") if p.strip()],
             work_dir=tmp / "policies",
             trace_spec=trace,
-            env_settings=EnvSettings(nodes=nodes, reward_weights=weights),
+            env_settings=EnvSettings(
+                nodes=nodes, reward_weights=weights, departures=departures, warmup=warmup
+            ),
+            ppo_settings=PPOSettings(hidden=hidden) if hidden is not None else None,
             algo=algo,
             n_envs=n_envs,
+            scale_pods=scale_pods,
             progress=lambda line: console.print(escape(line)),
         )
         ev.write(tmp)
@@ -271,8 +322,10 @@ def evaluate_cmd(
     )
     cols = [
         ("reward/decision", "reward_mean", 4),
+        ("reward total", "reward_total", 1),
         ("GPU alloc. at decisions", "gpu_alloc_at_decisions", 4),
         ("GPU frag. ratio", "gpu_fragmentation_ratio_mean", 4),
+        ("GPU alloc. end", "gpu_alloc_end", 4),
         ("unscheduled", "unscheduled_pods", 1),
         ("SLA violations", "sla_violations", 1),
         ("p50 ms", "decision_p50_ms", 3),

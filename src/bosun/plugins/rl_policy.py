@@ -8,9 +8,12 @@ live scheduler needs no torch install).
 * Score: the observation is :func:`bosun.rl.features.encode` of the cycle's snapshot, the
   pod, the nodes the Score point is given (the nodes that passed Filter, after
   ``percentageOfNodesToScore``) and the plugin's :class:`bosun.rl.features.DecisionHistory`;
-  the actor gives one logit per node row. The policy's choice is the node with the highest
-  logit among the scored nodes (the lowest row on ties, as ``numpy.argmax`` in the env and
-  :func:`bosun.rl.policy.masked_argmax`): it scores 100. Every other scored node scores
+  the actor gives one logit per node row. The plugin encodes with its own
+  :class:`bosun.rl.features.Encoder` (the same observation, with the capacity-only
+  features kept until the nodes' capacity or cordons change). The policy's choice is the
+  node with the highest logit among the scored nodes (the lowest row on ties, as
+  ``numpy.argmax`` in the env and :func:`bosun.rl.policy.masked_argmax`): it scores 100.
+  Every other scored node scores
   ``min(99, floor(99 * (logit - lowest) / (highest - lowest)))``, linear in its logit
   between the lowest and the highest logit of the scored nodes, so it is strictly below the
   choice. With RLPolicy as the only scorer the profile therefore picks exactly the policy's
@@ -191,6 +194,6 @@ class RLPolicy:
 
 
 def _encoder() -> Any:
-    from bosun.rl.features import encode
+    from bosun.rl.features import Encoder
 
-    return encode
+    return Encoder()

@@ -52,7 +52,8 @@ Arguments:
   file); default a 20-node synthetic cluster, which needs no data.
 * ``nodes``: a node subset: None (all), a count ``k`` (every ``N/k``-th node in trace
   order, rows ``floor(i N / k)``, so the mix of node kinds is kept) or node names. Bound pods
-  and node events of the other nodes are dropped.
+  and node events of the other nodes are dropped. The arrivals are all kept; to keep the
+  load per node instead, pass :func:`scale_trace` of the trace.
 * ``reward``: a :class:`~bosun.rl.reward.RewardConfig` (weights, SLA deadline).
 * ``seed``: seeds the scheduler of the first episode (preemption offsets; the agent's
   scores never tie) and the synthetic generator for a ``synthetic`` spec; ``reset(seed=s)``
@@ -139,10 +140,10 @@ from bosun.plugins.registry import in_tree_registry, registry_points
 from bosun.rl.features import (
     BoolArray,
     DecisionHistory,
+    Encoder,
     FloatArray,
     ObservationSpec,
     action_mask,
-    encode,
     observation_bounds,
 )
 from bosun.rl.reward import (
@@ -282,6 +283,36 @@ def select_nodes(trace: Trace, nodes: int | Sequence[str] | None) -> Trace:
         node_events=[e for e in trace.node_events if e.node_name in keep],
         name=f"{src}[{len(keep)} nodes]",
     )
+
+
+def scale_trace(trace: Trace, nodes: int) -> Trace:
+    """The trace scaled down to ``nodes`` of its ``N`` nodes with its load kept: the node
+    subset of :func:`select_nodes` (every ``N/k``-th node, so the mix of node kinds is
+    kept) and the arrivals in the same proportion, ``m = round(n k / N)`` of the ``n``
+    (at least 1), those of index ``floor(j n / m)``, ``j = 0..m-1``, in arrival order (a
+    systematic sample, so the mix of pod shapes and the arrival times are kept). A
+    cluster of ``k`` nodes then receives about the demand per node of the full trace, e.g.
+    to run a no-departures replay (FGD's setting) to saturation on a small cluster.
+
+    Raises:
+        InputError: ``nodes`` not a count in ``1..N``.
+    """
+    total = len(trace.nodes)
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= total:
+        raise InputError(
+            [
+                InputProblem(
+                    trace.name, "node subset", "nodes", f"expected 1..{total}, found {nodes!r}"
+                )
+            ]
+        )
+    sub = select_nodes(trace, nodes)
+    n = len(trace.arrivals)
+    m = min(n, max(1, round(n * nodes / total))) if n else 0
+    if m == n:
+        return sub
+    picks = [trace.arrivals[(j * n) // m] for j in range(m)]
+    return replace(sub, arrivals=picks, name=f"{trace.name}[{nodes} nodes, {m} arrivals]")
 
 
 def without_departures(trace: Trace) -> Trace:
@@ -478,6 +509,8 @@ class _Episode:
         self.reward = reward
         self.record = record
         self.history = DecisionHistory(spec)
+        #: the observation encoder (worker thread only; keeps the capacity features)
+        self.encoder = Encoder()
         self._go_worker = threading.Lock()
         self._go_worker.acquire()
         self._go_env = threading.Lock()
@@ -544,7 +577,7 @@ class _Episode:
         now = self._now()
         entry = self._pending.get(pod.key)
         wait = now - entry[1] if entry is not None else 0.0
-        obs = encode(snapshot, pod, rows, self.history, self.obs_spec)
+        obs = self.encoder(snapshot, pod, rows, self.history, self.obs_spec)
         mask = action_mask(rows, self.obs_spec, snapshot.num_nodes)
         self.decision = _Decision(pod, rows, mask, obs, now, wait)
         self._go_env.release()
@@ -988,6 +1021,7 @@ __all__ = [
     "SchedulingEnv",
     "agent_configuration",
     "max_trace_nodes",
+    "scale_trace",
     "select_nodes",
     "single_priority",
     "split_trace",

@@ -30,8 +30,23 @@ Protocol, per seed ``s`` (``seeds`` of them):
    ResourceUtil term: the allocation when the cluster is busy enough to ask for a
    decision); pods left unscheduled at the end, failed scheduling attempts and SLA
    violations; the wall-clock decision time of the policy's Score work (p50, p99, ms).
+   At saturation: the GPU allocation at the window's first decision
+   (``gpu_alloc_start``) and at the end of the replay (``gpu_alloc_end``, the twin's last
+   sample), and the GPU fragmentation ratio at the end.
 5. **Aggregate.** Mean over seeds and a 95 % confidence interval, Student t with
    ``n - 1`` degrees of freedom: ``mean +- t_{0.975, n-1} * sd / sqrt(n)``.
+
+Two settings (``env_settings``, ``scale_pods``; docs/rl.md, docs/results.md):
+
+* **timed replay** (the defaults): arrivals and departures at the trace's times, each
+  window from the trace's initial cluster;
+* **saturation** (FGD's setting, Weng et al., ATC '23, §6): ``departures=False`` (pods never
+  finish), ``warmup="fgd"`` (the test window starts on the cluster FGD left after placing
+  every earlier arrival; the train window starts empty, as it is the trace's start) and,
+  with a node subset ``k``, ``scale_pods=True`` (:func:`bosun.rl.env.scale_trace`: the
+  arrivals in proportion ``k / N``, so the small cluster gets the full load per node).
+  Policies then place different numbers of pods before the cluster is full, so the total
+  reward and the decision count matter as much as the reward per decision.
 
 Deviations, on purpose: the heuristics run as the agent of the env, whose profile has no
 GPU-device plugin, so FGD's own choice of a sharing pod's GPU device is not applied (the
@@ -76,6 +91,9 @@ RUN_COLUMNS = (
     "gpu_alloc_ratio_mean",
     "gpu_alloc_at_decisions",
     "gpu_fragmentation_ratio_mean",
+    "gpu_alloc_start",
+    "gpu_alloc_end",
+    "gpu_fragmentation_ratio_end",
     "unscheduled_pods",
     "failed_attempts",
     "sla_violations",
@@ -150,27 +168,24 @@ class Decision:
 
 
 def current_decision(env: Any, obs: Any) -> Decision:
-    """The pending decision of a :class:`bosun.rl.env.SchedulingEnv`.
-
-    Reads the env's episode (``_episode``): the env has no public accessor for the pod and
-    the snapshot of the pending decision (see docs/rl.md).
+    """The pending decision of a :class:`bosun.rl.env.SchedulingEnv` (its public
+    :attr:`~bosun.rl.env.SchedulingEnv.pending` and ``action_masks``).
 
     Raises:
         BosunError: no decision is pending.
     """
     base = env.unwrapped
-    ep = getattr(base, "_episode", None)
-    d = getattr(ep, "decision", None)
-    if ep is None or d is None:
+    d = base.pending
+    if d is None:
         raise BosunError("the environment has no pending decision")
     return Decision(
         pod=d.pod,
-        snapshot=ep.sim.snapshot,
+        snapshot=d.snapshot,
         rows=np.asarray(d.rows, dtype=np.intp),
         obs=obs,
         mask=base.action_masks(),
-        history=ep.history,
-        task_classes=ep.sim.task_classes,
+        history=d.history,
+        task_classes=d.task_classes,
     )
 
 
@@ -249,14 +264,18 @@ class PolicyChooser:
         self.plugin = RLPolicy({"policyPath": str(policy_dir), "threads": threads})
         self.agree = 0
         self.total = 0
+        #: wall seconds of the last decision's Score work (the check excluded)
+        self.last_s = 0.0
 
     def __call__(self, d: Decision) -> int:
         from bosun.framework.interface import CycleState
         from bosun.rl.policy import masked_argmax
 
         self.plugin.history = d.history
+        t0 = time.perf_counter()
         scores = self.plugin.score(CycleState(), d.pod, d.snapshot, d.rows)
         row = int(d.rows[int(np.argmax(scores))])
+        self.last_s = time.perf_counter() - t0
         want = masked_argmax(self.plugin.actor.logits(d.obs)[0], d.mask)
         self.total += 1
         self.agree += int(want == row)
@@ -265,9 +284,15 @@ class PolicyChooser:
 
 def run_policy(env: Any, choose: Chooser, seed: int) -> dict[str, Any]:
     """Replay one episode of ``env`` (seeded ``seed``) with ``choose``; the run's measures
-    (:data:`RUN_COLUMNS` without ``policy``/``seed``/``plugin_agrees``)."""
+    (:data:`RUN_COLUMNS` without ``policy``/``seed``/``plugin_agrees``). The decision time
+    is the chooser's call, or for a :class:`PolicyChooser` its plugin's Score work alone
+    (without the agreement check's second actor run)."""
+    from bosun.rl.reward import resource_util
+
     started = time.perf_counter()
     obs, _ = env.reset(seed=seed)
+    first = env.unwrapped.pending
+    alloc_start = resource_util(first.snapshot) if first is not None else math.nan
     rewards: list[float] = []
     terms: list[list[float]] = []
     times: list[float] = []
@@ -276,7 +301,9 @@ def run_policy(env: Any, choose: Chooser, seed: int) -> dict[str, Any]:
         d = current_decision(env, obs)
         t0 = time.perf_counter()
         row = choose(d)
-        times.append(time.perf_counter() - t0)
+        elapsed = time.perf_counter() - t0
+        # a PolicyChooser times its own Score work (its agreement check is not serving)
+        times.append(choose.last_s if isinstance(choose, PolicyChooser) else elapsed)
         obs, reward, terminated, truncated, info = env.step(row)
         rewards.append(float(reward))
         rt = info["reward_terms"]
@@ -287,6 +314,9 @@ def run_policy(env: Any, choose: Chooser, seed: int) -> dict[str, Any]:
             break
     result = info.get("result")
     summary: Mapping[str, Any] = result.summary if result is not None else {}
+    end: Mapping[str, Any] = {}
+    if result is not None and len(result.timeseries):
+        end = result.timeseries.iloc[-1].to_dict()
     t = np.asarray(terms)
     ms = np.asarray(times) * 1000.0
     return {
@@ -302,6 +332,9 @@ def run_policy(env: Any, choose: Chooser, seed: int) -> dict[str, Any]:
         "gpu_fragmentation_ratio_mean": float(
             summary.get("gpu_fragmentation_ratio_mean", math.nan)
         ),
+        "gpu_alloc_start": alloc_start,
+        "gpu_alloc_end": float(end.get("gpu_alloc_ratio", math.nan)),
+        "gpu_fragmentation_ratio_end": float(end.get("gpu_fragmentation_ratio", math.nan)),
         "unscheduled_pods": int(summary.get("unschedulable_at_end", 0)),
         "failed_attempts": int(summary.get("failed_attempts", 0)),
         "sla_violations": int(info.get("episode_sla_violations", 0)),
@@ -349,11 +382,17 @@ class Evaluation:
         s = self.summary()
         cols = [
             ("reward / decision", "reward_mean", 4),
+            ("reward (total)", "reward_total", 1),
+            ("decisions", "decisions", 0),
             ("GPU alloc. at decisions", "gpu_alloc_at_decisions", 4),
             ("GPU alloc. (time mean)", "gpu_alloc_ratio_mean", 5),
             ("GPU frag. ratio (time mean)", "gpu_fragmentation_ratio_mean", 4),
+            ("GPU alloc. at window start", "gpu_alloc_start", 4),
+            ("GPU alloc. at end", "gpu_alloc_end", 4),
+            ("GPU frag. ratio at end", "gpu_fragmentation_ratio_end", 4),
             ("frag. term at decisions", "fragmentation", 4),
             ("unscheduled pods", "unscheduled_pods", 1),
+            ("failed attempts", "failed_attempts", 0),
             ("SLA violations", "sla_violations", 1),
             ("decision p50 (ms)", "decision_p50_ms", 3),
             ("decision p99 (ms)", "decision_p99_ms", 3),
@@ -422,6 +461,7 @@ def evaluate(
     ppo_settings: Any = None,
     algo: str = "maskable-ppo",
     n_envs: int = 1,
+    scale_pods: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> Evaluation:
     """Run the protocol of the module docstring.
@@ -439,6 +479,9 @@ def evaluate(
         ppo_settings: :class:`bosun.rl.train.PPOSettings`.
         algo: ``maskable-ppo`` or ``ppo``.
         n_envs: training environments.
+        scale_pods: with a node subset ``k`` in ``env_settings.nodes``, keep the arrivals
+            in the same proportion (:func:`bosun.rl.env.scale_trace`), so the small cluster
+            gets the full trace's load per node (the saturation protocol).
         progress: called with a line of text as runs finish.
 
     Raises:
@@ -473,11 +516,17 @@ def evaluate(
                 "command line", "evaluation", "timesteps", f"expected >= 1, found {timesteps}"
             )
         )
+    base = env_settings or EnvSettings()
+    scaled_to: int | None = None
+    if scale_pods and isinstance(trace, Trace) and base.nodes is not None:
+        from bosun.rl.env import scale_trace
+
+        trace = scale_trace(trace, base.nodes)
+        scaled_to, base = base.nodes, replace(base, nodes=None)
     if isinstance(trace, Trace):
         problems.extend(check_split(trace, train_fraction))
     if problems:
         raise InputError(problems)
-    base = env_settings or EnvSettings()
     train_env = replace(base, arrival_fraction=(0.0, train_fraction))
     test_env = replace(base, arrival_fraction=(train_fraction, 1.0), max_steps=None)
     work = Path(work_dir)
@@ -496,7 +545,7 @@ def evaluate(
                 seed=seed,
                 env_settings=train_env,
                 settings=ppo_settings,
-                trace_spec=name,
+                trace_spec=name if scaled_to is None else f"{name} (scaled to {scaled_to} nodes)",
             )
             dirs[seed] = pdir
             chooser_of["ppo"] = lambda pdir=pdir: PolicyChooser(pdir)  # type: ignore[misc]
@@ -523,7 +572,10 @@ def evaluate(
     runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
     settings = {
         "trace": name,
-        "nodes": base.nodes,
+        "nodes": scaled_to if scaled_to is not None else base.nodes,
+        "scale_pods": scaled_to is not None,
+        "departures": base.departures,
+        "warmup": base.warmup,
         "timesteps": timesteps,
         "seeds": list(seeds),
         "train_fraction": train_fraction,

@@ -5,7 +5,10 @@ This module is the single definition of what the policy sees. The Gymnasium envi
 :class:`~bosun.framework.snapshot.Snapshot`, so a policy sees in serving exactly what it saw
 in training. Everything here is a pure function of the snapshot, the pod, the nodes the
 Score point was asked to score and the :class:`DecisionHistory`; nothing loops over nodes in
-Python.
+Python. :class:`Encoder` gives the same observation, bit for bit, and keeps the part that
+depends only on the nodes' capacity (capacities, cordons, the largest node, the cluster
+totals) between calls until the snapshot's ``allocatable``, ``gpu_count`` or
+``unschedulable`` change: the serving plugin and the environment use one each.
 
 Layout (``spec = ObservationSpec(max_nodes, history_len)``), float32, length
 :func:`observation_size`::
@@ -479,6 +482,26 @@ def _pod_fragmentation(
     return out
 
 
+def _pod_fragmentation_f(
+    pod: Pod,
+    dev: npt.NDArray[np.float64],
+    total: npt.NDArray[np.float64],
+    alloc: npt.NDArray[np.int64],
+    used: npt.NDArray[np.int64],
+    ones: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """:func:`_pod_fragmentation` over a float64 device matrix, with the row sums done as
+    products with ``ones`` (the same integers, exactly)."""
+    if pod.gpu_count == 0:
+        return total
+    cpu, mem, _ = _pod_request(pod)
+    free = alloc[:, :2] - used[:, :2]
+    usable = dev >= pod.gpu_milli
+    fits = (free[:, 0] >= cpu) & (free[:, 1] >= mem) & (usable @ ones >= pod.gpu_count)
+    out: npt.NDArray[np.float64] = np.where(fits, np.where(usable, 0.0, dev) @ ones, total)
+    return out
+
+
 def pod_fragmentation_milli(snapshot: Snapshot, pod: Pod) -> npt.NDArray[np.int64]:
     """int64 ``(num_nodes,)``: ``F_n(pod)``, the free milli-GPU of each node the pod cannot
     use (the module docstring; Weng et al., ATC '23, §3.2 with ``M = {pod}``).
@@ -599,6 +622,132 @@ def action_mask(
     return out
 
 
+@dataclass(slots=True)
+class _Static:
+    """What an observation takes from the nodes' capacity alone (not from their usage or
+    the pod): built by :func:`_static`, reused by :class:`Encoder` while the snapshot's
+    allocatable, GPU counts and cordons are unchanged."""
+
+    n: int
+    resource_key: tuple[int, ...]
+    alloc_full: npt.NDArray[np.int64]  # (n, R) copy of snapshot.allocatable: the cache key
+    count32: npt.NDArray[np.int32]  # (n,) copy of snapshot.gpu_count: the cache key
+    cordoned: BoolArray  # (n,) copy of snapshot.unschedulable: the cache key
+    alloc: npt.NDArray[np.int64]  # (n, 4) over _RESOURCES
+    alloc_safe: npt.NDArray[np.float64]  # (n, 4) alloc, 1 where it is 0
+    alloc_nz: npt.NDArray[np.float64]  # (n, 4) 1.0 where alloc != 0, else 0.0
+    count_safe: npt.NDArray[np.float64]  # (n,) GPU devices, 1 where there is none
+    gpu_milli_safe: npt.NDArray[np.float64]  # (n,) count * 1000, 1 where there is no GPU
+    has_gpu: npt.NDArray[np.float64]  # (n,) 1.0 for a node with GPUs
+    ones_g: npt.NDArray[np.float64]  # (G,) ones: row sums over devices as a BLAS product
+    template: FloatArray  # (n, F): present, capacities, cordoned; the rest 0
+    exists: BoolArray  # (n, G) device g exists on node n
+    sched: npt.NDArray[np.float64]  # (n,) 1.0 for a schedulable node
+    any_cordoned: bool
+    largest: npt.NDArray[np.int64]  # (4,)
+    max_count: int
+    alloc_sum: npt.NDArray[np.float64]  # (4,) over the schedulable nodes
+    devices: float  # GPU devices of the schedulable nodes
+    cluster_static: tuple[float, ...]  # node_count, schedulable_share, and the 3 totals
+
+
+def _static(snapshot: Snapshot, spec: ObservationSpec) -> _Static:
+    n = snapshot.num_nodes
+    alloc, _ = _resources(snapshot)
+    count = snapshot.gpu_count[:n].astype(np.int64)
+    cordoned = snapshot.unschedulable[:n].copy()
+    largest = alloc.max(axis=0) if n else np.zeros(4, dtype=np.int64)
+    max_count = int(count.max()) if n else 0
+    template = np.zeros((n, _N_NODE), dtype=np.float32)
+    if n:
+        template[:, 0] = 1.0
+        template[:, 1:3] = _ratio(alloc[:, :2], largest[None, :2])
+        template[:, 3] = _ratio(count, np.full(n, max_count))
+        template[:, 13] = cordoned
+    width = snapshot.gpu_used_milli.shape[1] if snapshot.gpu_used_milli.ndim == 2 else 0
+    exists = np.arange(width)[None, :] < count[:, None]
+    sched = (~cordoned).astype(np.float64)
+    total = alloc.sum(axis=0)
+    return _Static(
+        n=n,
+        resource_key=tuple(snapshot.resource_index.get(r, -1) for r in _RESOURCES),
+        alloc_full=snapshot.allocatable[:n].copy(),
+        count32=snapshot.gpu_count[:n].copy(),
+        cordoned=cordoned,
+        alloc=alloc,
+        alloc_safe=np.where(alloc != 0, alloc, 1).astype(np.float64),
+        alloc_nz=(alloc != 0).astype(np.float64),
+        count_safe=np.where(count != 0, count, 1).astype(np.float64),
+        gpu_milli_safe=np.where(count != 0, count * GPU_MILLI_PER_GPU, 1).astype(np.float64),
+        has_gpu=(count != 0).astype(np.float64),
+        ones_g=np.ones(width, dtype=np.float64),
+        template=template,
+        exists=exists,
+        sched=sched,
+        any_cordoned=bool(cordoned.any()),
+        largest=largest,
+        max_count=max_count,
+        # sums over the schedulable nodes as float64 matrix-vector products (BLAS); exact
+        # while a sum stays below 2**53 (8 PiB of memory)
+        alloc_sum=sched @ alloc.astype(np.float64),
+        devices=float(sched @ count),
+        cluster_static=(
+            n / spec.max_nodes,
+            _scalar_ratio(float(sched.sum()), float(n)),
+            _log_scale(float(total[0]) / 1000.0, CPU_CORES_SCALE),
+            _log_scale(float(total[1]) / _GIB, MEMORY_GIB_SCALE),
+            _log_scale(float(total[2]) / GPU_MILLI_PER_GPU, GPU_SCALE),
+        ),
+    )
+
+
+def _static_valid(st: _Static, snapshot: Snapshot) -> bool:
+    """Whether ``st`` still describes ``snapshot`` (same nodes' capacity and cordons)."""
+    n = snapshot.num_nodes
+    return (
+        st.n == n
+        and st.resource_key == tuple(snapshot.resource_index.get(r, -1) for r in _RESOURCES)
+        and snapshot.allocatable.shape[1] == st.alloc_full.shape[1]
+        and np.array_equal(snapshot.gpu_count[:n], st.count32)
+        and np.array_equal(snapshot.unschedulable[:n], st.cordoned)
+        and snapshot.gpu_used_milli.shape[1] == st.exists.shape[1]
+        and np.array_equal(snapshot.allocatable[:n], st.alloc_full)
+    )
+
+
+class Encoder:
+    """:func:`encode` with the capacity-only part of the observation kept between calls.
+
+    Calling an ``Encoder`` gives exactly :func:`encode`'s observation. The node
+    capacities, cordons, largest node and cluster totals are recomputed only when the
+    snapshot's ``allocatable``, ``gpu_count`` or ``unschedulable`` columns (or its
+    resource columns) differ from the last call's, checked by comparing the arrays (not
+    by ``Snapshot.generation``, which also moves with every pod placed); the per-call work
+    is the usage, the pod's fit and fragmentation, the feasible flags and the history. One
+    encoder per thread (it is not locked).
+    """
+
+    __slots__ = ("_static",)
+
+    def __init__(self) -> None:
+        self._static: _Static | None = None
+
+    def __call__(
+        self,
+        snapshot: Snapshot,
+        pod: Pod,
+        feasible: npt.ArrayLike,
+        history: DecisionHistory | None,
+        spec: ObservationSpec,
+    ) -> FloatArray:
+        """:func:`encode` (same arguments, result and errors)."""
+        _check_nodes(snapshot, spec)
+        st = self._static
+        if st is None or not _static_valid(st, snapshot):
+            st = self._static = _static(snapshot, spec)
+        return _encode(snapshot, pod, feasible, history, spec, st)
+
+
 def encode(
     snapshot: Snapshot,
     pod: Pod,
@@ -625,62 +774,80 @@ def encode(
             not fit the snapshot, or ``history`` was built for another spec.
     """
     _check_nodes(snapshot, spec)
+    return _encode(snapshot, pod, feasible, history, spec, _static(snapshot, spec))
+
+
+def _encode(
+    snapshot: Snapshot,
+    pod: Pod,
+    feasible: npt.ArrayLike,
+    history: DecisionHistory | None,
+    spec: ObservationSpec,
+    st: _Static,
+) -> FloatArray:
     if history is not None and history.spec != spec:
         raise FeatureError(f"history was built for {history.spec}, the observation is {spec}")
-    n = snapshot.num_nodes
+    n = st.n
     mask = _feasible_mask(snapshot, feasible)
     out = np.zeros(spec.size, dtype=np.float32)
     cpu, mem, gpu = _pod_request(pod)
 
     # (n, 4) int64 over cpu, memory, nvidia.com/gpu (milli), pods; 0 for a missing column
-    alloc, used = _resources(snapshot)
-    count = snapshot.gpu_count[:n].astype(np.int64)
-    cordoned = snapshot.unschedulable[:n]
-    dev = _device_free(snapshot)
-    dev_total = dev.sum(axis=1)
-    whole = (dev == GPU_MILLI_PER_GPU).sum(axis=1)
-    frag = _pod_fragmentation(snapshot, pod, dev, alloc, used, dev_total)
-    largest = alloc.max(axis=0) if n else np.zeros(4, dtype=np.int64)
-    max_count = int(count.max()) if n else 0
+    alloc = st.alloc
+    idx = st.resource_key
+    if min(idx) >= 0:
+        used = snapshot.requested[:n, list(idx)]
+    else:
+        used = snapshot.requested[:n, [max(i, 0) for i in idx]]
+        used[:, np.array([i < 0 for i in idx])] = 0
+    # free milli-GPU per device (0 for padding device columns), as float64 so that the
+    # row sums are BLAS products; every value is an integer below 2**53, so exact
+    dev = np.where(st.exists, float(GPU_MILLI_PER_GPU) - snapshot.gpu_used_milli[:n], 0.0)
+    dev_total = dev @ st.ones_g
+    whole = (dev == GPU_MILLI_PER_GPU) @ st.ones_g
+    frag = _pod_fragmentation_f(pod, dev, dev_total, alloc, used, st.ones_g)
 
     if n:
         block = out[: spec.max_nodes * _N_NODE].reshape(spec.max_nodes, _N_NODE)
         rows = block[:n]
-        rows[:, 0] = 1.0
-        rows[:, 1:3] = _ratio(alloc[:, :2], largest[None, :2])
-        rows[:, 3] = _ratio(count, np.full(n, max_count))
-        rows[:, 4:8] = np.clip(_ratio(used, alloc), 0.0, 1.0)
+        rows[:] = st.template
+        # x / safe * nz: the ratio where the denominator is not 0, else 0 (as _ratio)
+        rows[:, 4:8] = np.clip(used / st.alloc_safe * st.alloc_nz, 0.0, 1.0)
         after = alloc[:, :3] - used[:, :3] - np.array([cpu, mem, gpu], dtype=np.int64)
-        rows[:, 8:11] = np.clip(_ratio(after, alloc[:, :3]), -1.0, 1.0)
-        gpu_milli = count * GPU_MILLI_PER_GPU
-        rows[:, 11] = np.clip(_ratio(frag, gpu_milli), 0.0, 1.0)
-        rows[:, 12] = _ratio(whole, count)
-        rows[:, 13] = cordoned
+        rows[:, 8:11] = np.clip(after / st.alloc_safe[:, :3] * st.alloc_nz[:, :3], -1.0, 1.0)
+        rows[:, 11] = np.clip(frag / st.gpu_milli_safe * st.has_gpu, 0.0, 1.0)
+        rows[:, 12] = whole / st.count_safe * st.has_gpu
         rows[:, 14] = mask
 
     g = spec.max_nodes * _N_NODE
-    sched = (~cordoned).astype(np.float64)
-    # sums over the schedulable nodes as float64 matrix-vector products (BLAS); exact while
-    # a sum stays below 2**53 (8 PiB of memory)
-    alloc_sum = sched @ alloc.astype(np.float64)
-    used_sum = sched @ used.astype(np.float64)
-    devices = float(sched @ count)
-    free_total = float(sched @ dev_total)
-    total = alloc.sum(axis=0)
+    sched = st.sched
+    if st.any_cordoned:
+        used_sum = sched @ used.astype(np.float64)
+        free_total = float(sched @ dev_total)
+        frag_sum = float(sched @ frag)
+        whole_sum = float(sched @ whole)
+    else:
+        used_sum = used.sum(axis=0).astype(np.float64)
+        free_total = float(dev_total.sum())
+        frag_sum = float(frag.sum())
+        whole_sum = float(whole.sum())
+    alloc_sum = st.alloc_sum
+    node_count, sched_share, cpu_total, mem_total, gpu_total = st.cluster_static
     cluster = (
-        n / spec.max_nodes,
-        _scalar_ratio(float(sched.sum()), float(n)),
+        node_count,
+        sched_share,
         _scalar_ratio(float(used_sum[0]), float(alloc_sum[0])),
         _scalar_ratio(float(used_sum[1]), float(alloc_sum[1])),
         _scalar_ratio(float(used_sum[2]), float(alloc_sum[2])),
-        _scalar_ratio(float(sched @ frag), float(free_total)),
-        _scalar_ratio(float(sched @ whole), float(devices)),
+        _scalar_ratio(frag_sum, free_total),
+        _scalar_ratio(whole_sum, st.devices),
         _scalar_ratio(float(mask.sum()), float(n)),
-        _log_scale(float(total[0]) / 1000.0, CPU_CORES_SCALE),
-        _log_scale(float(total[1]) / _GIB, MEMORY_GIB_SCALE),
-        _log_scale(float(total[2]) / GPU_MILLI_PER_GPU, GPU_SCALE),
+        cpu_total,
+        mem_total,
+        gpu_total,
     )
     out[g : g + _N_CLUSTER] = np.clip(cluster, 0.0, 1.0)
+    largest = st.largest
     max_cpu, max_mem, max_gpu = float(largest[0]), float(largest[1]), float(largest[2])
 
     g += _N_CLUSTER
@@ -693,7 +860,7 @@ def encode(
         min(1.0, _scalar_ratio(float(cpu), max_cpu)),
         min(1.0, _scalar_ratio(float(mem), max_mem)),
         min(1.0, _scalar_ratio(float(gpu), max_gpu)),
-        min(1.0, _scalar_ratio(float(pod.gpu_count), float(max_count))),
+        min(1.0, _scalar_ratio(float(pod.gpu_count), float(st.max_count))),
         min(1.0, max(0.0, share)),
         1.0 if pod.gpu_count == 1 and pod.gpu_milli < GPU_MILLI_PER_GPU else 0.0,
         1.0 if pod.gpu_count == 0 else 0.0,
@@ -717,6 +884,7 @@ __all__ = [
     "QOS_CLASSES",
     "QOS_LABEL",
     "DecisionHistory",
+    "Encoder",
     "FeatureError",
     "ObservationSpec",
     "action_mask",

@@ -566,6 +566,9 @@ class EnvSettings:
         arrival_fraction: the window of the trace's arrivals replayed.
         history_len: placements in the observation's history block.
         invalid_action_penalty: reward cost of a masked-out action (plain PPO).
+        departures: False: pods never finish (FGD's saturation setting, see the env).
+        warmup: None, or the policy that places the arrivals before the window (see the
+            env's ``warmup``).
     """
 
     nodes: int | None = None
@@ -574,6 +577,8 @@ class EnvSettings:
     arrival_fraction: tuple[float, float] = (0.0, 1.0)
     history_len: int = 8
     invalid_action_penalty: float = 1.0
+    departures: bool = True
+    warmup: str | None = None
 
 
 def make_env(trace: Any, settings: EnvSettings, seed: int, record_metrics: bool = False) -> Any:
@@ -595,6 +600,8 @@ def make_env(trace: Any, settings: EnvSettings, seed: int, record_metrics: bool 
         history_len=settings.history_len,
         invalid_action_penalty=settings.invalid_action_penalty,
         record_metrics=record_metrics,
+        departures=settings.departures,
+        warmup=settings.warmup,
     )
 
 
