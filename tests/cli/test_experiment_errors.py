@@ -279,7 +279,7 @@ def test_help_defaults_are_the_real_ones() -> None:
 
 
 def test_failed_write_leaves_the_previous_results(tmp_path: Path) -> None:
-    from bosun.twin.experiments.output import replace_folder
+    from bosun.outputs import replace_folder
 
     out = tmp_path / "res"
     out.mkdir()
@@ -298,7 +298,7 @@ def test_failed_write_leaves_the_previous_results(tmp_path: Path) -> None:
 def test_swapped_in_folder_has_the_usual_mode(tmp_path: Path) -> None:
     import os
 
-    from bosun.twin.experiments.output import replace_folder
+    from bosun.outputs import replace_folder
 
     umask = os.umask(0o022)
     try:

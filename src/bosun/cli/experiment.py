@@ -123,20 +123,20 @@ def _load_trace(spec: str) -> tuple[Trace | None, list[InputProblem]]:
 
 
 def _check_out(out: Path, names: Sequence[str]) -> list[InputProblem]:
-    from bosun.twin.experiments.output import check_out_folder
+    from bosun.outputs import check_out_folder
 
     return check_out_folder(out, names)
 
 
 def _write_out(out: Path, names: Sequence[str], fill: Callable[[Path], object]) -> list[Path]:
     """Replace ``out`` as a whole by the folder ``fill`` writes
-    (:func:`bosun.twin.experiments.output.replace_folder`), after checking it again: it
+    (:func:`bosun.outputs.replace_folder`), after checking it again: it
     was checked before the experiment ran, which may have taken hours.
 
     Raises:
         typer.Exit: exit code 2 when ``out`` cannot be written; nothing is written then.
     """
-    from bosun.twin.experiments.output import replace_folder
+    from bosun.outputs import replace_folder
 
     problems = _check_out(out, names)
     if problems:

@@ -25,8 +25,6 @@ import io
 import json
 import math
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +49,7 @@ from bosun.forecast.series import (
     duration_text,
     read_sources,
 )
+from bosun.outputs import replace_folder
 
 #: The files ``--out`` holds; a folder holding anything else is not replaced.
 RESULT_FILES = ("backtest.csv", "backtest.json", "origins.csv", "backtest.html")
@@ -504,34 +503,15 @@ def write_results(
     """
     from bosun.forecast.plot import write_backtest_html
 
-    out = Path(os.path.abspath(out))
-    parent = out.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=parent))
-    old: Path | None = None
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        staging.chmod(0o777 & ~umask)  # mkdtemp made it private; give it a new folder's mode
+    def fill(staging: Path) -> None:
         rows = _rows(results)
         (staging / "backtest.csv").write_text(_csv_text(rows, _columns(rows)))
         (staging / "backtest.json").write_text(_json_doc(meta, rows))
         (staging / "origins.csv").write_text(_origins_csv(results))
         write_backtest_html([r for _, r in results], staging / "backtest.html", title=title)
-        if out.exists() or out.is_symlink():
-            if not out.is_dir() or out.is_symlink():
-                raise BosunError(f"{out} is not a folder: nothing written")
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=parent))
-            out.replace(old / "previous")
-        staging.replace(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        if old is not None and (old / "previous").exists() and not out.exists():
-            (old / "previous").replace(out)
-        raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+
+    replace_folder(out, fill)
+    out = Path(os.path.abspath(out))
     return [out / name for name in RESULT_FILES]
 
 

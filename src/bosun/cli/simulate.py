@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 import re
 import shutil
 import tempfile
@@ -35,6 +34,7 @@ from bosun.framework.config import (
 )
 from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import Snapshot
+from bosun.outputs import replace_folder
 from bosun.plugins.registry import in_tree_registry, registry_points
 from bosun.twin.engine import Simulator
 from bosun.twin.experiments.fragmentation import (
@@ -245,13 +245,9 @@ def write_comparison(
     Returns:
         The paths written (under ``out_dir``).
     """
-    out_dir = Path(os.path.abspath(out_dir))  # "." has no name to put a sibling beside
-    parent = out_dir.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=parent))
-    old: Path | None = None
-    try:
-        write_report = _report_writer()
+    write_report = _report_writer()
+
+    def fill(staging: Path) -> None:
         if write_report is not None:
             title = f"bosun simulate: {results[0].meta['trace']}"
             write_report(results, staging / "report.html", title=title)
@@ -260,22 +256,8 @@ def write_comparison(
             result.write(staging / label.lower())
         if skipped:
             (staging / "skipped.csv").write_text(skipped_csv(skipped))
-        written = sorted(p.relative_to(staging) for p in staging.rglob("*") if p.is_file())
-        if out_dir.exists() or out_dir.is_symlink():
-            if not out_dir.is_dir() or out_dir.is_symlink():
-                raise BosunError(f"{out_dir} is not a folder: nothing written")
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old", dir=parent))
-            out_dir.replace(old / "previous")
-        staging.replace(out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        if old is not None and (old / "previous").exists() and not out_dir.exists():
-            (old / "previous").replace(out_dir)  # put the previous results back
-        raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    return [out_dir / rel for rel in written]  # absolute paths
+
+    return replace_folder(out_dir, fill)
 
 
 def comparison_table(results: Sequence[SimulationResult]) -> Table:

@@ -1,12 +1,12 @@
-"""The output folder of an experiment: checked before anything runs, replaced as a whole.
+"""Output folders of bosun's commands: checked before anything runs, replaced as a whole.
 
-An experiment's ``--out`` folder is handled as ``bosun simulate --policy`` handles its
-``--report`` folder (:func:`bosun.cli.simulate.check_report_folder` and
-:func:`bosun.cli.simulate.write_comparison`): before the experiment runs, the folder (and
-every folder above it) must not be an existing non-folder, and an existing folder may hold
-only the experiment's own result files, because at the end the whole folder is replaced by
-a freshly written one. So a user's unrelated files are never mixed with the results, nor
-deleted, and an interrupted write leaves the previous folder as it was.
+``bosun simulate --policy``, ``bosun experiment`` and ``bosun forecast backtest --out``
+write a folder of results. Before the work runs, the folder (and every folder above it)
+must not be an existing non-folder, and an existing folder may hold only the command's
+own result files (:func:`check_out_folder`), because at the end the whole folder is
+replaced by a freshly written one (:func:`replace_folder`). So a user's unrelated files
+are never mixed with the results, nor deleted, and an interrupted write leaves the
+previous folder as it was.
 """
 
 from __future__ import annotations
