@@ -49,7 +49,7 @@ from bosun.forecast.series import (
     duration_text,
     read_sources,
 )
-from bosun.outputs import replace_folder
+from bosun.outputs import check_out_folder, replace_folder
 
 #: The files ``--out`` holds; a folder holding anything else is not replaced.
 RESULT_FILES = ("backtest.csv", "backtest.json", "origins.csv", "backtest.html")
@@ -463,26 +463,6 @@ def _origins_csv(results: Sequence[tuple[str, BacktestResult]]) -> str:
     return out
 
 
-def check_out_folder(out: Path) -> list[InputProblem]:
-    """``--out`` must be a new folder, or one holding only backtest results
-    (:data:`RESULT_FILES`), since it is replaced as a whole."""
-    for folder in (out, *out.parents):
-        if folder.exists() and not folder.is_dir():
-            return [_option("--out", f"{out}: {folder} exists and is not a folder")]
-    if not out.exists():
-        return []
-    others = sorted(e.name for e in out.iterdir() if e.name not in RESULT_FILES or not e.is_file())
-    if others:
-        return [
-            _option(
-                "--out",
-                f"{out} holds other files than backtest results ({', '.join(others[:5])}); "
-                "it is replaced as a whole: give a new or empty folder",
-            )
-        ]
-    return []
-
-
 def write_results(
     out: Path,
     results: Sequence[tuple[str, BacktestResult]],
@@ -609,7 +589,7 @@ def backtest_command(
         problems.append(_option("--max-origins", f"must be >= 1, got {max_origins}"))
     models = _models(_split(model) or [registry.DEFAULT_MODEL], problems)
     if out is not None:
-        problems.extend(check_out_folder(out))
+        problems.extend(check_out_folder(out, RESULT_FILES))
     opts = _series_options(
         time_column,
         value_column,
