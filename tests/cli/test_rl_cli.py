@@ -61,13 +61,31 @@ def test_export_rewrites_the_onnx(trained: Path, tmp_path: Path) -> None:
     [
         (["--reward-weights", "1,2"], "expected 4 comma-separated numbers"),
         (["--reward-weights", "1,2,x,4"], "expected numbers"),
-        (["--algo", "dqn"], "algo: expected one of maskable-ppo, ppo, found 'dqn'"),
-        (["--timesteps", "0"], "timesteps: expected a positive number of steps"),
+        (["--algo", "dqn"], "--algo: expected one of maskable-ppo, ppo, found 'dqn'"),
+        (["--timesteps", "0"], "--timesteps: expected a positive number of steps, found 0"),
+        (["--n-envs", "0"], "--n-envs: expected at least 1 environment, found 0"),
+        (["--checkpoint-every", "-1"], "--checkpoint-every: expected 0 (none) or a positive"),
+        # 60 arrivals: floor(0.01 * 60) = 0, the first 1% holds none
+        (
+            ["--train-fraction", "0.01"],
+            "--train-fraction: no arrivals in the first 1% of trace synthetic(",
+        ),
         (["--train-fraction", "0"], "expected 0 < f <= 1"),
         (["--trace", "nope.csv"], "no such file"),
         (["--hidden", "0"], "--hidden: expected >= 1, found 0"),
     ],
-    ids=["weights-count", "weights-number", "algo", "timesteps", "fraction", "trace", "hidden"],
+    ids=[
+        "weights-count",
+        "weights-number",
+        "algo",
+        "timesteps",
+        "n-envs",
+        "checkpoint-every",
+        "fraction-empty-window",
+        "fraction",
+        "trace",
+        "hidden",
+    ],
 )
 def test_train_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
     out = tmp_path / "policy"
@@ -75,9 +93,19 @@ def test_train_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
     for k, v in zip(args[::2], args[1::2], strict=True):
         base[k] = v
     flat = [x for kv in base.items() for x in kv]
-    code, text = _run("train", *flat, "--n-envs", "1", "--no-progress")
+    if "--n-envs" not in base:
+        flat += ["--n-envs", "1"]
+    code, text = _run("train", *flat, "--no-progress")
     assert code == 2, text
-    assert message in " ".join(text.split())
+    said = " ".join(text.split())
+    assert message in said
+    # the flag is named once, never the Python name behind it (a bad --trace is named
+    # by its file, as the trace loader says it)
+    flag = args[0]
+    if flag != "--trace":
+        assert said.count(flag) == 1, said
+        python_name = flag.removeprefix("--").replace("-", "_")
+        assert f": {python_name}:" not in said and "training:" not in said
     assert not out.exists()
 
 
@@ -98,7 +126,11 @@ def test_evaluate_too_short_trace(tmp_path: Path) -> None:
         "--out", str(out), "--seeds", "1",
     )  # fmt: skip
     assert code == 2, text
-    assert "trace too short to split" in " ".join(text.split())
+    flat = " ".join(text.split())
+    # 1 arrival: the train window floor(0 * 1) .. floor(0.7 * 1) = 0 .. 0 holds none
+    assert "--train-fraction: no arrivals in the first 70% of trace synthetic(" in flat
+    assert "(1 arrival in all): expected at least 1, found 0" in flat
+    assert "arrival_fraction" not in flat and "0..-1" not in flat
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".eval")]
 
@@ -128,8 +160,13 @@ def test_evaluate_saturation_flags(tmp_path: Path) -> None:
     [
         (["--warmup", "nope"], "warmup: expected one of"),
         (["--hidden", "0"], "--hidden: expected >= 1, found 0"),
+        # the library names n_envs; the CLI says the flag
+        (
+            ["--policies", "ppo", "--n-envs", "0"],
+            "command line: options: --n-envs: expected at least 1 environment, found 0",
+        ),
     ],
-    ids=["warmup", "hidden"],
+    ids=["warmup", "hidden", "n-envs"],
 )
 def test_evaluate_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
     out = tmp_path / "eval"
@@ -140,3 +177,95 @@ def test_evaluate_bad_input(tmp_path: Path, args: list[str], message: str) -> No
     assert code == 2, text
     assert message in " ".join(text.split())
     assert not out.exists()
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    ("layout", "flag", "named"),
+    [
+        # --policy names a file: the old code built policy.txt/.policy.onnx.tmp-<pid>
+        ("policy-is-file", "--policy", "policy.txt is a file"),
+        # --out names an existing folder: os.replace onto a folder failed
+        ("out-is-folder", "--out", "outdir is a folder"),
+        # --out below a file: nothing can be created there
+        ("out-under-file", "--out", "policy.txt is a file, not a folder"),
+    ],
+    ids=["policy-is-file", "out-is-folder", "out-under-file"],
+)
+def test_export_bad_paths(
+    trained: Path, tmp_path: Path, layout: str, flag: str, named: str
+) -> None:
+    folder = tmp_path / "p"
+    shutil.copytree(trained, folder)
+    (tmp_path / "policy.txt").write_text("not a policy")
+    (tmp_path / "outdir").mkdir()
+    args = {
+        "policy-is-file": ["--policy", str(tmp_path / "policy.txt")],
+        "out-is-folder": ["--policy", str(folder), "--out", str(tmp_path / "outdir")],
+        "out-under-file": ["--policy", str(folder), "--out", str(tmp_path / "policy.txt" / "x")],
+    }[layout]
+    before = _tree(tmp_path)
+    onnx = (folder / "policy.onnx").read_bytes()
+    code, text = _run("export", *args)
+    assert code == 2, text
+    said = " ".join(text.split())
+    assert said.startswith("error:") and "Traceback" not in said
+    assert f"{flag}: " in said and named in said
+    assert _tree(tmp_path) == before
+    assert (folder / "policy.onnx").read_bytes() == onnx
+
+
+def _help(command: str) -> str:
+    """``bosun rl <command> --help`` at 80 columns, box drawing removed, one line."""
+    result = runner.invoke(app, ["rl", command, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output, result.output  # nothing cut at 80 columns
+    return " ".join(result.output.replace("│", " ").split())
+
+
+@pytest.mark.parametrize(
+    ("command", "wanted", "unwanted"),
+    [
+        (
+            "train",
+            [
+                "policy.zip",
+                "policy.onnx",
+                "meta.json",
+                "report.html",
+                "training_curve.csv",
+                "checkpoints/",
+                "Show a progress bar while training.",
+                "[default: 0.4,0.3,0.2,0.1]",
+                "openb:<variant>@<nodes>",
+            ],
+            ["issue 6"],
+        ),
+        (
+            "evaluate",
+            [
+                "For the saturation protocol (a cluster that fills up), add for example: "
+                "--no-departures --warmup fgd --nodes 128 --scale-pods",
+                "[default: 0.4,0.3,0.2,0.1]",
+                "[default: (ppo, leastallocated, mostallocated, fgd)]",
+            ],
+            ["issue 6", "Saturation protocol:"],
+        ),
+        ("export", ["The ONNX file to write (default: <policy>/policy.onnx)."], []),
+    ],
+    ids=["train", "evaluate", "export"],
+)
+def test_help(command: str, wanted: list[str], unwanted: list[str]) -> None:
+    from bosun.twin.traces.synthetic import _FLOAT_PARAMS, _INT_PARAMS
+
+    text = _help(command)
+    for phrase in wanted:
+        assert phrase in text, phrase
+    for phrase in unwanted:
+        assert phrase not in text, phrase
+    if command != "export":
+        for key in (*_INT_PARAMS, *_FLOAT_PARAMS):  # every synthetic trace key is listed
+            assert key in text, key

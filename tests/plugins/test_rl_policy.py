@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -343,17 +344,74 @@ def test_plugin_in_the_twin_replays_the_env_episode(tmp_path: Path) -> None:
     )
 
 
-def test_larger_cluster_needs_max_nodes(policy: Path) -> None:
-    """The policy was trained with 6 node rows: a 7-node cluster is refused with a message
-    naming the arg; ``maxNodes: 7`` serves it (the scorer is per node)."""
+@pytest.mark.parametrize(
+    ("build_nodes", "score_nodes", "max_nodes", "expected"),
+    [
+        # built on an empty snapshot, 7 nodes at Score, 6 rows (the policy's max_nodes)
+        (0, 7, None, "7 nodes.* holds 6 \\(maxNodes\\): expected at most 6 .* at least 7"),
+        (0, 9, 8, "9 nodes.* holds 8 \\(maxNodes\\): expected at most 8 .* at least 9"),
+        (0, 7, 7, None),  # maxNodes 7 serves 7 nodes (the scorer is per node)
+        (6, 6, None, None),  # exactly max_nodes
+    ],
+    ids=["default-6-of-7", "max-8-of-9", "max-7-serves-7", "exactly-6"],
+)
+def test_larger_cluster_at_score(
+    policy: Path, build_nodes: int, score_nodes: int, max_nodes: int | None, expected: str | None
+) -> None:
+    """A cluster grown past ``maxNodes`` after the plugin was built fails Score with a
+    message naming the plugin, the policy path and where to raise ``maxNodes``."""
     from bosun.errors import BosunError
 
-    snap = Snapshot(_nodes(7))
+    class Handle:
+        snapshot = Snapshot(_nodes(build_nodes))
+
+    args: dict[str, Any] = {"policyPath": str(policy)}
+    if max_nodes is not None:
+        args["maxNodes"] = max_nodes
+    plugin = RLPolicy(args, Handle())  # type: ignore[arg-type]
+    snap = Snapshot(_nodes(score_nodes))
     pod = make_pod("p", cpu="1", memory="1Gi")
-    rows = np.arange(7, dtype=np.intp)
-    with pytest.raises(BosunError, match=r"7 nodes, the observation holds 6.*maxNodes"):
-        RLPolicy({"policyPath": str(policy)}).score(CycleState(), pod, snap, rows)
-    scores = RLPolicy({"policyPath": str(policy), "maxNodes": 7}).score(
-        CycleState(), pod, snap, rows
-    )
-    assert len(scores) == 7 and (scores == 100).sum() == 1
+    rows = np.arange(score_nodes, dtype=np.intp)
+    if expected is None:
+        scores = plugin.score(CycleState(), pod, snap, rows)
+        assert len(scores) == score_nodes and (scores == 100).sum() == 1
+        return
+    with pytest.raises(BosunError) as err:
+        plugin.score(CycleState(), pod, snap, rows)
+    text = str(err.value)
+    assert re.search(expected, text), text
+    assert text.startswith("RLPolicy: ")
+    assert str(policy) in text
+    assert "pluginConfig[RLPolicy].args" in text
+
+
+@pytest.mark.parametrize(
+    ("nodes", "max_nodes", "expected"),
+    [
+        (7, None, "7 nodes.* holds 6 \\(maxNodes\\).* at least 7"),
+        (12, 10, "12 nodes.* holds 10 \\(maxNodes\\).* at least 12"),
+        (7, 7, None),
+    ],
+    ids=["default-6-of-7", "max-10-of-12", "max-7-serves-7"],
+)
+def test_larger_cluster_at_construction(
+    policy: Path, tmp_path: Path, nodes: int, max_nodes: int | None, expected: str | None
+) -> None:
+    """When the snapshot is already larger than ``maxNodes`` as the profile is built, the
+    configuration is refused: an InputError naming the config file and
+    ``pluginConfig[RLPolicy].args.maxNodes``."""
+    reg = in_tree_registry()
+    path = _config(tmp_path, policy)
+    if max_nodes is not None:
+        path.write_text(path.read_text() + f"          maxNodes: {max_nodes}\n")
+    cfg = load_configuration(path, registry_points(reg))
+    if expected is None:
+        Scheduler(cfg, Snapshot(_nodes(nodes)), registry=reg, seed=0)
+        return
+    with pytest.raises(InputError) as err:
+        Scheduler(cfg, Snapshot(_nodes(nodes)), registry=reg, seed=0)
+    (problem,) = err.value.problems
+    assert problem.field == "pluginConfig[RLPolicy].args.maxNodes"
+    assert re.search(expected, problem.message), problem.message
+    assert str(policy) in problem.message
+    assert str(path) in str(err.value)

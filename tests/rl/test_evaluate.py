@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import numpy as np
@@ -47,20 +46,51 @@ def test_confidence_interval_by_hand() -> None:
 
 
 @pytest.mark.parametrize(
-    ("pods", "fraction", "match"),
+    ("pods", "fraction", "expected"),
     [
-        (1, 0.7, r"trace too short to split: .* expected at least 1 arrival, found 0"),
-        # floor(0.3 * 2) = 0: the train window (0, 0.3) holds no arrival
-        (2, 0.3, r"window \(0, 0\.3\) of its 2 arrivals .* found 0"),
-        (10, 1.0, "strictly between 0 and 1"),
+        # n = 1: train window floor(0 * 1) .. floor(0.7 * 1) = 0 .. 0, empty
+        (
+            1,
+            0.7,
+            [
+                "command line: options: --train-fraction: no arrivals in the first 70% of "
+                "trace tiny (1 arrival in all): expected at least 1, found 0"
+            ],
+        ),
+        # n = 2: floor(0.3 * 2) = 0: the train window (0, 0.3) holds no arrival
+        (
+            2,
+            0.3,
+            [
+                "command line: options: --train-fraction: no arrivals in the first 30% of "
+                "trace tiny (2 arrivals in all): expected at least 1, found 0"
+            ],
+        ),
+        # n = 0: both windows are empty; the test window is the last 100 - 60 = 40%
+        (
+            0,
+            0.6,
+            [
+                "command line: options: --train-fraction: no arrivals in the first 60% of "
+                "trace tiny (0 arrivals in all): expected at least 1, found 0",
+                "command line: options: --train-fraction: no arrivals in the last 40% of "
+                "trace tiny (0 arrivals in all): expected at least 1, found 0",
+            ],
+        ),
+        (
+            10,
+            1.0,
+            [
+                "command line: options: --train-fraction: expected a number strictly "
+                "between 0 and 1, found 1.0 (trace tiny)"
+            ],
+        ),
     ],
-    ids=["one-arrival", "empty-train-window", "no-test-share"],
+    ids=["one-arrival", "empty-train-window", "no-arrivals", "no-test-share"],
 )
-def test_too_short_to_split(pods: int, fraction: float, match: str) -> None:
+def test_too_short_to_split(pods: int, fraction: float, expected: list[str]) -> None:
     trace = tiny_trace(pods=pods)
-    problems = check_split(trace, fraction)
-    assert problems, "expected a problem"
-    assert any(re.search(match, str(p)) for p in problems), problems
+    assert [str(p) for p in check_split(trace, fraction)] == expected
     with pytest.raises(InputError, match="tiny"):
         evaluate(
             trace, timesteps=10, seeds=[0], train_fraction=fraction, work_dir=Path("/nonexistent")
@@ -71,7 +101,7 @@ def test_unknown_policy_and_no_seed() -> None:
     with pytest.raises(InputError) as err:
         evaluate(tiny_trace(), timesteps=10, seeds=[], policies=["ppo", "bestfit"], work_dir="x")
     fields = sorted(p.field for p in err.value.problems)
-    assert fields == ["policies", "seeds"]
+    assert fields == ["--policies", "--seeds"]
 
 
 def test_protocol_end_to_end(tmp_path: Path) -> None:

@@ -40,7 +40,11 @@ app = typer.Typer(
 TraceOption = Annotated[
     str,
     typer.Option(
-        "--trace", help="Trace spec: openb[:variant[@nodes]], synthetic[:...], or a file."
+        "--trace",
+        help="Trace spec: openb, openb:<variant>, openb:<variant>@<nodes>, a file "
+        "(.csv, .parquet, manifests), or "
+        "synthetic[:key=value,...] with keys nodes, pods, hours, seed, gpu_fraction, "
+        "gpu_spec_fraction, median_duration_s, p90_duration_s, max_duration_s.",
     ),
 ]
 NodesOption = Annotated[
@@ -51,7 +55,7 @@ WeightsOption = Annotated[
     str,
     typer.Option(
         "--reward-weights",
-        help="w_util,w_speed,w_sla,w_frag of the reward (issue 6's defaults).",
+        help="Weights of the reward terms util, speed, sla, frag: 4 comma-separated numbers >= 0.",
     ),
 ]
 AlgoOption = Annotated[
@@ -107,6 +111,75 @@ def _check_out(out: Path, what: str) -> None:
         )
 
 
+def _check_export_paths(policy: Path, out: Path | None) -> None:
+    """``--policy`` must be a folder (or absent: :func:`bosun.rl.policy.load_meta` says
+    what a policy folder holds), ``--out`` a file path whose folders are folders.
+
+    Raises:
+        InputError: every problem, naming the flag and the path.
+    """
+    problems: list[InputProblem] = []
+    if policy.exists() and not policy.is_dir():
+        problems.append(
+            InputProblem(
+                "command line",
+                "options",
+                "--policy",
+                f"{policy} is a file: expected the policy folder written by bosun rl train "
+                "(policy.zip, policy.onnx, meta.json)",
+            )
+        )
+    if out is not None:
+        if out.is_dir():
+            problems.append(
+                InputProblem(
+                    "command line",
+                    "options",
+                    "--out",
+                    f"{out} is a folder: expected the path of the .onnx file to write",
+                )
+            )
+        else:
+            above = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+            if above is not None:
+                problems.append(
+                    InputProblem(
+                        "command line",
+                        "options",
+                        "--out",
+                        f"{out}: {above} is a file, not a folder: nothing can be written there",
+                    )
+                )
+    if problems:
+        raise InputError(problems)
+
+
+#: The ``bosun rl`` flag of each argument the library names in its problems.
+_FLAGS = {
+    "algo": "--algo",
+    "timesteps": "--timesteps",
+    "n_envs": "--n-envs",
+    "checkpoint_every": "--checkpoint-every",
+    "train_fraction": "--train-fraction",
+    "seeds": "--seeds",
+    "policies": "--policies",
+}
+
+
+def _as_flags(error: BosunError) -> BosunError:
+    """``error`` with every problem about a library argument (``training: n_envs``) named
+    by its flag (``command line: options: --n-envs``), as the user typed it."""
+    if not isinstance(error, InputError):
+        return error
+    renamed = [
+        InputProblem("command line", "options", _FLAGS[p.field], p.message)
+        if p.source == "command line" and p.field in _FLAGS
+        else p
+        for p in error.problems
+    ]
+    return InputError(renamed)
+
+
 def _ray_address(text: str | None) -> tuple[bool, str | None]:
     if text is None:
         return False, None
@@ -121,7 +194,14 @@ def train_cmd(
     timesteps: Annotated[
         int, typer.Option("--timesteps", help="Scheduling decisions to train on.")
     ],
-    out: Annotated[Path, typer.Option("--out", help="The policy folder to write.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="The policy folder to write: policy.zip (sb3 model), policy.onnx (actor), "
+            "meta.json, report.html, training_curve.csv and checkpoints/.",
+        ),
+    ],
     algo: AlgoOption = "maskable-ppo",
     seed: Annotated[int, typer.Option("--seed", help="Seeds sb3 and the envs.")] = 0,
     n_envs: Annotated[
@@ -143,7 +223,9 @@ def train_cmd(
     max_steps: Annotated[
         int | None, typer.Option("--max-steps", help="Decisions per episode before truncation.")
     ] = None,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar while training.")
+    ] = True,
     hidden: Annotated[
         int | None,
         typer.Option("--hidden", help="Width of the per-node scorer (default: bosun's, 64)."),
@@ -198,7 +280,7 @@ def train_cmd(
             show_progress=progress,
         )
     except BosunError as e:
-        raise fail(str(e)) from None
+        raise fail(str(_as_flags(e))) from None
     console = Console()
     last = [r for _, r, _, _ in res.curve[-20:]]
     console.print(
@@ -228,7 +310,11 @@ def evaluate_cmd(
     n_envs: Annotated[int, typer.Option("--n-envs", help="Training environments.")] = 1,
     policies: Annotated[
         str,
-        typer.Option("--policies", help="Comma-separated: ppo,leastallocated,mostallocated,fgd."),
+        typer.Option(
+            "--policies",
+            help="Comma-separated, among ppo, leastallocated, mostallocated, fgd.",
+            show_default="ppo, leastallocated, mostallocated, fgd",
+        ),
     ] = "ppo,leastallocated,mostallocated,fgd",
     departures: Annotated[
         bool,
@@ -258,7 +344,8 @@ def evaluate_cmd(
 ) -> None:
     """Train on the first 70% of a trace's arrivals, compare with the heuristics on the rest.
 
-    Saturation protocol: --no-departures --warmup fgd --nodes 128 --scale-pods.
+    For the saturation protocol (a cluster that fills up), add for example:
+    --no-departures --warmup fgd --nodes 128 --scale-pods
     """
     from bosun.rl.evaluate import evaluate
     from bosun.rl.train import EnvSettings, PPOSettings
@@ -309,7 +396,7 @@ def evaluate_cmd(
         os.replace(tmp, out)
         tmp = None
     except BosunError as e:
-        raise fail(str(e)) from None
+        raise fail(str(_as_flags(e))) from None
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -348,7 +435,8 @@ def evaluate_cmd(
 def export_cmd(
     policy: Annotated[Path, typer.Option("--policy", help="The policy folder (policy.zip).")],
     out: Annotated[
-        Path | None, typer.Option("--out", help="ONNX file (default: <policy>/policy.onnx).")
+        Path | None,
+        typer.Option("--out", help="The ONNX file to write (default: <policy>/policy.onnx)."),
     ] = None,
 ) -> None:
     """Re-export the ONNX actor of a policy folder and check it against torch."""
@@ -361,6 +449,7 @@ def export_cmd(
     target = out if out is not None else policy / ONNX_FILE
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
+        _check_export_paths(policy, out)
         meta = load_meta(policy)
         model = load_model(policy)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -372,9 +461,10 @@ def export_cmd(
             raise BosunError(f"{tmp}: onnxruntime and torch differ by {diff:.3g} (> 1e-5)")
         os.replace(tmp, target)
     except BosunError as e:
-        raise fail(str(e)) from None
+        raise fail(str(_as_flags(e))) from None
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp.parent.is_dir():
+            tmp.unlink(missing_ok=True)
     Console().print(
         f"exported {escape(str(target))} "
         f"(max |onnx - torch| = {diff:.2g} on 16 random observations)"

@@ -33,7 +33,9 @@ Args (``pluginConfig[RLPolicy].args``):
 * ``threads``: onnxruntime intra-op threads (default 1).
 * ``maxNodes``: node rows of the observation (default: the policy's training
   ``max_nodes``). The network scores any node count, but the encoder refuses a cluster
-  larger than ``maxNodes`` (Score then fails the cycle with a :class:`BosunError` saying so);
+  larger than ``maxNodes``: a configuration error (``maxNodes``) when the cluster is already
+  larger when the plugin is built, else Score fails the cycle with a :class:`BosunError`
+  naming the policy and the arg to raise;
   raising it serves larger clusters at the price of two features (``cluster.node_count``,
   ``history.node_position``) that are scaled by ``maxNodes`` and so differ from training.
 
@@ -105,7 +107,9 @@ class RLPolicy:
         PluginArgsError: ``policyPath`` missing, not a string, or not a usable policy
             folder (missing or corrupt ``meta.json``/``policy.onnx``, another features
             version or layout: the message names the file, what was expected and found);
-            ``threads``/``maxNodes`` not positive integers; an unknown field.
+            ``threads``/``maxNodes`` not positive integers; ``maxNodes`` (or the policy's
+            default) below the node count of ``handle.snapshot`` when the plugin is built;
+            an unknown field.
     """
 
     name = NAME
@@ -145,23 +149,37 @@ class RLPolicy:
             raise
         except (BosunError, FeatureError) as e:
             raise PluginArgsError("policyPath", str(e)) from None
+        snapshot = getattr(handle, "snapshot", None) if handle is not None else None
+        num_nodes = getattr(snapshot, "num_nodes", None)
+        if isinstance(num_nodes, int) and num_nodes > self.spec.max_nodes:
+            raise PluginArgsError("maxNodes", self._too_many_nodes(num_nodes))
         self.history = DecisionHistory(self.spec)
         self.handle = handle
         self._encode = _encoder()
         # onnxruntime's first run allocates and plans: pay it here, not on the first pod
         self.actor.logits(np.zeros((1, self.spec.size), dtype=np.float32))
 
+    def _too_many_nodes(self, num_nodes: int) -> str:
+        """The message for a cluster of ``num_nodes`` nodes, more than ``maxNodes``."""
+        return (
+            f"the cluster has {num_nodes} nodes, but the observation of the policy "
+            f"{self.path} holds {self.spec.max_nodes} (maxNodes): expected at most "
+            f"{self.spec.max_nodes} nodes; raise maxNodes to at least {num_nodes} in the "
+            f"profile's pluginConfig[{NAME}].args"
+        )
+
     def logits(self, pod: Pod, snapshot: Snapshot, nodes: IndexArray) -> npt.NDArray[np.float32]:
         """float32 ``(max_nodes,)``: the actor's logit of every node row for ``pod`` with
-        ``nodes`` as the feasible ones (padding rows included)."""
+        ``nodes`` as the feasible ones (padding rows included).
+
+        Raises:
+            BosunError: the cluster has grown past ``maxNodes`` since the plugin was built
+                (the message names the policy and the arg to raise).
+        """
         if snapshot.num_nodes > self.spec.max_nodes:
             from bosun.errors import BosunError
 
-            raise BosunError(
-                f"RLPolicy ({self.path}): the cluster has {snapshot.num_nodes} nodes, the "
-                f"observation holds {self.spec.max_nodes} (expected at most maxNodes nodes); "
-                "raise pluginConfig[RLPolicy].args.maxNodes"
-            )
+            raise BosunError(f"{NAME}: {self._too_many_nodes(snapshot.num_nodes)}")
         obs = self._encode(snapshot, pod, nodes, self.history, self.spec)
         out: npt.NDArray[np.float32] = self.actor.logits(obs)[0]
         return out

@@ -429,18 +429,24 @@ def check_split(trace: Any, train_fraction: float) -> list[InputProblem]:
     """Problems with splitting ``trace`` at ``train_fraction`` (empty when both windows
     hold at least one arrival)."""
     from bosun.rl.env import split_trace
+    from bosun.rl.train import window_problems
 
     problems: list[InputProblem] = []
     if not (isinstance(train_fraction, int | float) and 0.0 < train_fraction < 1.0):
         return [
             InputProblem(
-                str(getattr(trace, "name", trace)),
-                "split",
-                "train_fraction",
-                f"expected a number strictly between 0 and 1, found {train_fraction!r}",
+                "command line",
+                "options",
+                "--train-fraction",
+                f"expected a number strictly between 0 and 1, found {train_fraction!r} "
+                f"(trace {getattr(trace, 'name', trace)})",
             )
         ]
     for window in ((0.0, train_fraction), (train_fraction, 1.0)):
+        found = window_problems(trace, window)
+        if found:
+            problems.extend(found)
+            continue
         try:
             split_trace(trace, window)
         except InputError as e:
@@ -503,17 +509,17 @@ def evaluate(
         problems.append(
             InputProblem(
                 "command line",
-                "evaluation",
-                "policies",
+                "options",
+                "--policies",
                 f"unknown: {', '.join(unknown)}; known: {', '.join(POLICIES)}",
             )
         )
     if not seeds:
-        problems.append(InputProblem("command line", "evaluation", "seeds", "expected a seed"))
+        problems.append(InputProblem("command line", "options", "--seeds", "expected a seed"))
     if timesteps < 1 and "ppo" in policies:
         problems.append(
             InputProblem(
-                "command line", "evaluation", "timesteps", f"expected >= 1, found {timesteps}"
+                "command line", "options", "--timesteps", f"expected >= 1, found {timesteps}"
             )
         )
     base = env_settings or EnvSettings()

@@ -124,7 +124,8 @@ class TrainResult:
 def check_settings(
     *, algo: str, timesteps: int, n_envs: int, checkpoint_every: int, settings: PPOSettings
 ) -> list[InputProblem]:
-    """Every problem with the training arguments (empty when they are fine)."""
+    """Every problem with the training arguments (empty when they are fine), each named
+    by its argument (``n_envs``); the CLI renames them to its flags (``--n-envs``)."""
     problems: list[InputProblem] = []
 
     def bad(name: str, message: str) -> None:
@@ -146,6 +147,53 @@ def check_settings(
     if settings.batch_size < 2:
         bad("batch_size", f"expected at least 2, found {settings.batch_size}")
     return problems
+
+
+def _percent(x: float) -> str:
+    return f"{round(x * 100, 6):g}%"
+
+
+def window_problems(
+    trace: Any, window: tuple[float, float], flag: str = "--train-fraction"
+) -> list[InputProblem]:
+    """Problems with replaying the arrivals ``floor(a n) .. floor(b n) - 1`` of ``trace``
+    (``(a, b) = window``, the rule of :func:`bosun.rl.env.split_trace`), in words a user
+    reads: ``no arrivals in the last 30% of trace X: expected at least 1, found 0``.
+
+    Empty when the window holds at least one arrival or is not a valid ``0 <= a < b <= 1``
+    (:func:`bosun.rl.env.split_trace` reports those).
+
+    Args:
+        trace: a :class:`bosun.twin.trace.Trace`.
+        window: ``(a, b)``, shares of the arrivals.
+        flag: the option the window comes from, named in the problem.
+    """
+    try:
+        a, b = (float(x) for x in window)
+    except (TypeError, ValueError):
+        return []
+    if not (math.isfinite(a) and math.isfinite(b) and 0.0 <= a < b <= 1.0):
+        return []
+    n = len(trace.arrivals)
+    lo, hi = math.floor(a * n), math.floor(b * n)
+    if hi > lo:
+        return []
+    if a == 0.0:
+        where = f"the first {_percent(b)}"
+    elif b == 1.0:
+        where = f"the last {_percent(1.0 - a)}"
+    else:
+        where = f"the share {_percent(a)} to {_percent(b)}"
+    return [
+        InputProblem(
+            "command line",
+            "options",
+            flag,
+            f"no arrivals in {where} of trace {trace.name} "
+            f"({n} arrival{'' if n == 1 else 's'} in all): "
+            f"expected at least 1, found {hi - lo}",
+        )
+    ]
 
 
 def _callbacks(
@@ -660,6 +708,10 @@ def train(
         trace = load_trace(trace, seed=seed)
     else:
         spec_name = trace_spec or (trace.name if isinstance(trace, Trace) else str(trace))
+    if isinstance(trace, Trace) and tuple(es.arrival_fraction) != (0.0, 1.0):
+        problems = window_problems(trace, es.arrival_fraction)
+        if problems:
+            raise InputError(problems)
     # build one env here: checks the settings and the window, and gives the layout
     probe = make_env(trace, es, seed)
     try:
