@@ -331,8 +331,9 @@ def test_scale_trace_keeps_the_load_per_node() -> None:
     [
         (
             {"arrival_fraction": (0.5, 0.52)},
-            r"synthetic.*arrival_fraction: trace too short to split: the window \(0.5, 0.52\) "
-            r"of its 40 arrivals is arrivals 20..19: expected at least 1 arrival, found 0",
+            # floor(0.5 * 40) = 20 and floor(0.52 * 40) = 20: the window [20, 20) is empty
+            r"synthetic.*arrival_fraction: trace too short to split: no arrivals between 50% "
+            r"and 52% of its 40 arrivals: expected at least 1, found 0",
         ),
         ({"arrival_fraction": (0.7, 0.3)}, r"expected 0 <= start < end <= 1, found \(0.7, 0.3\)"),
         ({"arrival_fraction": (0.1,)}, "expected two numbers"),

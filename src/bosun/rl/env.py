@@ -230,8 +230,8 @@ def split_trace(trace: Trace, arrival_fraction: tuple[float, float]) -> Trace:
                     src,
                     "arrival window",
                     "arrival_fraction",
-                    f"trace too short to split: the window ({a:g}, {b:g}) of its {n} arrivals "
-                    f"is arrivals {lo}..{hi - 1}: expected at least 1 arrival, found {hi - lo}",
+                    f"trace too short to split: no arrivals between {a:.0%} and {b:.0%} of "
+                    f"its {n} arrivals: expected at least 1, found {hi - lo}",
                 )
             ]
         )
