@@ -70,8 +70,23 @@ def _nodes(n: int) -> list[Any]:
         ([2.0, 2.0, 1.0], [5, 2, 3], [99, 100, 0]),
         ([3.0, 3.0], [1, 0], [99, 100]),  # all equal: lowest row 100, others 99
         ([5.0], [3], [100]),
+        # NaN counts as lowest finite - 1 = 0: logits (0, 1, 2) -> 0, 49 (49.5 floored), 100
+        ([float("nan"), 1.0, 2.0], [0, 1, 2], [0, 49, 100]),
+        # all non-finite: all equal (0), the lowest row gets 100
+        ([float("nan"), float("nan")], [7, 3], [99, 100]),
+        # +inf is not a winner either: floor = 1 - 1 = 0 -> logits (0, 1) -> 0, 100
+        ([float("inf"), 1.0], [0, 1], [0, 100]),
     ],
-    ids=["linear", "rounding-down", "tie-lowest-row", "all-equal", "single"],
+    ids=[
+        "linear",
+        "rounding-down",
+        "tie-lowest-row",
+        "all-equal",
+        "single",
+        "nan-ranks-last",
+        "all-nan",
+        "inf-ranks-last",
+    ],
 )
 def test_scores_from_logits(logits: list[float], rows: list[int], expected: list[int]) -> None:
     got = scores_from_logits(np.array(logits), np.array(rows))

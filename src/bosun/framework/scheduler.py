@@ -209,6 +209,10 @@ class Scheduler:
             event_interest=self._interested,
         )
         self.next_start_node_index = 0
+        # With an asynchronous bind backend: the cycle of each pod whose Binding is in
+        # flight, so a failed Binding can run Unreserve (kube's handleBindingCycleError).
+        self._async_bind = False
+        self._binding_cycles: dict[str, tuple[Framework, CycleState, str]] = {}
         self.nominated: dict[str, str] = {}
 
     def _framework(
@@ -304,20 +308,30 @@ class Scheduler:
         """
         for fwk in self.profiles.values():
             fwk.set_bind_backend(bind_pod)
+        self._async_bind = True
+
+    def binding_succeeded(self, pod_key: str) -> None:
+        """The asynchronous Binding of ``pod_key`` was created: its cycle is over."""
+        self._binding_cycles.pop(pod_key, None)
 
     def forget_failed_binding(self, pod: Pod, node_name: str, attempts: int = 1) -> bool:
         """An asynchronous Bind of ``pod`` to ``node_name`` failed: forget and requeue.
 
-        kube's ``handleBindingCycleError``: the assumed pod leaves the snapshot, pods
-        waiting in the unschedulable pool are moved (the freed room is an
+        kube's ``handleBindingCycleError``: the Unreserve plugins run with the pod's cycle
+        state (a plugin's Reserve bookkeeping is undone), the assumed pod leaves the
+        snapshot, pods waiting in the unschedulable pool are moved (the freed room is an
         ``AssignedPodDelete``), and the pod goes to backoffQ (an Error status records no
         rejecting plugin), its backoff computed from ``attempts``.
 
-        Nothing happens, and False is returned, when the snapshot no longer holds that pod
-        as placed by this scheduler on ``node_name``: it was deleted meanwhile, or the API
-        server's bound version has already replaced it (another binding won; the informer
-        keeps it accounted where it really is).
+        Unreserve aside, nothing happens, and False is returned, when the snapshot no
+        longer holds that pod as placed by this scheduler on ``node_name``: it was deleted
+        meanwhile, or the API server's bound version has already replaced it (another
+        binding won; the informer keeps it accounted where it really is).
         """
+        cycle = self._binding_cycles.pop(pod.key, None)
+        if cycle is not None and cycle[2] == pod.uid:
+            fwk, state, _ = cycle
+            fwk.run_unreserve(state, pod, node_name)
         entry = self.snapshot.pods.get(pod.key)
         if (
             entry is None
@@ -538,6 +552,8 @@ class Scheduler:
             self.cache.forget(pod)
             return status
         self.cache.confirm(pod)
+        if self._async_bind:
+            self._binding_cycles[pod.key] = (fwk, state, pod.uid)
         return status
 
     def _fail(

@@ -542,6 +542,7 @@ class LiveScheduler:
         attempts, decision_s = self._binding.pop(pod.key, (1, 0.0))
         profile = pod.scheduler_name
         if out.ok:
+            self.scheduler.binding_succeeded(pod.key)
             self.stats["scheduled"] += 1
             self.metrics.observe_attempt("scheduled", profile, decision_s + out.duration_s)
             recorder.scheduled(pod, out.node_name)

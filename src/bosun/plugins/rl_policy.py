@@ -77,12 +77,19 @@ def scores_from_logits(logits: npt.NDArray[Any], rows: IndexArray) -> IntArray:
 
     The highest logit (the lowest row among equal highest logits) gets 100; every other
     node ``min(99, floor(99 * (l - lowest) / (highest - lowest)))`` (99 when all logits are
-    equal). See the module docstring.
+    equal). A non-finite logit (NaN, ±inf: a broken policy) counts as one below the lowest
+    finite one, so scores stay integers in 0..100. See the module docstring.
     """
     lg = np.asarray(logits, dtype=np.float64)
     out = np.zeros(len(lg), dtype=np.int64)
     if not len(lg):
         return out
+    # a broken policy (NaN or infinite weights) must not crash the cycle: a non-finite
+    # logit ranks last, one below the lowest finite one
+    finite = np.isfinite(lg)
+    if not finite.all():
+        floor = float(lg[finite].min()) - 1.0 if finite.any() else 0.0
+        lg = np.where(finite, lg, floor)
     hi = float(lg.max())
     lo = float(lg.min())
     top = np.flatnonzero(lg == hi)
