@@ -138,3 +138,31 @@ def test_lstm_on_4000_points(make_series: Maker) -> None:
     model = LSTMPredictor(num_threads=1)
     model.fit(make_series(periodic(4000, 288), step_s=300.0))
     check_forecast(model, 2, step_s=300.0)
+
+
+def clean_sine(n: int, period: int) -> np.ndarray:
+    """``50 + 20 sin(2 pi t / period)``, no noise: its future is known exactly."""
+    return 50.0 + 20.0 * np.sin(2 * np.pi * np.arange(n) / period)
+
+
+def test_prophet_learns_a_daily_cycle(make_series: Maker) -> None:
+    # 200 hourly samples of a 24 h sine. Truth at t = 200 and 201:
+    # 50 + 20 sin(2 pi 200/24) = 50 + 20 sin(120 deg) = 50 + 17.3205 = 67.3205
+    # 50 + 20 sin(2 pi 201/24) = 50 + 20 sin(135 deg) = 50 + 14.1421 = 64.1421
+    # The last value, 50 + 20 sin(2 pi 199/24) = 50 + 20 sin(105 deg) = 69.3185, misses
+    # them by 2.0 and 5.2: a model that learned nothing of the cycle cannot get within 0.5.
+    model = ProphetPredictor()
+    model.fit(make_series(clean_sine(200, 24), step_s=3600.0))
+    np.testing.assert_allclose(model.predict(7200.0).mean, [67.3205, 64.1421], atol=0.5)
+
+
+def test_lstm_beats_the_last_value_on_a_sine(make_series: Maker) -> None:
+    # 400 one-minute samples of a 12-step sine. Truth at t = 400 and 401:
+    # 50 + 20 sin(2 pi 400/12) = 50 + 20 sin(120 deg) = 67.3205
+    # 50 + 20 sin(2 pi 401/12) = 50 + 20 sin(150 deg) = 60.0
+    # The last value, 50 + 20 sin(2 pi 399/12) = 50 + 20 sin(90 deg) = 70, has a mean
+    # absolute error of (2.6795 + 10) / 2 = 6.34.
+    model = LSTMPredictor(window=12, hidden=8, horizon_s=120.0, epochs=20, seed=5)
+    model.fit(make_series(clean_sine(400, 12), step_s=60.0))
+    mae = float(np.mean(np.abs(model.predict(120.0).mean - [67.3205, 60.0])))
+    assert mae < 6.34

@@ -93,4 +93,7 @@ def test_module_register_reaches_module_create() -> None:
         assert isinstance(model, EWMA) and model.alpha == 0.7
         assert name not in Registry().names()  # a fresh registry holds only built-ins
     finally:
-        registry.REGISTRY._factories.pop(name)
+        registry.unregister(name)
+    assert name not in registry.names()
+    with pytest.raises(ForecastError, match="no forecasting model named"):
+        registry.unregister(name)

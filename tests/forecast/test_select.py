@@ -56,7 +56,7 @@ def test_select_model_end_to_end(make_series: Maker) -> None:
         series = [make_series(np.tile([1.0, 9.0, 3.0, 5.0], 40), name="n1")]
         sel = select_model(series, ["ewma", name, "seasonal-naive"], 600.0, initial=80)
     finally:
-        REGISTRY._factories.pop(name)
+        REGISTRY.unregister(name)
     assert sel.model == name
     assert [c.model for c in sel.candidates] == ["ewma", name, "seasonal-naive"]
     assert sel.candidates[1].pinball == 0.0 and sel.candidates[1].accuracy == 1.0

@@ -104,6 +104,15 @@ class Registry:
             raise ForecastError(f"the factory for {name!r} is not callable: {factory!r}")
         self._factories[name] = factory
 
+    def unregister(self, name: str) -> None:
+        """Remove the model registered as ``name``.
+
+        Raises:
+            ForecastError: ``name`` is not registered.
+        """
+        if self._factories.pop(name, None) is None:
+            raise ForecastError(f"no forecasting model named {name!r} is registered")
+
     def create(self, name: str, **params: Any) -> Predictor:
         """A new predictor built by the factory registered as ``name``.
 
@@ -144,6 +153,11 @@ REGISTRY = Registry()
 def register(name: str, factory: Factory) -> None:
     """Add a user model to the process-wide registry (see :meth:`Registry.register`)."""
     REGISTRY.register(name, factory)
+
+
+def unregister(name: str) -> None:
+    """Remove a model from the process-wide registry (see :meth:`Registry.unregister`)."""
+    REGISTRY.unregister(name)
 
 
 def names() -> tuple[str, ...]:
