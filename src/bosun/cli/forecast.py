@@ -25,7 +25,7 @@ import io
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -339,6 +339,36 @@ def _min_samples(probe: Predictor, step_s: float) -> int:
     return int(required(step_s)) if callable(required) else int(probe.min_samples)
 
 
+def _model_needs(
+    inputs: _Inputs,
+    models: Mapping[str, Predictor],
+    opts: SeriesOptions,
+    problems: list[InputProblem],
+) -> Iterator[tuple[str, UsageSeries, str, int]]:
+    """``(source, series, model name, samples the model needs)`` for every series and
+    model; a model that cannot work at a series' step goes into ``problems`` instead."""
+    for source, s in inputs.series:
+        for name, probe in models.items():
+            try:
+                yield source, s, name, _min_samples(probe, s.step_s)
+            except ForecastError as e:
+                problems.append(
+                    InputProblem(source, f"series {s.name}", opts.timestamp_column, str(e))
+                )
+
+
+def _too_short(
+    source: str, s: UsageSeries, opts: SeriesOptions, model: str, what: str, need: int
+) -> InputProblem:
+    """``series too short for model``: ``what`` (e.g. "it") needs at least ``need``."""
+    return InputProblem(
+        source,
+        f"series {s.name}",
+        opts.value_column,
+        f"too short for model {model}: {len(s)} samples, {what} needs at least {need}",
+    )
+
+
 def _need(min_samples: int, steps: int) -> int:
     """The fewest samples ``T`` a backtest needs: ``initial + H <= T`` with
     ``initial = max(min_samples, ceil(T / 4))`` (the backtest's default first origin).
@@ -603,27 +633,16 @@ def backtest_command(
         problems,
     )
     inputs = _read_inputs(data, horizon, options=opts, problems=problems)
-    for source, s in inputs.series:
+    for source, s, name, min_samples in _model_needs(inputs, models, opts, problems):
         if s.name in inputs.steps:
             steps = inputs.steps[s.name]
-            for name, probe in models.items():
-                try:
-                    need = _need(_min_samples(probe, s.step_s), steps)
-                except ForecastError as e:
-                    problems.append(
-                        InputProblem(source, f"series {s.name}", opts.timestamp_column, str(e))
+            need = _need(min_samples, steps)
+            if len(s) < need:
+                problems.append(
+                    _too_short(
+                        source, s, opts, name, f"a backtest over a {steps}-step horizon", need
                     )
-                    continue
-                if len(s) < need:
-                    problems.append(
-                        InputProblem(
-                            source,
-                            f"series {s.name}",
-                            opts.value_column,
-                            f"too short for model {name}: {len(s)} samples, a backtest over "
-                            f"a {steps}-step horizon needs at least {need}",
-                        )
-                    )
+                )
     if problems:
         raise fail(str(InputError(problems)))
     progress, advance = _progress(len(inputs.series) * len(models))
@@ -748,25 +767,9 @@ def predict_command(
         problems,
     )
     inputs = _read_inputs(data, horizon, options=opts, problems=problems)
-    for source, s in inputs.series:
-        for name, probe in models.items():
-            try:
-                min_samples = _min_samples(probe, s.step_s)
-            except ForecastError as e:
-                problems.append(
-                    InputProblem(source, f"series {s.name}", opts.timestamp_column, str(e))
-                )
-                continue
-            if len(s) < min_samples:
-                problems.append(
-                    InputProblem(
-                        source,
-                        f"series {s.name}",
-                        opts.value_column,
-                        f"too short for model {name}: {len(s)} samples, it needs at least "
-                        f"{min_samples}",
-                    )
-                )
+    for source, s, name, min_samples in _model_needs(inputs, models, opts, problems):
+        if len(s) < min_samples:
+            problems.append(_too_short(source, s, opts, name, "it", min_samples))
     if problems:
         raise fail(str(InputError(problems)))
     name = next(iter(models))
