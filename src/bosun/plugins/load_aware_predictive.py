@@ -231,6 +231,12 @@ class _Collect:
             self.problems.append(e)
         return default
 
+    def field(
+        self, fn: Callable[..., _T], raw: Mapping[str, Any], key: str, default: _T, **kw: Any
+    ) -> _T:
+        """Check ``raw[key]`` (``default`` when absent) with ``fn(value, key, **kw)``."""
+        return self.check(fn, default, raw.get(key, default), key, **kw)
+
     def raise_if_any(self) -> None:
         if len(self.problems) == 1:
             raise self.problems[0]
@@ -293,7 +299,7 @@ class LoadAwareArgs:
             if key not in _ARG_FIELDS:
                 expected = ", ".join(sorted(_ARG_FIELDS))
                 found.add(str(key), f"unknown field (expected: {expected})")
-        mode = found.check(one_of, PREDICTIVE, raw.get("mode", PREDICTIVE), "mode", MODES)
+        mode = found.field(one_of, raw, "mode", PREDICTIVE, choices=MODES)
         thresholds = dict(DEFAULT_USAGE_THRESHOLDS[mode])
         if "usageThresholds" in raw:
             thresholds = found.check(
@@ -324,69 +330,33 @@ class LoadAwareArgs:
             factors = {**factors, **given}
         parsed = LoadAwareArgs(
             mode=mode,
-            horizon_s=found.check(
-                _number,
-                600.0,
-                raw.get("horizonSeconds", 600.0),
-                "horizonSeconds",
-                low=0,
-                high=1e7,
-                low_open=True,
+            horizon_s=found.field(
+                _number, raw, "horizonSeconds", 600.0, low=0, high=1e7, low_open=True
             ),
-            quantile=found.check(
-                _number,
-                0.95,
-                raw.get("quantile", 0.95),
-                "quantile",
-                low=0,
-                high=0.999999,
-                low_open=True,
+            quantile=found.field(
+                _number, raw, "quantile", 0.95, low=0, high=0.999999, low_open=True
             ),
-            max_metric_age_s=found.check(
-                _number,
-                180.0,
-                raw.get("nodeMetricExpirationSeconds", 180.0),
-                "nodeMetricExpirationSeconds",
-                low=0,
-                high=1e9,
-                low_open=True,
+            max_metric_age_s=found.field(
+                _number, raw, "nodeMetricExpirationSeconds", 180.0, low=0, high=1e9, low_open=True
             ),
-            report_interval_s=found.check(
-                _number,
-                60.0,
-                raw.get("reportIntervalSeconds", 60.0),
-                "reportIntervalSeconds",
-                low=0,
-                high=1e9,
+            report_interval_s=found.field(
+                _number, raw, "reportIntervalSeconds", 60.0, low=0, high=1e9
             ),
             usage_thresholds=thresholds,
             resource_weights=weights,
             scaling_factors=factors,
-            target_utilization=found.check(
-                _int, 40, raw.get("targetUtilization", 40), "targetUtilization", low=1, high=99
+            target_utilization=found.field(_int, raw, "targetUtilization", 40, low=1, high=99),
+            default_requests_milli_cpu=found.field(
+                _int, raw, "defaultRequestsMilliCpu", 1000, low=0, high=10**9
             ),
-            default_requests_milli_cpu=found.check(
+            default_requests_multiplier=found.field(
+                _number, raw, "defaultRequestsMultiplier", 1.5, low=0, high=1000, allow_string=True
+            ),
+            neutral_score=found.field(
                 _int,
-                1000,
-                raw.get("defaultRequestsMilliCpu", 1000),
-                "defaultRequestsMilliCpu",
-                low=0,
-                high=10**9,
-            ),
-            default_requests_multiplier=found.check(
-                _number,
-                1.5,
-                raw.get("defaultRequestsMultiplier", 1.5),
-                "defaultRequestsMultiplier",
-                low=0,
-                high=1000,
-                allow_string=True,
-            ),
-            neutral_score=found.check(
-                _int,
-                DEFAULT_NEUTRAL_SCORE[mode],
-                raw.get("neutralScore", DEFAULT_NEUTRAL_SCORE[mode]),
+                raw,
                 "neutralScore",
+                DEFAULT_NEUTRAL_SCORE[mode],
                 low=MIN_NODE_SCORE,
                 high=MAX_NODE_SCORE,
             ),
