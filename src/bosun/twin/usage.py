@@ -505,12 +505,10 @@ class UsageTracker:
         safe = np.where(alloc > 0, alloc, np.nan)
         pct[ids] = 100.0 * cpu_node[ids] / safe
         ls = self._ls[slots]
-        for pid in self._pod_id[slots][ls].tolist():
-            self._ls_ran.add(int(pid))
+        self._ls_ran.update(self._pod_id[slots][ls].tolist())
         over = ls & (np.nan_to_num(pct[node_of], nan=0.0) > self.config.sla_cpu_pct)
         self.sla_pod_samples += int(over.sum())
-        for pid in self._pod_id[slots][over].tolist():
-            self._violated.add(int(pid))
+        self._violated.update(self._pod_id[slots][over].tolist())
 
     def advance(self, t: float) -> None:
         """Take every sample at ``k * metrics_interval_s <= t`` not yet taken."""
