@@ -122,6 +122,32 @@ def _load_trace(spec: str) -> tuple[Trace | None, list[InputProblem]]:
         return None, [InputProblem(spec, "trace", "", str(e))]
 
 
+def _checked_inputs(
+    trace: str,
+    seeds: int,
+    first_seed: int,
+    out: Path,
+    files: Sequence[str],
+    options: Mapping[str, str],
+    check: Callable[[Trace | None, list[int]], Sequence[InputProblem]],
+) -> tuple[Trace, list[int]]:
+    """Every check of an experiment's command line before anything runs: the seeds, the
+    ``--out`` folder, the trace and ``check(trace, seeds)`` (the experiment's own argument
+    checks), each problem named by its option.
+
+    Raises:
+        typer.Exit: through :func:`fail`, listing every problem (exit code 2).
+    """
+    problems, seed_list = _seed_problems(seeds, first_seed)
+    problems += _check_out(out, files)
+    loaded, trace_problems = _load_trace(trace)
+    problems += trace_problems
+    problems += _name_options(check(loaded, seed_list if not problems else [0]), options)
+    if problems or loaded is None:
+        raise fail(str(InputError(problems)))
+    return loaded, seed_list
+
+
 def _check_out(out: Path, names: Sequence[str]) -> list[InputProblem]:
     from bosun.outputs import check_out_folder
 
@@ -366,21 +392,17 @@ def fragmentation(
     console = Console() if sys.stdout.isatty() else Console(width=160)
     err = Console(stderr=True, highlight=False)
     names = [p for p in policies.split(",") if p.strip()]
-    problems, seed_list = _seed_problems(seeds, first_seed)
-    problems += _check_out(out, FRAGMENTATION_FILES)
-    loaded, trace_problems = _load_trace(trace)
-    problems += trace_problems
-    found = check_arguments(
-        loaded,
-        names,
-        seed_list if not problems else [0],
-        demand_limit=demand_limit,
-        record_every=record_every,
-        jobs=jobs,
+    loaded, seed_list = _checked_inputs(
+        trace,
+        seeds,
+        first_seed,
+        out,
+        FRAGMENTATION_FILES,
+        _FRAGMENTATION_OPTIONS,
+        lambda t, ss: check_arguments(
+            t, names, ss, demand_limit=demand_limit, record_every=record_every, jobs=jobs
+        ),
     )
-    problems += _name_options(found, _FRAGMENTATION_OPTIONS)
-    if problems or loaded is None:
-        raise fail(str(InputError(problems)))
 
     def progress(run: FragmentationRun) -> None:
         h = run.headline
@@ -539,20 +561,17 @@ def load_aware(
     console = Console() if sys.stdout.isatty() else Console(width=180)
     err = Console(stderr=True, highlight=False)
     names = [p for p in policies.split(",") if p.strip()]
-    problems, seed_list = _seed_problems(seeds, first_seed)
-    problems += _check_out(out, LOAD_AWARE_FILES)
-    loaded, trace_problems = _load_trace(trace)
-    problems += trace_problems
-    found = check_arguments(
-        loaded,
-        names,
-        seed_list if not problems else [0],
-        metrics_interval_s=metrics_interval,
-        predictor=predictor,
+    loaded, seed_list = _checked_inputs(
+        trace,
+        seeds,
+        first_seed,
+        out,
+        LOAD_AWARE_FILES,
+        _LOAD_AWARE_OPTIONS,
+        lambda t, ss: check_arguments(
+            t, names, ss, metrics_interval_s=metrics_interval, predictor=predictor
+        ),
     )
-    problems += _name_options(found, _LOAD_AWARE_OPTIONS)
-    if problems or loaded is None:
-        raise fail(str(InputError(problems)))
 
     def progress(run: LoadAwareRun) -> None:
         s = run.result.summary
