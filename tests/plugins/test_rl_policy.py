@@ -102,8 +102,23 @@ def test_scores_from_logits(logits: list[float], rows: list[int], expected: list
         ({"policyPath": "P", "threads": 0}, "threads", "greater than 0"),
         ({"policyPath": "P", "maxNodes": "many"}, "maxNodes", "must be an integer"),
         ({"policyPath": "P", "bogus": 1}, "bogus", "unknown field"),
+        ({"policyPath": "P", "taskClasses": []}, "taskClasses", "at least one task class"),
+        (
+            {"policyPath": "P", "taskClasses": [{"milliCpu": 1000, "gpuCount": 0}]},
+            "taskClasses[0].popularity",
+            "is required",
+        ),
     ],
-    ids=["missing", "not-string", "no-folder", "threads", "max-nodes", "unknown"],
+    ids=[
+        "missing",
+        "not-string",
+        "no-folder",
+        "threads",
+        "max-nodes",
+        "unknown",
+        "no-classes",
+        "class-without-popularity",
+    ],
 )
 def test_bad_args(policy: Path, args: dict[str, Any], field: str, match: str) -> None:
     if args.get("policyPath") == "P":
@@ -117,9 +132,9 @@ def test_bad_args(policy: Path, args: dict[str, Any], field: str, match: str) ->
     ("change", "match"),
     [
         ({"features_version": FEATURES_VERSION + 1}, "features_version: .*found"),
-        # a policy made by an encoder with 8 more global features: 6 * 15 + 49 = 139
+        # a policy made by an encoder with 8 more global features: 6 * 16 + 49 = 145
         (
-            {"global_features": 49, "observation_size": 139},
+            {"global_features": 49, "observation_size": 145},
             r"global_features: .*expected 41, found 49",
         ),
     ],
@@ -295,17 +310,21 @@ def _tiny_trace() -> Any:
     return Trace("tiny", nodes, arrivals)
 
 
-def test_plugin_in_the_twin_replays_the_env_episode(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fgd_prior", [False, True], ids=["network", "fgd-prior"])
+def test_plugin_in_the_twin_replays_the_env_episode(tmp_path: Path, fgd_prior: bool) -> None:
     """The same policy, two ways: (1) the Gymnasium env, the agent taking the masked
     arg-max of the ONNX actor on the env's observation; (2) the twin's Simulator with a
-    KubeSchedulerConfiguration whose only scorer is RLPolicy. Every pod lands on the same
-    node at the same time, so the plugin chooses as the policy does in the env."""
+    KubeSchedulerConfiguration whose only scorer is RLPolicy, serving the task classes kept
+    in the policy's meta. Every pod lands on the same node at the same time, so the plugin
+    chooses as the policy does in the env (with and without the FGD prior)."""
     from bosun.framework.config import parse_configuration
     from bosun.rl.env import SchedulingEnv
     from bosun.twin.engine import Simulator
 
     spec = ObservationSpec(4, 8)
     folder = tmp_path / "policy"
+    trace = _tiny_trace()
+    env = SchedulingEnv(trace, seed=0, record_metrics=True)
     init_policy(
         folder,
         ObsLayout(spec.max_nodes, spec.node_features, spec.global_features),
@@ -316,11 +335,11 @@ def test_plugin_in_the_twin_replays_the_env_episode(tmp_path: Path) -> None:
             "reward_weights": {},
             "trace": "tiny",
         },
+        fgd_prior=fgd_prior,
+        task_classes=env.task_classes,
     )
     actor = OnnxActor(folder / ONNX_FILE)
-    trace = _tiny_trace()
 
-    env = SchedulingEnv(trace, seed=0, record_metrics=True)
     obs, _ = env.reset(seed=0)
     chosen: dict[str, str] = {}
     while True:
@@ -430,3 +449,59 @@ def test_larger_cluster_at_construction(
     assert re.search(expected, problem.message), problem.message
     assert str(policy) in problem.message
     assert str(path) in str(err.value)
+
+
+def _prior_policy(out: Path, classes: Any) -> Path:
+    init_policy(
+        out,
+        ObsLayout(SPEC.max_nodes, SPEC.node_features, SPEC.global_features),
+        seed=0,
+        meta_fields={
+            "features_version": FEATURES_VERSION,
+            "history_len": SPEC.history_len,
+            "reward_weights": {},
+            "trace": "test",
+        },
+        fgd_prior=True,
+        task_classes=classes,
+    )
+    return out
+
+
+def test_prior_policy_needs_task_classes(tmp_path: Path) -> None:
+    """A policy trained with the FGD prior but whose meta keeps no task classes is refused
+    unless the profile gives ``taskClasses``, which it then uses."""
+    from bosun.twin.fragmentation import TaskClasses
+
+    folder = _prior_policy(tmp_path / "p", None)
+    with pytest.raises(PluginArgsError, match="trained with the FGD prior") as err:
+        RLPolicy({"policyPath": str(folder)})
+    assert err.value.field == "taskClasses"
+    arg = [
+        {"milliCpu": 1000, "memoryBytes": 1 << 30, "gpuCount": 1, "gpuMilli": 500, "popularity": 1}
+    ]
+    plugin = RLPolicy({"policyPath": str(folder), "taskClasses": arg})
+    assert plugin._encode.classes == TaskClasses.from_args(arg)
+
+
+def test_task_classes_from_meta_and_overridden(tmp_path: Path) -> None:
+    """The task classes kept in ``meta.json`` are served by default; ``taskClasses``
+    replaces them."""
+    from bosun.twin.fragmentation import TaskClasses
+
+    kept = TaskClasses.from_args(
+        [
+            {
+                "milliCpu": 2000,
+                "memoryBytes": 1 << 30,
+                "gpuCount": 1,
+                "gpuMilli": 1000,
+                "popularity": 3,
+            }
+        ]
+    )
+    folder = _prior_policy(tmp_path / "p", kept)
+    assert RLPolicy({"policyPath": str(folder)})._encode.classes == kept
+    other = [{"milliCpu": 500, "memoryBytes": 0, "gpuCount": 0, "gpuMilli": 0, "popularity": 1}]
+    served = RLPolicy({"policyPath": str(folder), "taskClasses": other})._encode.classes
+    assert served == TaskClasses.from_args(other) != kept

@@ -70,7 +70,7 @@ def test_training_on_ray(local_ray: None, tmp_path: Path) -> None:
         meta_fields={"features_version": 1, "history_len": 0, "reward_weights": {}, "trace": "x"},
         timesteps=256,
         seed=0,
-        settings=PPOSettings(n_steps=64, batch_size=64),
+        settings=PPOSettings(n_steps=64, batch_size=64, fgd_prior=False),
         use_ray=True,
     )
     assert res.timesteps == 256

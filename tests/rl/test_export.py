@@ -45,8 +45,8 @@ def test_onnx_matches_torch(small_policy: Path, num_nodes: int) -> None:
 
 def test_reexport_round_trip(small_policy: Path, tmp_path: Path) -> None:
     model = load_model(small_policy)
-    path = export_onnx(model.policy, tmp_path / "a.onnx", 161)
-    obs = np.random.default_rng(0).uniform(-1, 1, (2, 161)).astype(np.float32)
+    path = export_onnx(model.policy, tmp_path / "a.onnx", 169)
+    obs = np.random.default_rng(0).uniform(-1, 1, (2, 169)).astype(np.float32)
     np.testing.assert_allclose(
         OnnxActor(path).logits(obs), OnnxActor(small_policy / ONNX_FILE).logits(obs), atol=1e-6
     )

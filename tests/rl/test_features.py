@@ -29,6 +29,7 @@ from bosun.rl.features import (
     observation_size,
     pod_fragmentation_milli,
 )
+from bosun.twin.fragmentation import TaskClasses
 
 GPU = "nvidia.com/gpu"
 SHARE = "alibabacloud.com/gpu-milli"
@@ -56,22 +57,22 @@ def _view(obs: np.ndarray, spec: ObservationSpec) -> dict[str, float]:
 
 def test_layout_sizes() -> None:
     spec = ObservationSpec(max_nodes=5, history_len=3)
-    # 5 rows x 15 node features + 11 cluster + 14 pod + 3 x 8 history = 75 + 49 = 124
-    assert (len(NODE_FEATURES), len(CLUSTER_FEATURES), len(POD_FEATURES)) == (15, 11, 14)
+    # 5 rows x 16 node features + 11 cluster + 14 pod + 3 x 8 history = 80 + 49 = 129
+    assert (len(NODE_FEATURES), len(CLUSTER_FEATURES), len(POD_FEATURES)) == (16, 11, 14)
     assert len(HISTORY_FEATURES) == 8
-    assert spec.node_features == 15
+    assert spec.node_features == 16
     assert spec.global_features == 11 + 14 + 24
-    assert observation_size(spec) == spec.size == 124
-    assert len(feature_names(spec)) == 124
+    assert observation_size(spec) == spec.size == 129
+    assert len(feature_names(spec)) == 129
     low, high = observation_bounds(spec)
-    assert low.shape == high.shape == (124,)
+    assert low.shape == high.shape == (129,)
     names = feature_names(spec)
     signed = {n for n, lo in zip(names, low.tolist(), strict=True) if lo < 0}
     assert signed == {
         *(
             f"node[{i}].{f}"
             for i in range(5)
-            for f in ("cpu_free_after", "memory_free_after", "gpu_free_after")
+            for f in ("cpu_free_after", "memory_free_after", "gpu_free_after", "fgd_increase")
         ),
         "pod.priority",
     }
@@ -240,13 +241,13 @@ def test_spec_dict_round_trip_and_version() -> None:
         InputError, match=rf"features_version: expected {FEATURES_VERSION} .*found 999"
     ):
         ObservationSpec.from_dict({**d, "features_version": 999}, "policy/meta.json")
-    # 7 rows x 15 + 11 cluster + 14 pod + 4 x 8 history = 105 + 25 + 32 = 162
-    with pytest.raises(InputError, match=r"observation_size: expected 162, found 5"):
+    # 7 rows x 16 + 11 cluster + 14 pod + 4 x 8 history = 112 + 25 + 32 = 169
+    with pytest.raises(InputError, match=r"observation_size: expected 169, found 5"):
         ObservationSpec.from_dict({**d, "observation_size": 5})
     with pytest.raises(InputError, match=r"max_nodes: expected an integer"):
         ObservationSpec.from_dict({"features_version": FEATURES_VERSION, "history_len": 1})
     check_features_version(FEATURES_VERSION)
-    with pytest.raises(InputError, match=r"policy\.onnx: .*features_version: expected 1 .*found 0"):
+    with pytest.raises(InputError, match=r"policy\.onnx: .*features_version: expected 2 .*found 0"):
         check_features_version(0, "policy.onnx")
 
 
@@ -305,7 +306,8 @@ def test_observation_finite_and_within_bounds(
     history = DecisionHistory(spec)
     if snap.num_nodes:
         history.record(snap, pod, 0)
-    obs = encode(snap, pod, mask, history, spec)
+    # with FGD's task classes (the pod's own shape as the workload): fgd_increase too
+    obs = encode(snap, pod, mask, history, spec, TaskClasses.from_pods([pod]))
     low, high = observation_bounds(spec)
     assert obs.dtype == np.float32 and obs.shape == (spec.size,)
     assert np.isfinite(obs).all()
@@ -313,7 +315,10 @@ def test_observation_finite_and_within_bounds(
     block = obs[: 8 * spec.node_features].reshape(8, spec.node_features)
     assert (block[: snap.num_nodes, 0] == 1).all()  # a real row is never all zero
     assert not block[snap.num_nodes :].any()  # padding rows are
-    assert block[: snap.num_nodes, -1].tolist() == mask.astype(float).tolist()
+    feasible = NODE_FEATURES.index("feasible")
+    assert block[: snap.num_nodes, feasible].tolist() == mask.astype(float).tolist()
+    # fgd_increase only where the node is to be scored
+    assert not block[: snap.num_nodes, NODE_FEATURES.index("fgd_increase")][~mask].any()
 
 
 def _mutate(snap: Snapshot, kind: str, step: int) -> None:
@@ -358,3 +363,49 @@ def test_encoder_equals_encode_as_the_cluster_changes(kind: str) -> None:
     pod = make_pod("c", cpu="1", memory="1Gi")
     mask = np.ones(3, dtype=bool)
     assert np.array_equal(enc(other, pod, mask, None, spec), encode(other, pod, mask, None, spec))
+
+
+def test_fgd_increase_by_hand() -> None:
+    """``fgd_increase`` against one task class (1 CPU, 1 GiB, half a GPU: popularity 1).
+
+    F_n(M) (Weng et al. §3) with one class asking 500 milli of one GPU is the free milli-GPU
+    of the devices with less than 500 free (a device with 0 free adds 0).
+
+    * a: 2 free GPUs, R = (1000, 1000), F = 0. The pending pod (700 milli) on either device
+      leaves (300, 1000): F = 300, delta = 300 -> 300 / 8000 = 0.0375.
+    * b: device 0 holds 300 milli, R = (700, 1000), F = 0. On device 0: (0, 1000), F = 0;
+      on device 1: (700, 300), F = 300. FGD takes device 0: delta = 0.
+    * c: no GPU, the pod cannot run there: +inf -> 1.
+    """
+    from bosun.rl.features import FGD_SCALE_MILLI
+
+    snap = Snapshot(
+        [
+            make_node("a", cpu="8", memory="32Gi", extra={GPU: 2}),
+            make_node("b", cpu="8", memory="32Gi", extra={GPU: 2}),
+            make_node("c", cpu="8", memory="32Gi"),
+        ]
+    )
+    snap.add_pod(_share("u", 300), "b", gpu_devices=[0])
+    classes = TaskClasses.from_args(
+        [{"milliCpu": 1000, "memoryBytes": GIB, "gpuCount": 1, "gpuMilli": 500, "popularity": 1}]
+    )
+    spec = ObservationSpec(max_nodes=4, history_len=0)
+    pod = _share("p", 700)
+    f = NODE_FEATURES.index("fgd_increase")
+    assert FGD_SCALE_MILLI == 8000.0
+
+    def column(feasible: list[bool], with_classes: bool) -> list[float]:
+        obs = Encoder(classes if with_classes else None)(snap, pod, feasible, None, spec)
+        return obs[: 4 * len(NODE_FEATURES)].reshape(4, -1)[:, f].tolist()
+
+    assert column([True, True, True], True) == pytest.approx([300 / 8000, 0.0, 1.0, 0.0])
+    # only the nodes to score carry it
+    assert column([False, True, True], True) == pytest.approx([0.0, 0.0, 1.0, 0.0])
+    # without task classes the feature is 0
+    assert column([True, True, True], False) == [0.0, 0.0, 0.0, 0.0]
+    # encode() with classes gives the encoder's observation
+    np.testing.assert_array_equal(
+        encode(snap, pod, [True, True, True], None, spec, classes),
+        Encoder(classes)(snap, pod, [True, True, True], None, spec),
+    )

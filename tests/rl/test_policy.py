@@ -83,6 +83,40 @@ def test_padding_rows_do_not_change_real_logits_or_value() -> None:
     np.testing.assert_allclose(v_p.numpy(), v.numpy(), atol=1e-6)
 
 
+def test_fgd_prior_logits_by_hand() -> None:
+    """With the prior on node feature 1 at beta = 10 and the network's output layer at
+    zero, a node's logit is -10 x its feature: (0.3, -0.2, 0.05) -> (-3, 2, -0.5), so the
+    arg-max is the node with the smallest increase (FGD's choice). beta is a parameter
+    (trained with the rest), log(10) at the start."""
+    layout = ObsLayout(3, 3, 2)
+    torch.manual_seed(0)
+    net = build_node_scorer(layout, hidden=8, prior_index=1, prior_scale=10.0)
+    with torch.no_grad():
+        net.node_out.weight.zero_()
+        net.node_out.bias.zero_()
+    nodes = np.array([[1, 0.3, 0.5], [1, -0.2, 0.1], [1, 0.05, 0.9]], np.float32)
+    obs = np.concatenate([nodes.ravel(), np.array([0.4, 0.6], np.float32)])[None, :]
+    with torch.no_grad():
+        logits = net.forward_actor(torch.as_tensor(obs)).numpy()[0]
+    np.testing.assert_allclose(logits, [-3.0, 2.0, -0.5], atol=1e-6)
+    assert any(p is net.log_beta for p in net.parameters())
+    assert float(net.log_beta.detach()) == pytest.approx(np.log(10.0))
+    assert build_node_scorer(layout, hidden=8).log_beta is None  # no prior by default
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"prior_index": 3}, "prior_index 3 outside 0..2"),
+        ({"prior_index": 1, "prior_scale": 0.0}, "prior_scale must be a finite number > 0"),
+    ],
+    ids=["index", "scale"],
+)
+def test_bad_prior(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        build_node_scorer(ObsLayout(3, 3, 2), hidden=8, **kwargs)
+
+
 @pytest.mark.parametrize(
     ("logits", "mask", "expected"),
     [
@@ -107,11 +141,11 @@ def test_meta_round_trip(small_policy: Path) -> None:
     spec = ObservationSpec(8, 2)
     assert meta.features_version == FEATURES_VERSION
     assert meta.max_nodes == 8 and meta.history_len == 2
-    # 8 rows x 15 node features + (11 cluster + 14 pod + 2 x 8 history) = 120 + 41 = 161
-    assert meta.observation_size == 161 == spec.size
+    # 8 rows x 16 node features + (11 cluster + 14 pod + 2 x 8 history) = 128 + 41 = 169
+    assert meta.observation_size == 169 == spec.size
     assert meta.reward_weights == {"util": 0.4, "speed": 0.3, "sla": 0.2, "frag": 0.1}
     model = load_model(small_policy)
-    assert model.observation_space.shape == (161,)
+    assert model.observation_space.shape == (169,)
     assert type(model.policy).__name__ == "MaskableNodeScorerPolicy"
 
 
@@ -138,7 +172,7 @@ def _edit_meta(folder: Path, **changes: Any) -> None:
         (lambda p: _edit_meta(p, max_nodes="8"), "max_nodes: expected an integer, found '8'"),
         (
             lambda p: _edit_meta(p, observation_size=100),
-            r"observation_size: expected .* = 161, found 100",
+            r"observation_size: expected .* = 169, found 100",
         ),
         (lambda p: _edit_meta(p, format_version=9), "format_version: expected 1, found 9"),
     ],
@@ -173,11 +207,11 @@ def test_bad_model_file_is_a_clear_error(
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"features_version": FEATURES_VERSION + 1}, "features_version: .*expected 2, found 1"),
-        ({"node_features": 16}, "node_features: .*expected 16, found 15"),
+        ({"features_version": FEATURES_VERSION + 1}, "features_version: .*expected 3, found 2"),
+        ({"node_features": 17}, "node_features: .*expected 17, found 16"),
         ({"global_features": 40}, "global_features: .*expected 40, found 41"),
         ({"history_len": 3}, "history_len: .*expected 3, found 2"),
-        ({"observation_size": 176}, "observation_size: .*expected 176, found 161"),
+        ({"observation_size": 184}, "observation_size: .*expected 184, found 169"),
     ],
     ids=["version", "node-features", "global-features", "history", "size"],
 )
@@ -187,9 +221,84 @@ def test_incompatible_policy_names_expected_and_found(
     meta = load_meta(small_policy)
     args: dict[str, Any] = {
         "features_version": FEATURES_VERSION,
-        "node_features": 15,
+        "node_features": 16,
         "global_features": 41,
     }
     args.update(kwargs)
     with pytest.raises(PolicyFileError, match=match):
         check_compatible(meta, small_policy / META_FILE, **args)
+
+
+def test_untrained_prior_policy_chooses_as_fgd(tmp_path: Path) -> None:
+    """A policy whose prior dominates (beta = 1e6: 125 logits per milli-GPU of increase,
+    far above the untrained network's output, about 0.01) picks, at every decision of an
+    episode, one of the nodes FGD scores highest (the nodes with the smallest
+    fragmentation increase; FGD's own pick among them is a seeded tie-break)."""
+    from bosun.api.build import make_node, make_pod
+    from bosun.framework.interface import CycleState
+    from bosun.plugins.fgd import FGD
+    from bosun.rl.env import SchedulingEnv
+    from bosun.rl.export import OnnxActor
+    from bosun.rl.policy import ONNX_FILE
+    from bosun.rl.train import init_policy
+    from bosun.twin.trace import PodArrival, Trace
+
+    share = "alibabacloud.com/gpu-milli"
+    nodes = [
+        make_node(f"g{i}", cpu="16", memory="64Gi", extra={"nvidia.com/gpu": 4}) for i in range(4)
+    ]
+    shapes: list[dict[str, int]] = [
+        {share: 300},
+        {share: 500},
+        {"nvidia.com/gpu": 1},
+        {share: 700},
+        {"nvidia.com/gpu": 2},
+    ]
+    arrivals = [
+        # one every 10 s for 100 s: about 10 pods, 9 of the 16 GPUs, at once
+        PodArrival(
+            make_pod(f"p{i:02d}", cpu="1", memory="2Gi", extra=shapes[i % 5]),
+            i * 10.0,
+            duration_s=100.0,
+        )
+        for i in range(60)
+    ]
+    env = SchedulingEnv(Trace("shares", nodes, arrivals), seed=0)
+    spec = env.obs_spec
+    folder = tmp_path / "p"
+    init_policy(
+        folder,
+        ObsLayout(spec.max_nodes, spec.node_features, spec.global_features),
+        seed=0,
+        meta_fields={
+            "features_version": FEATURES_VERSION,
+            "history_len": spec.history_len,
+            "reward_weights": {},
+            "trace": "shares",
+        },
+        fgd_prior=True,
+        task_classes=env.task_classes,
+        prior_scale=1e6,
+    )
+    actor = OnnxActor(folder / ONNX_FILE)
+    assert env.task_classes is not None
+    fgd = FGD({"taskClasses": env.task_classes.to_args()})
+    obs, _ = env.reset(seed=0)
+    decisions = 0
+    while True:
+        d = env.pending
+        assert d is not None
+        state = CycleState()
+        fgd.pre_score(state, d.pod, d.snapshot, d.rows)
+        scores = fgd.normalize_score(
+            state, d.pod, d.snapshot, fgd.score(state, d.pod, d.snapshot, d.rows)
+        )
+        best = set(np.asarray(d.rows)[scores == scores.max()].tolist())
+        action = masked_argmax(actor.logits(obs)[0], env.action_masks())
+        assert action in best, (decisions, d.pod.name, action, best)
+        decisions += 1
+        obs, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            break
+    env.close()
+    assert decisions > 30

@@ -22,7 +22,8 @@ torch.set_num_threads(1)
 
 LAYOUT = ObsLayout(6, NODE_FEATURES, GLOBAL_FEATURES)
 META = {"features_version": 1, "history_len": 0, "reward_weights": {}, "trace": "fake"}
-FAST = PPOSettings(n_steps=128, batch_size=64, n_epochs=4, learning_rate=1e-3)
+# the fake env has its own 2 node features: no FGD prior (it reads bosun's node feature 15)
+FAST = PPOSettings(n_steps=128, batch_size=64, n_epochs=4, learning_rate=1e-3, fgd_prior=False)
 
 
 def _episode_rewards(choose: Callable[[np.ndarray, np.ndarray], int], episodes: int = 20) -> float:
@@ -136,9 +137,12 @@ def test_policy_folder_contents(tmp_path: Path) -> None:
         ({"algo": "dqn"}, "algo"),
         ({"timesteps": 0}, "timesteps"),
         ({"checkpoint_every": -1}, "checkpoint_every"),
-        ({"settings": PPOSettings(n_steps=1)}, "n_steps"),
+        ({"settings": PPOSettings(n_steps=1, fgd_prior=False)}, "n_steps"),
+        ({"settings": PPOSettings(prior_scale=0.0, fgd_prior=False)}, "prior_scale"),
+        # the fake env's 2 node features have no fgd_increase for the prior to read
+        ({"settings": PPOSettings(fgd_prior=True)}, "fgd_prior"),
     ],
-    ids=["algo", "timesteps", "checkpoint", "n-steps"],
+    ids=["algo", "timesteps", "checkpoint", "n-steps", "prior-scale", "prior-without-feature"],
 )
 def test_bad_settings_write_nothing(tmp_path: Path, kwargs: dict[str, object], field: str) -> None:
     args: dict[str, object] = {"timesteps": 256, "seed": 0, "settings": FAST, **kwargs}
@@ -208,5 +212,5 @@ def test_training_on_the_twin_is_deterministic(tmp_path: Path) -> None:
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     meta = load_meta(tmp_path / "a")
     assert meta.trace == "tiny" and meta.timesteps == 256 and meta.seed == 5
-    # 4 nodes x 15 node features + (11 cluster + 14 pod + 8 x 8 history) = 60 + 89 = 149
-    assert meta.observation_size == 149
+    # 4 nodes x 16 node features + (11 cluster + 14 pod + 8 x 8 history) = 64 + 89 = 153
+    assert meta.observation_size == 153

@@ -18,8 +18,9 @@ import math
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -230,9 +231,16 @@ def train_cmd(
         int | None,
         typer.Option("--hidden", help="Width of the per-node scorer (default: bosun's, 64)."),
     ] = None,
+    fgd_prior: Annotated[
+        bool,
+        typer.Option(
+            "--prior/--no-prior",
+            help="FGD prior: start from FGD's choice, learn a residual on its score.",
+        ),
+    ] = True,
 ) -> None:
     """Train a scheduling policy in the twin (MaskablePPO by default) and export it."""
-    from bosun.rl.train import EnvSettings, PPOSettings, train
+    from bosun.rl.train import EnvSettings, train
 
     try:
         weights = _weights(reward_weights)
@@ -274,7 +282,7 @@ def train_cmd(
                 max_steps=max_steps,
                 arrival_fraction=(0.0, train_fraction),
             ),
-            settings=PPOSettings(hidden=hidden) if hidden is not None else None,
+            settings=_ppo_settings(hidden, fgd_prior),
             ray_address=address,
             use_ray=use_ray,
             show_progress=progress,
@@ -293,6 +301,14 @@ def train_cmd(
         )
         + f"policy in {escape(str(out))}"
     )
+
+
+def _ppo_settings(hidden: int | None, fgd_prior: bool) -> Any:
+    """bosun's :class:`bosun.rl.train.PPOSettings` with ``--hidden`` and ``--prior``."""
+    from bosun.rl.train import PPOSettings
+
+    base = PPOSettings(fgd_prior=fgd_prior)
+    return base if hidden is None else replace(base, hidden=hidden)
 
 
 @app.command("evaluate")
@@ -341,6 +357,21 @@ def evaluate_cmd(
         int | None,
         typer.Option("--hidden", help="Width of the per-node scorer (default: bosun's, 64)."),
     ] = None,
+    train_load: Annotated[
+        float | None,
+        typer.Option(
+            "--train-load",
+            help="Train on the train window inflated with clones of its own pods to this "
+            "multiple of the cluster's GPUs (e.g. 1.3, FGD's tune factor).",
+        ),
+    ] = None,
+    fgd_prior: Annotated[
+        bool,
+        typer.Option(
+            "--prior/--no-prior",
+            help="FGD prior: start from FGD's choice, learn a residual on its score.",
+        ),
+    ] = True,
 ) -> None:
     """Train on the first 70% of a trace's arrivals, compare with the heuristics on the rest.
 
@@ -348,7 +379,7 @@ def evaluate_cmd(
     --no-departures --warmup fgd --nodes 128 --scale-pods
     """
     from bosun.rl.evaluate import evaluate
-    from bosun.rl.train import EnvSettings, PPOSettings
+    from bosun.rl.train import EnvSettings
 
     console = Console()
     tmp: Path | None = None
@@ -384,10 +415,11 @@ def evaluate_cmd(
             env_settings=EnvSettings(
                 nodes=nodes, reward_weights=weights, departures=departures, warmup=warmup
             ),
-            ppo_settings=PPOSettings(hidden=hidden) if hidden is not None else None,
+            ppo_settings=_ppo_settings(hidden, fgd_prior),
             algo=algo,
             n_envs=n_envs,
             scale_pods=scale_pods,
+            train_load=train_load,
             progress=lambda line: console.print(escape(line)),
         )
         ev.write(tmp)

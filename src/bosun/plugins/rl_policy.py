@@ -31,6 +31,11 @@ Args (``pluginConfig[RLPolicy].args``):
 
 * ``policyPath`` (required): the policy folder (``meta.json``, ``policy.onnx``).
 * ``threads``: onnxruntime intra-op threads (default 1).
+* ``taskClasses``: FGD's target workload for the ``fgd_increase`` feature, in the FGD
+  plugin's format (:meth:`bosun.twin.fragmentation.TaskClasses.from_args`); default: the
+  task classes of the training trace, kept in the policy's ``meta.json``
+  (``extra.task_classes``). A policy trained with the FGD prior (``extra.fgd_prior``) needs
+  one or the other: without task classes the feature, and so the prior, would be 0.
 * ``maxNodes``: node rows of the observation (default: the policy's training
   ``max_nodes``). The network scores any node count, but the encoder refuses a cluster
   larger than ``maxNodes``: a configuration error (``maxNodes``) when the cluster is already
@@ -107,13 +112,14 @@ class RLPolicy:
     """Score plugin serving a trained scheduling policy (module docstring).
 
     Args:
-        args: ``{"policyPath": str, "threads": int, "maxNodes": int}``.
+        args: ``{"policyPath": str, "threads": int, "maxNodes": int, "taskClasses": [...]}``.
         handle: the framework (Reserve reads ``handle.snapshot``).
 
     Raises:
         PluginArgsError: ``policyPath`` missing, not a string, or not a usable policy
             folder (missing or corrupt ``meta.json``/``policy.onnx``, another features
             version or layout: the message names the file, what was expected and found);
+            invalid ``taskClasses``, or none at all for a policy trained with the FGD prior;
             ``threads``/``maxNodes`` not positive integers; ``maxNodes`` (or the policy's
             default) below the node count of ``handle.snapshot`` when the plugin is built;
             an unknown field.
@@ -132,7 +138,7 @@ class RLPolicy:
         )
         from bosun.rl.policy import META_FILE, ONNX_FILE, check_compatible, load_meta
 
-        raw = args_mapping(args, ("policyPath", "threads", "maxNodes"))
+        raw = args_mapping(args, ("policyPath", "threads", "maxNodes", "taskClasses"))
         path = raw.get("policyPath")
         if not isinstance(path, str) or not path:
             raise PluginArgsError(
@@ -162,9 +168,37 @@ class RLPolicy:
             raise PluginArgsError("maxNodes", self._too_many_nodes(num_nodes))
         self.history = DecisionHistory(self.spec)
         self.handle = handle
-        self._encode = _encoder()
+        self._encode = _encoder(self._task_classes(raw.get("taskClasses")))
         # onnxruntime's first run allocates and plans: pay it here, not on the first pod
         self.actor.logits(np.zeros((1, self.spec.size), dtype=np.float32))
+
+    def _task_classes(self, arg: Any) -> Any:
+        """The task classes to encode with: the arg, else the policy's; None when neither
+        gives any and the policy has no FGD prior.
+
+        Raises:
+            PluginArgsError: invalid ``taskClasses``, or none for a policy with the prior.
+        """
+        from bosun.rl.policy import META_FILE
+        from bosun.twin.fragmentation import TaskClasses
+
+        if arg is not None:
+            return TaskClasses.from_args(arg, "taskClasses")
+        stored = self.meta.extra.get("task_classes")
+        if stored is not None:
+            try:
+                return TaskClasses.from_args(stored, "extra.task_classes")
+            except PluginArgsError as e:
+                raise PluginArgsError(
+                    "policyPath", f"{self.path / META_FILE}: invalid extra.task_classes ({e})"
+                ) from None
+        if self.meta.extra.get("fgd_prior"):
+            raise PluginArgsError(
+                "taskClasses",
+                f"is required: the policy {self.path} was trained with the FGD prior, whose "
+                "feature needs FGD's task classes, and its meta.json keeps none",
+            )
+        return None
 
     def _too_many_nodes(self, num_nodes: int) -> str:
         """The message for a cluster of ``num_nodes`` nodes, more than ``maxNodes``."""
@@ -218,7 +252,7 @@ class RLPolicy:
             self.history = saved
 
 
-def _encoder() -> Any:
+def _encoder(classes: Any) -> Any:
     from bosun.rl.features import Encoder
 
-    return Encoder()
+    return Encoder(classes)

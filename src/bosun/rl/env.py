@@ -21,11 +21,13 @@ Observation: ``Box(low, high, (observation_size,), float32)`` from
 :func:`bosun.rl.features.encode` (layout, every feature, its unit and bounds: that module's
 docstring): the node block (``max_nodes`` rows, row ``i`` = snapshot row ``i``, padding rows
 zero) with per-node capacity, used and free-after-placement CPU/memory/GPU as fractions of
-allocatable, the pod's GPU fragmentation per node and the feasible flag; then the cluster
+allocatable, the pod's GPU fragmentation per node, the feasible flag and FGD's
+fragmentation increase per feasible node (``fgd_increase``, against the task classes of the
+replayed trace, the workload the FGD heuristic is given too); then the cluster
 (node count, allocation ratios, fragmentation, totals), the pending pod (CPU, memory and GPU
 requests relative to the largest node, GPU share, QoS one-hot, priority) and the last
-``history_len`` placements. ``low`` is -1 for the ``*_free_after`` and priority features, 0
-elsewhere; ``high`` is 1. After the episode ends the observation is all zeros.
+``history_len`` placements. ``low`` is -1 for the ``*_free_after``, ``fgd_increase`` and
+priority features, 0 elsewhere; ``high`` is 1. After the episode ends the observation is all zeros.
 
 Action: ``Discrete(max_nodes)``, a snapshot node row. :meth:`SchedulingEnv.action_masks`
 (what sb3-contrib's MaskablePPO reads) is True exactly at the rows of the nodes that passed
@@ -326,6 +328,72 @@ def without_departures(trace: Trace) -> Trace:
     )
 
 
+def inflate_trace(trace: Trace, demand_limit: float, seed: int = 0) -> Trace:
+    """The trace with clones of its own pods appended until the arrived GPU demand would
+    exceed ``demand_limit`` times the cluster's GPUs: FGD's workload inflation (Weng et al.,
+    ATC '23, §6.1, and their simulator's ``tune`` factor, 1.3 in the published runs), here
+    to let training reach the saturation a test window meets without using any of its pods.
+
+    Clones are drawn uniformly with replacement (``numpy.random.default_rng(seed)``) from
+    ``trace.arrivals``, named ``<name>-clone-<i>``, and arrive after the last arrival, one
+    every mean inter-arrival gap of the trace (1 s for a trace of one arrival); their
+    departures or durations are the original's (shifted with the arrival). The trace is
+    returned unchanged when its arrivals already reach the limit.
+
+    Raises:
+        InputError: ``demand_limit`` not a positive finite number, a trace without GPUs or
+            without a GPU pod (nothing to saturate).
+    """
+    problems: list[InputProblem] = []
+    if (
+        isinstance(demand_limit, bool)
+        or not isinstance(demand_limit, int | float)
+        or not (math.isfinite(demand_limit) and demand_limit > 0)
+    ):
+        problems.append(_arg("demand_limit", f"expected a number > 0, found {demand_limit!r}"))
+    capacity = trace.gpu_capacity * 1000
+    demand = np.array([a.pod.gpu_count * a.pod.gpu_milli for a in trace.arrivals], np.int64)
+    if capacity == 0 or not demand.any():
+        problems.append(
+            InputProblem(
+                trace.name,
+                "arrivals",
+                "nvidia.com/gpu",
+                "expected GPU nodes and GPU pods to inflate the GPU demand, found "
+                f"{trace.gpu_capacity} GPUs and {int(np.count_nonzero(demand))} GPU pods",
+            )
+        )
+    if problems:
+        raise InputError(problems)
+    limit = float(demand_limit) * capacity
+    total = int(demand.sum())
+    if total > limit:
+        return trace
+    arrivals = list(trace.arrivals)
+    n = len(arrivals)
+    last = arrivals[-1].arrival_s
+    gap = (last - arrivals[0].arrival_s) / (n - 1) if n > 1 else 1.0
+    rng = np.random.default_rng(seed)
+    clones: list[PodArrival] = []
+    while True:
+        i = int(rng.integers(n))
+        if total + int(demand[i]) > limit:
+            break
+        total += int(demand[i])
+        a = arrivals[i]
+        name = f"{a.pod.name}-clone-{len(clones)}"
+        pod = replace(a.pod, name=name, uid=f"{a.pod.namespace}/{name}")
+        at = last + gap * (len(clones) + 1)
+        shift = at - a.arrival_s
+        departure = a.departure_s + shift if a.departure_s is not None else None
+        clones.append(PodArrival(pod, at, departure, a.duration_s))
+    return replace(
+        trace,
+        arrivals=arrivals + clones,
+        name=f"{trace.name}[inflated to {demand_limit:g}x GPUs]",
+    )
+
+
 def max_trace_nodes(trace: Trace) -> int:
     """The most nodes ``trace`` can have at once: its nodes plus every other node its ADD
     and RETURN events name (an upper bound)."""
@@ -509,7 +577,8 @@ class _Episode:
         self.reward = reward
         self.record = record
         self.history = DecisionHistory(spec)
-        #: the observation encoder (worker thread only; keeps the capacity features)
+        #: the observation encoder (worker thread only; keeps the capacity features);
+        #: rebuilt with the replay's task classes once the simulator exists
         self.encoder = Encoder()
         self._go_worker = threading.Lock()
         self._go_worker.acquire()
@@ -788,6 +857,10 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
         trace_problems = validate_trace(window)
         if trace_problems:
             raise InputError(trace_problems)
+        workload = [a.pod for a in window.arrivals] or list(window.bound)
+        #: FGD's task classes of the replayed trace (what every episode's simulator and
+        #: ``fgd_increase`` use; None for a trace without pods)
+        self.task_classes = TaskClasses.from_pods(workload) if workload else None
         bound = max_trace_nodes(self.trace)
         if max_nodes is not None and (
             isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < bound
@@ -873,6 +946,8 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
             registry=registry,
             sample_every_s=None if self.record_metrics else _NO_SAMPLES_S,
         )
+        # fgd_increase against the replayed workload, the target FGD itself is given
+        episode.encoder = Encoder(episode.sim.task_classes)
         return episode
 
     def action_masks(self) -> BoolArray:

@@ -253,7 +253,9 @@ class PolicyChooser:
     """The trained policy through the ``RLPolicy`` Score plugin (onnxruntime).
 
     The plugin's history is replaced by the env's before each decision (the env records
-    every placement, as the plugin's Reserve does in a scheduler). ``agree`` counts the
+    every placement, as the plugin's Reserve does in a scheduler), and the plugin is
+    served the replayed window's task classes (``taskClasses``), the workload the env's
+    observation and the FGD heuristic use. ``agree`` counts the
     decisions where the plugin's choice equals the masked arg-max of the ONNX actor on the
     env's observation.
     """
@@ -262,6 +264,8 @@ class PolicyChooser:
         from bosun.plugins.rl_policy import RLPolicy
 
         self.plugin = RLPolicy({"policyPath": str(policy_dir), "threads": threads})
+        self._args = {"policyPath": str(policy_dir), "threads": threads}
+        self._classes: Any = None
         self.agree = 0
         self.total = 0
         #: wall seconds of the last decision's Score work (the check excluded)
@@ -271,6 +275,13 @@ class PolicyChooser:
         from bosun.framework.interface import CycleState
         from bosun.rl.policy import masked_argmax
 
+        if d.task_classes is not None and d.task_classes is not self._classes:
+            # the replayed window's workload, as the FGD heuristic is given (the env's
+            # observation uses the same classes)
+            from bosun.plugins.rl_policy import RLPolicy
+
+            self._classes = d.task_classes
+            self.plugin = RLPolicy({**self._args, "taskClasses": d.task_classes.to_args()})
         self.plugin.history = d.history
         t0 = time.perf_counter()
         scores = self.plugin.score(CycleState(), d.pod, d.snapshot, d.rows)
@@ -468,6 +479,7 @@ def evaluate(
     algo: str = "maskable-ppo",
     n_envs: int = 1,
     scale_pods: bool = False,
+    train_load: float | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Evaluation:
     """Run the protocol of the module docstring.
@@ -488,6 +500,10 @@ def evaluate(
         scale_pods: with a node subset ``k`` in ``env_settings.nodes``, keep the arrivals
             in the same proportion (:func:`bosun.rl.env.scale_trace`), so the small cluster
             gets the full trace's load per node (the saturation protocol).
+        train_load: train on the train window inflated with clones of its own pods to
+            this multiple of the cluster's GPUs (:func:`bosun.rl.env.inflate_trace`, seeded
+            with the seed), so that training meets the saturation the test window reaches;
+            None: the train window as it is.
         progress: called with a line of text as runs finish.
 
     Raises:
@@ -522,6 +538,17 @@ def evaluate(
                 "command line", "options", "--timesteps", f"expected >= 1, found {timesteps}"
             )
         )
+    if train_load is not None and not (
+        isinstance(train_load, int | float)
+        and not isinstance(train_load, bool)
+        and math.isfinite(train_load)
+        and train_load > 0
+    ):
+        problems.append(
+            InputProblem(
+                "command line", "options", "--train-load", f"expected > 0, found {train_load!r}"
+            )
+        )
     base = env_settings or EnvSettings()
     scaled_to: int | None = None
     if scale_pods and isinstance(trace, Trace) and base.nodes is not None:
@@ -534,6 +561,12 @@ def evaluate(
     if problems:
         raise InputError(problems)
     train_env = replace(base, arrival_fraction=(0.0, train_fraction))
+    if train_load is not None and isinstance(trace, Trace):
+        from bosun.rl.env import inflate_trace, split_trace
+
+        train_window = split_trace(trace, (0.0, train_fraction))
+        inflate_trace(train_window, train_load)  # bad input fails before any training
+        train_env = replace(base, arrival_fraction=(0.0, 1.0))
     test_env = replace(base, arrival_fraction=(train_fraction, 1.0), max_steps=None)
     work = Path(work_dir)
     rows: list[dict[str, Any]] = []
@@ -543,7 +576,9 @@ def evaluate(
         if "ppo" in policies:
             pdir = work / f"policy-seed{seed}"
             train(
-                trace,
+                trace
+                if train_load is None or not isinstance(trace, Trace)
+                else inflate_trace(train_window, train_load, seed),
                 timesteps,
                 pdir,
                 algo=algo,
@@ -585,6 +620,7 @@ def evaluate(
         "timesteps": timesteps,
         "seeds": list(seeds),
         "train_fraction": train_fraction,
+        "train_load": train_load,
         "reward_weights": list(base.reward_weights),
         "algo": algo,
     }

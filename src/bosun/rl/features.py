@@ -47,6 +47,7 @@ the pod's request, ``max_*`` the largest value over the snapshot's nodes):
 12    gpu_whole_free        devices with all 1000 milli free / ``gpu_count``    [0, 1]
 13    cordoned              1 when ``spec.unschedulable``                       [0, 1]
 14    feasible              1 when the node is among the nodes to score         [0, 1]
+15    fgd_increase          ``clip(delta_n / FGD_SCALE_MILLI, -1, 1)`` (below)  [-1, 1]
 ====  ====================  ==================================================  =========
 
 ``F_n(pod)`` is FGD's fragmentation of node ``n`` for the task class of the pending pod
@@ -56,8 +57,18 @@ R_g``; when the pod asks for no GPU, or cannot run on the node (free CPU or memo
 its request, or fewer than ``gpu_count`` devices with ``R_g >= gpu_milli``), ``F = T``;
 otherwise ``F = sum_g R_g 1(R_g < gpu_milli)``, the free GPU the pod cannot use. GPU-model
 constraints are left to the Filters (the ``feasible`` flag). Unlike the workload-weighted
-measure the reward uses (:mod:`bosun.twin.fragmentation`), this needs no task classes, so
-serving needs nothing but the snapshot.
+measure the reward uses (:mod:`bosun.twin.fragmentation`), this needs no task classes.
+
+``delta_n`` is what FGD scores (:mod:`bosun.plugins.fgd`): the increase, in milli-GPU, of
+the node's *workload-weighted* fragmentation ``F_n(M)`` (Weng et al. §3, ``M`` the task
+classes of the trace, :class:`bosun.twin.fragmentation.TaskClasses`) if the pod went to
+node ``n``, a GPU-sharing pod on the device FGD would pick
+(:meth:`bosun.twin.fragmentation.FragmentationTracker.placement`, ``device_choice="FGD"``).
+It is computed for the nodes to score only (0 for the others), divided by
+:data:`FGD_SCALE_MILLI` (8 whole GPUs, the largest openb node), ``+inf`` (no room) gives 1,
+and it is 0 everywhere when the encoder was built without task classes
+(``Encoder(classes=None)``). A policy trained with task classes keeps them in its folder
+(``task_classes.json``) so that serving computes the same feature.
 
 Cluster features (:data:`CLUSTER_FEATURES`; the sums of 2 to 6 run over the schedulable,
 i.e. not cordoned, nodes, as the twin's metrics do (:func:`bosun.twin.metrics.allocation`);
@@ -127,12 +138,13 @@ import numpy.typing as npt
 from bosun.api.types import CPU, GPU, GPU_MILLI_PER_GPU, MEMORY, PODS, Pod
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.snapshot import Snapshot
+from bosun.twin.fragmentation import FragmentationTracker, TaskClasses
 
 FloatArray = npt.NDArray[np.float32]
 BoolArray = npt.NDArray[np.bool_]
 
 #: Changes with every change of the layout or of a formula in this module.
-FEATURES_VERSION = 1
+FEATURES_VERSION = 2
 
 #: Pod label carrying the QoS class (the openb trace's ``qos`` column, see
 #: :data:`bosun.twin.traces.generic.QOS_LABEL`).
@@ -156,6 +168,7 @@ NODE_FEATURES = (
     "gpu_whole_free",
     "cordoned",
     "feasible",
+    "fgd_increase",
 )
 CLUSTER_FEATURES = (
     "node_count",
@@ -194,7 +207,11 @@ HISTORY_FEATURES = (
 )
 
 #: Node features whose lower bound is -1 (every other feature lies in [0, 1]).
-_SIGNED_NODE = ("cpu_free_after", "memory_free_after", "gpu_free_after")
+_SIGNED_NODE = ("cpu_free_after", "memory_free_after", "gpu_free_after", "fgd_increase")
+#: Milli-GPU at which ``fgd_increase`` reaches 1: 8 whole GPUs.
+FGD_SCALE_MILLI = 8000.0
+#: Index of ``fgd_increase`` in a node row (the prior of :class:`bosun.rl.policy.NodeScorer`).
+FGD_FEATURE = 15
 _SIGNED_POD = ("priority",)
 
 #: Log-scale ends of the cluster totals: cores, GiB, GPUs.
@@ -725,12 +742,20 @@ class Encoder:
     by ``Snapshot.generation``, which also moves with every pod placed); the per-call work
     is the usage, the pod's fit and fragmentation, the feasible flags and the history. One
     encoder per thread (it is not locked).
+
+    Args:
+        classes: FGD's task classes (the target workload); with them the encoder fills
+            ``fgd_increase`` (module docstring) through a
+            :class:`bosun.twin.fragmentation.FragmentationTracker` that recomputes only the
+            nodes changed since the last call; None leaves that feature 0.
     """
 
-    __slots__ = ("_static",)
+    __slots__ = ("_static", "classes", "tracker")
 
-    def __init__(self) -> None:
+    def __init__(self, classes: TaskClasses | None = None) -> None:
         self._static: _Static | None = None
+        self.classes = classes
+        self.tracker = FragmentationTracker(classes) if classes is not None else None
 
     def __call__(
         self,
@@ -740,12 +765,28 @@ class Encoder:
         history: DecisionHistory | None,
         spec: ObservationSpec,
     ) -> FloatArray:
-        """:func:`encode` (same arguments, result and errors)."""
+        """:func:`encode` (same arguments, result and errors), with ``fgd_increase``
+        filled in when the encoder has task classes."""
         _check_nodes(snapshot, spec)
         st = self._static
         if st is None or not _static_valid(st, snapshot):
             st = self._static = _static(snapshot, spec)
-        return _encode(snapshot, pod, feasible, history, spec, st)
+        out = _encode(snapshot, pod, feasible, history, spec, st)
+        if self.tracker is not None and st.n:
+            rows = np.flatnonzero(_feasible_mask(snapshot, feasible))
+            delta, _ = self.tracker.placement(snapshot, pod, rows, device_choice="FGD")
+            _put_fgd(out, spec, rows, delta)
+        return out
+
+
+def _put_fgd(
+    out: FloatArray, spec: ObservationSpec, rows: npt.NDArray[np.intp], delta: Any
+) -> None:
+    """Write ``fgd_increase`` of ``rows`` into the node block of ``out`` (in place)."""
+    d = np.asarray(delta, dtype=np.float64)
+    value = np.where(np.isfinite(d), np.clip(d / FGD_SCALE_MILLI, -1.0, 1.0), 1.0)
+    block = out[: spec.max_nodes * _N_NODE].reshape(spec.max_nodes, _N_NODE)
+    block[rows, FGD_FEATURE] = value
 
 
 def encode(
@@ -754,6 +795,7 @@ def encode(
     feasible: npt.ArrayLike,
     history: DecisionHistory | None,
     spec: ObservationSpec,
+    classes: TaskClasses | None = None,
 ) -> FloatArray:
     """The observation of ``pod`` pending against ``snapshot`` (layout: module docstring).
 
@@ -764,6 +806,7 @@ def encode(
             node rows (the rows a Score plugin is given).
         history: the recent placements (None: an empty history).
         spec: the observation spec.
+        classes: FGD's task classes for ``fgd_increase`` (None: that feature is 0).
 
     Returns:
         float32 ``(observation_size(spec),)``, every value finite and within
@@ -773,8 +816,7 @@ def encode(
         FeatureError: the snapshot has more than ``max_nodes`` nodes, or ``feasible`` does
             not fit the snapshot, or ``history`` was built for another spec.
     """
-    _check_nodes(snapshot, spec)
-    return _encode(snapshot, pod, feasible, history, spec, _static(snapshot, spec))
+    return Encoder(classes)(snapshot, pod, feasible, history, spec)
 
 
 def _encode(
@@ -878,6 +920,8 @@ def _encode(
 __all__ = [
     "CLUSTER_FEATURES",
     "FEATURES_VERSION",
+    "FGD_FEATURE",
+    "FGD_SCALE_MILLI",
     "HISTORY_FEATURES",
     "NODE_FEATURES",
     "POD_FEATURES",

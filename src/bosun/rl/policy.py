@@ -8,7 +8,7 @@ with the global vector and gets one logit per node::
 
     h_i   = tanh(W_n x_i + W_g g + b)          # == Linear(concat(x_i, g)), split for speed
     h_i   = tanh(W_2 h_i + b_2)
-    logit_i = w_o . h_i + b_o
+    logit_i = w_o . h_i + b_o  -  beta * x_i[fgd_increase]     # the FGD prior, optional
 
 so the weights do not depend on ``max_nodes``: a policy trained on a 20-node cluster runs
 on a 1,000-node one. Infeasible nodes are masked out of the softmax by MaskablePPO
@@ -19,6 +19,17 @@ left out) and passes the pooled vector and ``g`` through an MLP to one value. Th
 "shared node encoder + pointer-style output" of the deep-RL schedulers of Mao et al.
 (Decima, SIGCOMM 2019, per-node score function applied to every node's embedding) and
 the permutation-equivariant set networks of Zaheer et al. (Deep Sets, NeurIPS 2017).
+
+**FGD prior** (``prior_index`` set, the default of ``bosun rl train``): a *residual policy*
+(Silver et al., "Residual Policy Learning", 2018; Johannink et al., "Residual
+Reinforcement Learning for Robot Control", ICRA 2019): the logits are a fixed heuristic's
+preference plus what the network learns. The heuristic is FGD (Weng et al., USENIX ATC
+2023): ``-beta * fgd_increase``, the node's fragmentation increase
+(:mod:`bosun.rl.features`), so with the network's output near zero (its output layer
+starts at sb3's 0.01 gain) the arg-max of the logits is FGD's choice, and PPO learns
+where to depart from it. ``beta = exp(log_beta)`` is trained with the rest, starting at
+``prior_scale`` (:data:`DEFAULT_PRIOR_SCALE` = 160 per unit of the feature: 0.02 logit per
+milli-GPU of increase, 2 logits for 100 milli-GPU).
 
 **sb3.** :class:`MaskableNodeScorerPolicy` (sb3-contrib's ``MaskableActorCriticPolicy``)
 and :class:`NodeScorerPolicy` (sb3's ``ActorCriticPolicy``, for plain PPO) replace the
@@ -58,6 +69,9 @@ META_FILE = "meta.json"
 #: (docs/results.md), so 64 stays the default; ``PPOSettings(hidden=32)`` or
 #: ``--hidden 32`` trades that for latency.
 DEFAULT_HIDDEN = 64
+#: Initial ``beta`` of the FGD prior, per unit of ``fgd_increase`` (1 = 8,000 milli-GPU):
+#: 0.02 logit per milli-GPU of fragmentation increase (module docstring).
+DEFAULT_PRIOR_SCALE = 160.0
 
 
 class PolicyFileError(BosunError):
@@ -340,9 +354,29 @@ def _torch() -> Any:
     return torch
 
 
-def build_node_scorer(layout: ObsLayout, hidden: int = DEFAULT_HIDDEN) -> Any:
-    """A :class:`NodeScorer` ``torch.nn.Module`` (see the module docstring)."""
-    return _node_scorer_class()(layout, hidden)
+def build_node_scorer(
+    layout: ObsLayout,
+    hidden: int = DEFAULT_HIDDEN,
+    prior_index: int | None = None,
+    prior_scale: float = DEFAULT_PRIOR_SCALE,
+) -> Any:
+    """A :class:`NodeScorer` ``torch.nn.Module`` (see the module docstring).
+
+    Args:
+        layout: the observation layout.
+        hidden: hidden width.
+        prior_index: the node feature subtracted from the logits times ``beta`` (the FGD
+            prior, :data:`bosun.rl.features.FGD_FEATURE`); None: no prior.
+        prior_scale: the initial ``beta`` (> 0).
+
+    Raises:
+        ValueError: ``prior_index`` outside the node row, or ``prior_scale`` <= 0.
+    """
+    if prior_index is not None and not 0 <= prior_index < layout.node_features:
+        raise ValueError(f"prior_index {prior_index} outside 0..{layout.node_features - 1}")
+    if not (math.isfinite(prior_scale) and prior_scale > 0):
+        raise ValueError(f"prior_scale must be a finite number > 0, got {prior_scale}")
+    return _node_scorer_class()(layout, hidden, prior_index, prior_scale)
 
 
 _CLASSES: dict[str, Any] = {}
@@ -364,8 +398,20 @@ def _node_scorer_class() -> Any:
         row that is all zero (padding) is left out of the critic's pooling.
         """
 
-        def __init__(self, layout: ObsLayout, hidden: int) -> None:
+        def __init__(
+            self,
+            layout: ObsLayout,
+            hidden: int,
+            prior_index: int | None = None,
+            prior_scale: float = DEFAULT_PRIOR_SCALE,
+        ) -> None:
             super().__init__()
+            self.prior_index = prior_index
+            self.log_beta = (
+                nn.Parameter(torch.tensor(math.log(prior_scale), dtype=torch.float32))
+                if prior_index is not None
+                else None
+            )
             self.layout = layout
             self.node_features = layout.node_features
             self.global_features = layout.global_features
@@ -400,7 +446,10 @@ def _node_scorer_class() -> Any:
         def forward_actor(self, obs: Any) -> Any:
             """Logits ``(B, N)``."""
             nodes, glob = self._split(obs)
-            return self.node_out(self._node_hidden(nodes, glob)).squeeze(-1)
+            logits = self.node_out(self._node_hidden(nodes, glob)).squeeze(-1)
+            if self.log_beta is not None:
+                logits = logits - torch.exp(self.log_beta) * nodes[..., self.prior_index]
+            return logits
 
         def forward_critic(self, obs: Any) -> Any:
             """Value latent ``(B, hidden)``."""
@@ -440,11 +489,15 @@ def _policy_mixin(base: Any) -> Any:
             node_features: int = 1,
             global_features: int = 0,
             hidden: int = DEFAULT_HIDDEN,
+            prior_index: int | None = None,
+            prior_scale: float = DEFAULT_PRIOR_SCALE,
             **kwargs: Any,
         ) -> None:
             self.node_features = node_features
             self.global_features = global_features
             self.hidden = hidden
+            self.prior_index = prior_index
+            self.prior_scale = prior_scale
             obs_size = int(observation_space.shape[0])
             n = int(action_space.n)
             layout = ObsLayout(n, node_features, global_features)
@@ -459,7 +512,9 @@ def _policy_mixin(base: Any) -> Any:
             super().__init__(observation_space, action_space, lr_schedule, *args, **kwargs)
 
         def _build_mlp_extractor(self) -> None:
-            self.mlp_extractor = build_node_scorer(self.layout, self.hidden)
+            self.mlp_extractor = build_node_scorer(
+                self.layout, self.hidden, self.prior_index, self.prior_scale
+            )
 
         def _build(self, lr_schedule: Callable[[float], float]) -> None:
             super()._build(lr_schedule)
@@ -476,6 +531,8 @@ def _policy_mixin(base: Any) -> Any:
                 node_features=self.node_features,
                 global_features=self.global_features,
                 hidden=self.hidden,
+                prior_index=self.prior_index,
+                prior_scale=self.prior_scale,
             )
             return data
 
@@ -506,12 +563,20 @@ def plain_policy_class() -> Any:
     return _CLASSES["Plain"]
 
 
-def policy_kwargs(layout: ObsLayout, hidden: int = DEFAULT_HIDDEN) -> dict[str, Any]:
-    """The ``policy_kwargs`` sb3 needs to build the node scorer for ``layout``."""
+def policy_kwargs(
+    layout: ObsLayout,
+    hidden: int = DEFAULT_HIDDEN,
+    prior_index: int | None = None,
+    prior_scale: float = DEFAULT_PRIOR_SCALE,
+) -> dict[str, Any]:
+    """The ``policy_kwargs`` sb3 needs to build the node scorer for ``layout`` (with the
+    FGD prior on node feature ``prior_index`` when it is not None)."""
     return {
         "node_features": layout.node_features,
         "global_features": layout.global_features,
         "hidden": hidden,
+        "prior_index": prior_index,
+        "prior_scale": prior_scale,
     }
 
 

@@ -41,6 +41,7 @@ from typing import Any
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.rl.policy import (
     DEFAULT_HIDDEN,
+    DEFAULT_PRIOR_SCALE,
     META_FILE,
     ONNX_FILE,
     SB3_FILE,
@@ -76,6 +77,9 @@ class PPOSettings:
         n_epochs: passes over each rollout.
         learning_rate, gamma, gae_lambda, clip_range, ent_coef: as in sb3.
         hidden: width of the per-node scorer.
+        fgd_prior: the FGD prior on the logits (a residual policy,
+            :mod:`bosun.rl.policy`); False: the network alone.
+        prior_scale: the prior's initial ``beta`` (per unit of ``fgd_increase``).
     """
 
     n_steps: int = 256
@@ -87,6 +91,15 @@ class PPOSettings:
     clip_range: float = 0.2
     ent_coef: float = 0.01
     hidden: int = DEFAULT_HIDDEN
+    fgd_prior: bool = True
+    prior_scale: float = DEFAULT_PRIOR_SCALE
+
+    def scorer_kwargs(self, layout: ObsLayout) -> dict[str, Any]:
+        """The ``policy_kwargs`` of :func:`bosun.rl.policy.policy_kwargs` for ``layout``."""
+        from bosun.rl.features import FGD_FEATURE
+
+        prior = FGD_FEATURE if self.fgd_prior else None
+        return policy_kwargs(layout, self.hidden, prior, self.prior_scale)
 
 
 #: Aggressive settings for tiny budgets (the smoke test): many small, large-step updates.
@@ -146,6 +159,8 @@ def check_settings(
         bad("n_steps", f"expected at least 2, found {settings.n_steps}")
     if settings.batch_size < 2:
         bad("batch_size", f"expected at least 2, found {settings.batch_size}")
+    if not (math.isfinite(settings.prior_scale) and settings.prior_scale > 0):
+        bad("prior_scale", f"expected a number > 0, found {settings.prior_scale}")
     return problems
 
 
@@ -367,6 +382,7 @@ def learn(
     ray_address: str | None = None,
     use_ray: bool = False,
     show_progress: bool = False,
+    extra: Mapping[str, Any] | None = None,
 ) -> TrainResult:
     """Train on the given env factories and write the policy folder ``out``.
 
@@ -385,6 +401,8 @@ def learn(
         settings: PPO hyper-parameters.
         ray_address, use_ray: run the envs on Ray (see :func:`make_vec_env`).
         show_progress: a rich progress bar on the terminal.
+        extra: more entries for ``meta.json``'s ``extra`` (``task_classes``: the FGD task
+            classes the ``RLPolicy`` plugin serves the policy with by default).
 
     Raises:
         InputError: bad arguments (before anything is written).
@@ -402,6 +420,20 @@ def learn(
         checkpoint_every=checkpoint_every,
         settings=settings,
     )
+    if settings.fgd_prior:
+        from bosun.rl.features import FGD_FEATURE, NODE_FEATURES
+
+        if layout.node_features != len(NODE_FEATURES):
+            problems.append(
+                InputProblem(
+                    "command line",
+                    "training",
+                    "fgd_prior",
+                    f"the FGD prior reads node feature {FGD_FEATURE} of bosun's "
+                    f"observation ({len(NODE_FEATURES)} node features), this env has "
+                    f"{layout.node_features}: expected fgd_prior=False for it",
+                )
+            )
     if problems:
         raise InputError(problems)
     dest = Path(out)
@@ -424,7 +456,7 @@ def learn(
             "seed": seed,
             "verbose": 0,
             "device": "cpu",
-            "policy_kwargs": policy_kwargs(layout, settings.hidden),
+            "policy_kwargs": settings.scorer_kwargs(layout),
         }
         if algo == "maskable-ppo":
             from sb3_contrib import MaskablePPO
@@ -458,6 +490,8 @@ def learn(
             "n_envs": len(env_fns),
             "ppo": dict(vars(settings)),
             "ray": bool(use_ray or ray_address is not None),
+            "fgd_prior": settings.fgd_prior,
+            **dict(extra or {}),
         },
         **meta_fields,
     )
@@ -560,6 +594,9 @@ def init_policy(
     seed: int = 0,
     algo: str = "maskable-ppo",
     hidden: int = DEFAULT_HIDDEN,
+    fgd_prior: bool = False,
+    task_classes: Any = None,
+    prior_scale: float = DEFAULT_PRIOR_SCALE,
 ) -> list[Path]:
     """Write an *untrained* policy folder (random initial weights from ``seed``): the
     baseline a training run starts from, and a fixture for tests and benchmarks.
@@ -571,6 +608,9 @@ def init_policy(
         seed: seeds the initial weights.
         algo: ``maskable-ppo`` or ``ppo``.
         hidden: width of the scorer.
+        fgd_prior: with the FGD prior (:class:`PPOSettings`), at ``prior_scale``.
+        task_classes: a :class:`bosun.twin.fragmentation.TaskClasses` stored in the meta
+            for serving (None: none stored).
     """
     import torch
 
@@ -581,7 +621,9 @@ def init_policy(
     kwargs: dict[str, Any] = {
         "seed": seed,
         "device": "cpu",
-        "policy_kwargs": policy_kwargs(layout, hidden),
+        "policy_kwargs": PPOSettings(
+            hidden=hidden, fgd_prior=fgd_prior, prior_scale=prior_scale
+        ).scorer_kwargs(layout),
         "n_steps": 8,
         "batch_size": 8,
     }
@@ -593,7 +635,10 @@ def init_policy(
         from stable_baselines3 import PPO
 
         model = PPO(plain_policy_class(), env, **kwargs)
-    meta = new_meta(layout, timesteps=0, seed=seed, algo=algo, **meta_fields)
+    extra: dict[str, Any] = {"fgd_prior": fgd_prior}
+    if task_classes is not None:
+        extra["task_classes"] = task_classes.to_args()
+    meta = new_meta(layout, timesteps=0, seed=seed, algo=algo, extra=extra, **meta_fields)
     return save_policy(model, Path(out), meta, report=False)
 
 
@@ -719,6 +764,7 @@ def train(
     finally:
         probe.close()
     layout = ObsLayout(spec.max_nodes, spec.node_features, spec.global_features)
+    classes = probe.task_classes
     fns = [functools.partial(make_env, trace, es, seed + i) for i in range(n)]
     return learn(
         fns,
@@ -739,4 +785,5 @@ def train(
         ray_address=ray_address,
         use_ray=use_ray,
         show_progress=show_progress,
+        extra={"task_classes": classes.to_args()} if classes is not None else None,
     )
