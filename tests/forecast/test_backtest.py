@@ -98,6 +98,40 @@ def test_refit_every_counts_fits(make_series: Maker) -> None:
     assert backtest(series, "ewma", 600.0, initial=50, stride=10).summary.n_fits == 1
 
 
+class _FlakyEWMA(EWMA):
+    """EWMA whose path is NaN at odd origins (as a statsforecast ``forward`` that raises)."""
+
+    def _paths(self, origins: np.ndarray, h: int) -> np.ndarray:
+        out = np.array(super()._paths(origins, h), dtype=np.float64)
+        out[origins % 2 == 1] = np.nan
+        return out
+
+
+@pytest.mark.parametrize(
+    ("values", "model", "initial", "expected"),
+    [
+        # a varying series: the model's own forecast at every origin
+        (np.random.default_rng(2).normal(10, 1, size=100), EWMA, 50, 0),
+        # fitted on 30 constant samples: naive until the next fit, at every origin
+        # 30..38 (T = 40, H = 2): 9 origins
+        (np.r_[np.full(30, 5.0), np.arange(10.0)], EWMA, 30, 9),
+        # NaN paths at odd origins: origins 50..98 (T = 100, H = 2), odd ones 51..97: 24
+        (np.random.default_rng(3).normal(10, 1, size=100), _FlakyEWMA, 50, 24),
+    ],
+    ids=["model", "constant-fit", "failing-origins"],
+)
+def test_naive_fallbacks_are_counted(
+    values: np.ndarray,
+    model: type[EWMA],
+    initial: int,
+    expected: int,
+    make_series: Maker,
+) -> None:
+    s = backtest(make_series(values), model, 600.0, initial=initial).summary
+    assert s.n_naive_fallback == expected
+    assert s.as_row()["n_naive_fallback"] == expected
+
+
 def test_actual_and_peak_arrays(make_series: Maker) -> None:
     values = np.arange(100.0)
     r = backtest(make_series(values), "seasonal-naive", 600.0, initial=90)
@@ -179,36 +213,26 @@ NAB_STEADY = {
 def test_nab_ec2_cpu_target_default_model() -> None:
     """The default model on the 7 NAB EC2 CPU series, 10-minute horizon, P95 of the peak.
 
-    What is asserted (measured with the default EWMA and adaptive conformal calibration,
-    γ = 0.005: per series 94.8 %–98.2 %, 5 of 7 at 95 % or more, pooled 95.6 %):
+    The thresholds are the issue's target, given independently of any measurement:
 
-    - every series covers at least 94.5 % of its origins. ACI drives the long-run miss
-      rate to 5 % but, for a finite run of ~3000 origins, only within
-      ``(max(α, 1−α) + γ(1+H)) / (γN)`` (Gibbs & Candès 2021, Prop. 4.1; with γ = 0.005
-      that is loose), so a series may end a little below 95 %; 94.5 % is 0.3 points under
-      the lowest measured share (before ACI the lowest was 94.1 % and the bound 93 %);
-    - at least 5 of the 7 series reach 95 % and the pooled share reaches 95.5 % (measured
-      95.6 %; 95.2 % before ACI);
-    - the over-provisioning ratio (mean of predicted/actual) is <= 1.2 on the 4 steady
-      series (measured 1.05–1.12). On near-idle series with unpredictable bursts (77c1ca,
-      fe7f93, 24ae8d) the mean ratio is far above 1.2: covering a jump from 0.1 % to 99 %
-      CPU needs a large reserve at idle origins (see docs/forecast.md).
+    - every one of the 7 series covers at least 95 % of its origins (pre-allocation
+      accuracy);
+    - the over-provisioning ratio (mean of predicted/actual peak) is <= 1.2 on the 4
+      steady series. On the near-idle series with bursts (77c1ca, fe7f93, 24ae8d) it is
+      far above 1.2; ``benchmarks/forecast_bound.py`` shows that no predictor of a broad
+      class can reach 1.2 at 95 % there (docs/forecast.md).
 
-    The computation is deterministic, so these bounds guard against regressions, not noise.
+    The default EWMA with adaptive conformal calibration (γ derived from the ACI bound,
+    0.0496) measured 95.2 %–98.4 % per series and 1.07–1.15 on the steady ones. The
+    computation is deterministic: this guards against regressions.
     """
     from bosun.forecast.registry import DEFAULT_MODEL
     from bosun.forecast.series import read_series
 
-    covered = origins = at_target = 0
     for stem in NAB_EC2_CPU:
         series = read_series(_nab(stem))[0]
         s = backtest(series, DEFAULT_MODEL, 600.0, level=0.95).summary
-        covered += round(s.accuracy * s.n_origins)
-        origins += s.n_origins
-        at_target += s.accuracy >= 0.95
-        assert s.accuracy >= 0.945, (stem, s.accuracy)
         assert s.n_origins > 2900
+        assert s.accuracy >= 0.95, (stem, s.accuracy)
         if stem in NAB_STEADY:
             assert s.overprovision_ratio <= 1.2, (stem, s.overprovision_ratio)
-    assert at_target >= 5
-    assert covered / origins >= 0.955

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from bosun.forecast.base import BatchPredictor, ForecastError, Predictor, UsageS
 from bosun.forecast.predictors import EWMA, SeasonalNaive
 from bosun.forecast.predictors._calibration import (
     MIN_CALIBRATION,
+    aci_gamma,
     aci_levels,
     calibrate,
     order_index,
@@ -358,7 +361,11 @@ def test_adaptive_recovers_coverage_after_a_variance_shift(make_series: Maker) -
     series = make_series(50.0 + rng.normal(0.0, 1.0, 3000) * scale)
     plain, adaptive = (
         backtest(
-            series, lambda a=a: EWMA(alpha=0.5, adaptive=a), 600.0, initial=1000, levels=(0.95,)
+            series,
+            functools.partial(EWMA, alpha=0.5, adaptive=a),
+            600.0,
+            initial=1000,
+            levels=(0.95,),
         ).summary.accuracy
         for a in (False, True)
     )
@@ -369,3 +376,72 @@ def test_adaptive_recovers_coverage_after_a_variance_shift(make_series: Maker) -
 def test_gamma_must_be_a_fraction() -> None:
     with pytest.raises(ForecastError, match=r"gamma must be in \(0, 1\)"):
         EWMA(gamma=0.0)
+
+
+@pytest.mark.parametrize(
+    ("level", "window", "expected"),
+    [
+        # γ = max(α, 1 − α) / (ε·N − 1), ε = 0.01:
+        # P95 over one week of 5-minute origins: 0.95 / (20.16 − 1) = 0.95 / 19.16
+        (0.95, 2016, 0.95 / 19.16),
+        # the median: max(0.5, 0.5) = 0.5 -> 0.5 / 19.16
+        (0.5, 2016, 0.5 / 19.16),
+        # P10 (α = 0.9): 0.9 / 19.16, as the P90
+        (0.1, 2016, 0.9 / 19.16),
+        # 1100 origins: 0.95 / (11 − 1) = 0.095, just under the cap
+        (0.95, 1100, 0.095),
+        # 1050 origins: 0.95 / 9.5 = 0.1, at the cap
+        (0.95, 1050, 0.1),
+        # hourly step over a week, 168 origins: 0.95 / 0.68 > 1 -> the cap
+        (0.95, 168, 0.1),
+        # ε·N <= 1: no γ reaches the tolerance -> the cap
+        (0.95, 50, 0.1),
+    ],
+    ids=["p95-week", "median", "p10", "under-cap", "at-cap", "hourly", "tiny"],
+)
+def test_aci_gamma_from_the_bound(level: float, window: int, expected: float) -> None:
+    assert aci_gamma(level, window) == pytest.approx(expected)
+
+
+def test_aci_gamma_gives_the_tolerance() -> None:
+    # the bound (max(α, 1 − α) + γ)/(γ·N) at the derived γ is the 1-point tolerance
+    for window in (1200, 2016, 8640):
+        g = aci_gamma(0.95, window)
+        assert (0.95 + g) / (g * window) == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize(
+    ("level", "window", "tolerance"),
+    [(0.0, 2016, 0.01), (0.95, 0, 0.01), (0.95, 2016, 0.0)],
+    ids=["level", "window", "tolerance"],
+)
+def test_aci_gamma_bad_arguments(level: float, window: int, tolerance: float) -> None:
+    with pytest.raises(ForecastError, match="aci_gamma needs"):
+        aci_gamma(level, window, tolerance)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "step_s", "expected"),
+    [
+        # one week at 5 minutes: N = 2016 -> 0.95 / 19.16
+        ({}, 300.0, 0.95 / 19.16),
+        # one week at 1 minute: N = 10080 -> 0.95 / (100.8 − 1)
+        ({}, 60.0, 0.95 / 99.8),
+        # a one-day window at 5 minutes: N = 288 -> 0.95 / 1.88 > cap -> 0.1
+        ({"calibration_s": 86400.0}, 300.0, 0.1),
+        # an explicit γ wins
+        ({"gamma": 0.02}, 300.0, 0.02),
+    ],
+    ids=["week-5m", "week-1m", "day-5m", "explicit"],
+)
+def test_predictor_gamma_follows_its_window_and_step(
+    kwargs: dict[str, Any], step_s: float, expected: float, make_series: Maker
+) -> None:
+    model = EWMA(**kwargs)
+    model.fit(make_series(np.arange(60.0) % 7, step_s=step_s))
+    assert model.aci_gamma(0.95) == pytest.approx(expected)
+
+
+def test_derived_gamma_needs_the_step() -> None:
+    with pytest.raises(ForecastError, match="before fit"):
+        EWMA().aci_gamma(0.95)

@@ -79,6 +79,11 @@ Result (plain data; the CLI table and plot are built on it):
   ``Σ actual_peak <= 0``);
 - ``fit_time_s``: total seconds spent in ``fit`` (all refits), ``update_time_s`` and
   ``predict_time_s``: totals for ``update`` and ``predict``; ``n_fits``;
+- ``n_naive_fallback``: origins whose forecast mean is the naive fallback (last value)
+  instead of the model's own: the model was fitted on constant values, or it failed or
+  diverged at that origin (e.g. statsforecast's ``forward`` raising on a prefix; see
+  :class:`~bosun.forecast.predictors._base.PointPredictor`). Read from the predictor's
+  ``naive_fallback`` attribute after each ``predict``; 0 for a predictor without it;
 - identification: ``model``, ``series``, ``unit``, ``horizon_s``, ``horizon_steps``,
   ``step_s``, ``level``, ``levels``, ``n_origins``.
 
@@ -136,6 +141,7 @@ class BacktestSummary:
     update_time_s: float
     predict_time_s: float
     n_fits: int
+    n_naive_fallback: int = 0
 
     def as_row(self) -> dict[str, str | int | float]:
         """The summary as a flat dict (levels joined with commas) for tables and CSV."""
@@ -279,7 +285,7 @@ def backtest(
     quant = np.empty((len(lv), n, h))
     peakq = np.empty((len(lv), n))
     fit_s = update_s = predict_s = 0.0
-    n_fits = 0
+    n_fits = n_naive = 0
     predictor: Predictor | None = None
     seen = 0
     for k, i in enumerate(origins):
@@ -299,6 +305,7 @@ def backtest(
         t0 = time.perf_counter()
         fc = predictor.predict(horizon_s, lv)
         predict_s += time.perf_counter() - t0
+        n_naive += bool(getattr(predictor, "naive_fallback", False))
         mean[k] = fc.mean
         for j, q in enumerate(lv):
             quant[j, k] = fc.quantiles[q]
@@ -333,6 +340,7 @@ def backtest(
         update_time_s=update_s,
         predict_time_s=predict_s,
         n_fits=n_fits,
+        n_naive_fallback=n_naive,
     )
     return BacktestResult(
         origin_s=np.asarray(series.timestamps_s, dtype=np.float64)[origins - 1],

@@ -149,7 +149,15 @@ class Predictor(Protocol):
 
 @runtime_checkable
 class BatchPredictor(Protocol):
-    """A predictor that forecasts a matrix of series in one vectorized call."""
+    """A predictor that forecasts a matrix of series in one vectorized call.
+
+    Optional extension: a batch predictor whose ``predict_batch`` also takes a keyword
+    ``peak_levels: Mapping[float, FloatArray] | None`` (nominal level -> (S,) working
+    level per row for that level's *peak* quantile; a level ``>= 1`` means the largest
+    peak it can issue) says so with a class attribute ``accepts_peak_levels = True``;
+    :class:`bosun.forecast.provider.HistoryForecaster` then adapts each row's level
+    online (adaptive conformal inference).
+    """
 
     name: str
 

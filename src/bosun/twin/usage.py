@@ -704,8 +704,15 @@ class TwinMetricsProvider:
                 values, lengths = tracker.pods_history(self.forecaster.window)
             else:
                 values, lengths = tracker.history(self.forecaster.window)
+            # end_s: the newest sample's time, so the forecaster scores the peaks it issued
+            # before against what happened since (ACI per node, bosun.forecast.provider)
             peaks = self.forecaster.peaks(
-                np.nan_to_num(values, nan=0.0), lengths, tracker.interval, horizon_s, quantile
+                np.nan_to_num(values, nan=0.0),
+                lengths,
+                tracker.interval,
+                horizon_s,
+                quantile,
+                end_s=t_s,
             )
             self._cache = (key, peaks)
             self.forecast_calls += 1

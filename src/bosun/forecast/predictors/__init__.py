@@ -10,8 +10,9 @@
 Heavy libraries (statsforecast, prophet, torch) are imported only when their predictor is
 constructed. Every predictor's quantiles come from the same localized split-conformal
 calibration (:mod:`._calibration`); ``predict`` adapts the level of the peak quantiles
-online (adaptive conformal inference, ``adaptive=True`` by default), the stateless
-``predict_batch`` of the baselines does not.
+online (adaptive conformal inference, ``adaptive=True`` by default); the stateless
+``predict_batch`` of the baselines takes per-row working levels, which
+:class:`bosun.forecast.provider.HistoryForecaster` adapts across refreshes.
 """
 
 from __future__ import annotations

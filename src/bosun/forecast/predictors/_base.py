@@ -16,7 +16,10 @@ Fallback (documented for every predictor): when the training values are constant
 variation to fit), the model is not fitted and the point forecast is the last value
 (the naive forecast, Hyndman & Athanasopoulos, FPP3 §5.2) until the next ``fit``, even if
 later updates vary; quantiles come from the same calibration and have zero width while
-the series stays constant.
+the series stays constant. A model whose path at an origin is not finite (it diverged, or
+its library failed on that prefix) gets the naive path at that origin. After each
+``predict``, ``naive_fallback`` says whether its mean was such a fallback (the backtest
+counts them).
 """
 
 from __future__ import annotations
@@ -37,10 +40,10 @@ from bosun.forecast.base import (
 from bosun.forecast.predictors._calibration import (
     DEFAULT_ADAPTIVE,
     DEFAULT_CALIBRATION_S,
-    DEFAULT_GAMMA,
     DEFAULT_NEIGHBOURS,
     MIN_CALIBRATION,
     IntArray,
+    aci_gamma,
     aci_levels,
     calibrate,
     calibration_window,
@@ -59,12 +62,19 @@ class PointPredictor(ABC):
         adaptive: adapt the level of the *peak* quantiles online from the misses of past
             peak forecasts (adaptive conformal inference, see
             :func:`~bosun.forecast.predictors._calibration.aci_levels`); only ``predict``
-            adapts, ``predict_batch`` of the batch baselines does not (see their doc).
-        gamma: the ACI step size ``γ`` in (0, 1) (Gibbs & Candès 2021 use 0.005).
+            adapts; ``predict_batch`` of the batch baselines takes per-row levels kept by
+            :class:`bosun.forecast.provider.HistoryForecaster` (see their doc).
+        gamma: the ACI step size ``γ`` in (0, 1), or ``None`` (default) to derive it per
+            level from the ACI guarantee over one calibration window of origins:
+            ``γ = max(α, 1 − α) / (ε·N − 1)`` with ``N = calibration_s / step``,
+            ``ε = 0.01`` (Gibbs & Candès 2021, Prop. 4.1; 0.0496 for the P95 at a 5-minute
+            step over a week; see
+            :func:`~bosun.forecast.predictors._calibration.aci_gamma`, which also gives the
+            fallback for short windows).
 
     Raises:
         ForecastError: ``calibration_s`` not positive, ``neighbours`` below
-            :data:`MIN_CALIBRATION`, ``gamma`` outside (0, 1).
+            :data:`MIN_CALIBRATION`, ``gamma`` given and outside (0, 1).
     """
 
     name: str = "point"
@@ -76,18 +86,18 @@ class PointPredictor(ABC):
         calibration_s: float = DEFAULT_CALIBRATION_S,
         neighbours: int = DEFAULT_NEIGHBOURS,
         adaptive: bool = DEFAULT_ADAPTIVE,
-        gamma: float = DEFAULT_GAMMA,
+        gamma: float | None = None,
     ) -> None:
         if not calibration_s > 0:
             raise ForecastError(f"calibration_s must be positive, got {calibration_s}")
         if neighbours < MIN_CALIBRATION:
             raise ForecastError(f"neighbours must be >= {MIN_CALIBRATION}, got {neighbours}")
-        if not 0.0 < gamma < 1.0:
-            raise ForecastError(f"gamma must be in (0, 1), got {gamma}")
+        if gamma is not None and not 0.0 < gamma < 1.0:
+            raise ForecastError(f"gamma must be in (0, 1) (or None to derive it), got {gamma}")
         self.calibration_s = float(calibration_s)
         self.neighbours = int(neighbours)
         self.adaptive = bool(adaptive)
-        self.gamma = float(gamma)
+        self.gamma = None if gamma is None else float(gamma)
         # per horizon h: first origin ranked, ranks (N,), sizes (N,) (see peak_ranks)
         self._ranks: dict[int, tuple[int, IntArray, IntArray]] = {}
         # per (h, level): number of ranked origins replayed, last H ACI states (1, H)
@@ -98,6 +108,8 @@ class PointPredictor(ABC):
         self._fitted = False
         self._constant = False
         self._cache: dict[int, tuple[int, FloatArray]] = {}
+        #: whether the last ``predict``'s mean is the naive fallback (module docstring)
+        self.naive_fallback = False
 
     # -- hooks -------------------------------------------------------------------------
 
@@ -199,6 +211,8 @@ class PointPredictor(ABC):
         The mean is the model's point forecast; the quantiles are localized split-conformal
         (see :mod:`bosun.forecast.predictors._calibration`); with ``adaptive`` the peak
         quantiles use the ACI working level replayed over every origin seen since ``fit``.
+        Sets :attr:`naive_fallback` when the mean is the naive fallback (the fit saw
+        constant values, or the model's path at this origin was not finite).
 
         Raises:
             ForecastError: not fitted, a bad horizon or level, or too few past origins to
@@ -208,7 +222,8 @@ class PointPredictor(ABC):
         levels = check_levels(quantiles)
         h = horizon_steps(horizon_s, self._step_s)
         t = self._values.shape[0]
-        point_now = self._point_paths(np.array([t], dtype=np.int64), h)
+        point_now, fell_back = self._point_paths_flagged(np.array([t], dtype=np.int64), h)
+        self.naive_fallback = bool(fell_back[0])
         peak_levels = self._adaptive_levels(h, levels) if self.adaptive else None
         cal_points, cal_actual = self._calibration_set(h)
         self._trim(h)
@@ -222,6 +237,20 @@ class PointPredictor(ABC):
             peak={q: float(a[0]) for q, a in out.peak.items()},
         )
 
+    def aci_gamma(self, level: float) -> float:
+        """The ACI step size used for ``level``'s peak: ``gamma`` when given, else
+        :func:`~bosun.forecast.predictors._calibration.aci_gamma` over this predictor's
+        calibration window at its step.
+
+        Raises:
+            ForecastError: not fitted (the step is not known) and ``gamma`` not given, or
+                ``level`` outside (0, 1).
+        """
+        if self.gamma is not None:
+            return self.gamma
+        self._require_fitted()
+        return aci_gamma(level, calibration_window(self._step_s, self.calibration_s))
+
     # -- internals ---------------------------------------------------------------------
 
     def _require_fitted(self) -> None:
@@ -229,12 +258,21 @@ class PointPredictor(ABC):
             raise ForecastError(f"{self.name}: predict/update called before fit")
 
     def _point_paths(self, origins: IntArray, h: int) -> FloatArray:
-        if self._constant:
-            return np.repeat(self._values[origins - 1][:, None], h, axis=1)
-        paths = np.asarray(self._paths(origins, h), dtype=np.float64)
+        return self._point_paths_flagged(origins, h)[0]
+
+    def _point_paths_flagged(
+        self, origins: IntArray, h: int
+    ) -> tuple[FloatArray, np.ndarray[tuple[int], np.dtype[np.bool_]]]:
+        """Point paths (n, h) and, per origin, whether it is the naive fallback."""
         naive = np.repeat(self._values[origins - 1][:, None], h, axis=1)
+        if self._constant:
+            return naive, np.ones(origins.size, dtype=bool)
+        paths = np.asarray(self._paths(origins, h), dtype=np.float64)
         # A model that diverges (inf/nan) falls back to the naive value for that origin.
-        return np.where(np.isfinite(paths), paths, naive)
+        ok = np.isfinite(paths)
+        out: FloatArray = np.where(ok, paths, naive)
+        fell_back = np.asarray(~ok.all(axis=1), dtype=bool).reshape(-1)
+        return out, fell_back
 
     def _origin_paths(self, first: int, last: int, h: int) -> FloatArray:
         """(last − first + 1, h) point paths at origins ``first..last``; cached per h.
@@ -308,9 +346,10 @@ class PointPredictor(ABC):
             self._ranks[h] = (first_origin, ranks, sizes)
         out: dict[float, FloatArray] = {}
         for level in levels:
+            gamma = self.aci_gamma(level)
             done, history = self._aci.get((h, level), (0, np.full((1, h), 1.0 - level)))
             if ranks.shape[0] > done:
-                states = aci_levels(ranks[None, done:], sizes[done:], level, self.gamma, h, history)
+                states = aci_levels(ranks[None, done:], sizes[done:], level, gamma, h, history)
                 history = states[:, -h:]
                 self._aci[(h, level)] = (ranks.shape[0], history)
             out[level] = 1.0 - history[:, -1]

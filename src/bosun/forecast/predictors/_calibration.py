@@ -37,15 +37,22 @@ per-step and peak quantiles the same way, from the model's own rolling history:
    to the bound). The working level is *replayed* over every origin since ``fit``
    (:func:`peak_ranks` rebuilds the calibration set each past origin had; :func:`aci_levels`
    runs the recursion), so it depends only on the series, not on when ``predict`` was
-   called. ``γ = 0.005`` (:data:`DEFAULT_GAMMA`) is the value Gibbs & Candès use in all
-   their experiments, taken as is, not fitted to any data set. Limits: the working level
+   called. The step size ``γ`` is not a tuned constant: by default it is derived from
+   that bound (:func:`aci_gamma`) so that over one calibration window of origins
+   (``N = calibration_s / step``, 2016 at a 5-minute step over a week) the miss rate is
+   within ``ε = 0.01`` (one point) of ``α``, ``γ = max(α, 1 − α) / (ε·N − 1)`` (0.0496
+   for the defaults). Limits: the working level
    cannot go above 1 in a useful way (a finite forecast cannot be the infinite set ACI
    issues there): the largest calibration score is used, so right after a jump larger than
    anything in the calibration window the misses are not bounded; only the peak quantiles
    adapt (the per-step ones keep the nominal level, and the consistency raise of step 5 can
-   only add coverage, so the adapted peak's miss rate is at most the replayed one); the
-   stateless ``predict_batch`` of the batch baselines does not adapt (replaying every row's
-   history costs O(T·window) per row, ~10^10 operations for 5000 one-week rows).
+   only add coverage, so the adapted peak's miss rate is at most the replayed one). The
+   batch path does not replay (that would cost O(T·window) per row, ~10^10 operations for
+   5000 one-week rows): ``predict_batch`` takes per-row working levels (``peak_levels``)
+   and :class:`bosun.forecast.provider.HistoryForecaster` keeps them *incrementally*
+   across refreshes, scoring each issued peak once its horizon is observed (O(rows) per
+   refresh); its levels start at the nominal one when the forecaster starts, not replayed
+   from the rows' past.
 
 Caveats, stated plainly: time series are not exchangeable, so the coverage guarantee is
 approximate (Barber, Candès, Ramdas & Tibshirani, "Conformal prediction beyond
@@ -82,8 +89,48 @@ DEFAULT_NEIGHBOURS = 200
 #: Whether ``predict`` adapts the peak level online (ACI) unless told otherwise.
 DEFAULT_ADAPTIVE = True
 
-#: Default ACI step size γ: the value Gibbs & Candès (2021) use in all their experiments.
-DEFAULT_GAMMA = 0.005
+#: Tolerance ``ε`` of the ACI miss rate over one calibration window of origins, from
+#: which the default step size is derived (:func:`aci_gamma`): one point.
+ACI_TOLERANCE = 0.01
+
+#: Largest derived ACI step size: windows too short for the tolerance (``ε·N − 1 <=
+#: max(α, 1 − α) / GAMMA_CAP``, fewer than about 1050 origins at ``ε = 0.01``) fall back
+#: to it. A project choice: at 0.1 one miss raises the working level by ``0.1·(1 − α)``,
+#: 9.5 points at the P95, so two misses in a row already reach the largest score.
+GAMMA_CAP = 0.1
+
+
+def aci_gamma(level: float, window: int, tolerance: float = ACI_TOLERANCE) -> float:
+    """The ACI step size ``γ`` whose guarantee gives ``tolerance`` over ``window`` origins.
+
+    Gibbs & Candès, "Adaptive Conformal Inference Under Distribution Shift", NeurIPS 2021,
+    Prop. 4.1: over ``N`` origins the ACI miss rate is within
+    ``(max(α, 1 − α) + γ) / (γ·N)`` of the nominal ``α = 1 − level``, for any sequence.
+    Setting that bound to ``ε`` and solving for ``γ`` gives
+    ``γ = max(α, 1 − α) / (ε·N − 1)``, with ``N = window`` (one calibration window of
+    origins, e.g. 2016 five-minute origins in a week: ``0.95 / (20.16 − 1) = 0.0496`` at
+    ``level = 0.95``, ``ε = 0.01``). The bound ignores the feedback delay: with a horizon of
+    ``H`` steps a forecast is scored ``H`` origins late, which adds ``H/N`` (0.1 point for
+    ``H = 2``, ``N = 2016``; see :func:`aci_levels`).
+
+    Fallback: where the window is too short for the tolerance (the formula would give a
+    ``γ`` above :data:`GAMMA_CAP`, or none at all when ``ε·N <= 1``), :data:`GAMMA_CAP` is
+    returned; the guarantee over ``N`` origins is then only
+    ``(max(α, 1 − α) + γ) / (γ·N)`` (6.3 points for an hourly step over a week).
+
+    Raises:
+        ForecastError: ``level`` or ``tolerance`` outside (0, 1), or ``window < 1``.
+    """
+    if not (0.0 < level < 1.0) or not (0.0 < tolerance < 1.0) or window < 1:
+        raise ForecastError(
+            f"aci_gamma needs a level and a tolerance in (0, 1) and a window >= 1, got "
+            f"level={level}, tolerance={tolerance}, window={window}"
+        )
+    worst = max(level, 1.0 - level)
+    denom = tolerance * window - 1.0
+    if denom * GAMMA_CAP <= worst:
+        return GAMMA_CAP
+    return worst / denom
 
 
 def order_index(n: int, level: float) -> int:

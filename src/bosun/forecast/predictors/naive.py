@@ -10,7 +10,7 @@ are localized split-conformal from the model's own past errors
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -20,7 +20,6 @@ from bosun.forecast.predictors._batch import batch_forecast
 from bosun.forecast.predictors._calibration import (
     DEFAULT_ADAPTIVE,
     DEFAULT_CALIBRATION_S,
-    DEFAULT_GAMMA,
     DEFAULT_NEIGHBOURS,
     MIN_CALIBRATION,
     IntArray,
@@ -53,6 +52,8 @@ class SeasonalNaive(PointPredictor):
     """
 
     name = "seasonal-naive"
+    #: ``predict_batch`` takes per-row ``peak_levels`` (see :class:`BatchPredictor`)
+    accepts_peak_levels = True
 
     def __init__(
         self,
@@ -61,7 +62,7 @@ class SeasonalNaive(PointPredictor):
         calibration_s: float = DEFAULT_CALIBRATION_S,
         neighbours: int = DEFAULT_NEIGHBOURS,
         adaptive: bool = DEFAULT_ADAPTIVE,
-        gamma: float = DEFAULT_GAMMA,
+        gamma: float | None = None,
     ) -> None:
         super().__init__(
             calibration_s=calibration_s, neighbours=neighbours, adaptive=adaptive, gamma=gamma
@@ -97,16 +98,20 @@ class SeasonalNaive(PointPredictor):
         step_s: float,
         horizon_s: float,
         quantiles: Sequence[float] = (0.5, 0.95),
+        *,
+        peak_levels: Mapping[float, FloatArray] | None = None,
     ) -> BatchForecast:
         """Forecast every row of ``values`` (S, T), oldest first; see the class doc.
 
-        Stateless, so the peak quantiles use the nominal level (plain localized
-        conformal): ``adaptive`` applies to :meth:`predict` only (see
-        :mod:`bosun.forecast.predictors._calibration`, step 6).
+        Stateless: the peak quantiles use the nominal level unless ``peak_levels`` gives
+        each row its own working level (nominal level -> (S,) array, levels >= 1 give the
+        largest calibration score); :class:`bosun.forecast.provider.HistoryForecaster`
+        keeps those levels by adaptive conformal inference across refreshes. ``adaptive``
+        and ``gamma`` apply to :meth:`predict` only.
 
         Raises:
             ForecastError: fewer than ``season + horizon + MIN_CALIBRATION − 1`` columns,
-                a non-finite value, a bad horizon or level.
+                a non-finite value, a bad horizon or level, or bad ``peak_levels``.
         """
         m = self._season_steps(step_s) if step_s > 0 else 1
 
@@ -123,4 +128,5 @@ class SeasonalNaive(PointPredictor):
             m,
             self.calibration_s,
             self.neighbours,
+            peak_levels,
         )

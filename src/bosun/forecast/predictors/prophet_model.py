@@ -22,7 +22,6 @@ from bosun.forecast.predictors._base import PointPredictor
 from bosun.forecast.predictors._calibration import (
     DEFAULT_ADAPTIVE,
     DEFAULT_CALIBRATION_S,
-    DEFAULT_GAMMA,
     DEFAULT_NEIGHBOURS,
     MIN_CALIBRATION,
     IntArray,
@@ -51,7 +50,7 @@ class ProphetPredictor(PointPredictor):
         calibration_s: float = DEFAULT_CALIBRATION_S,
         neighbours: int = DEFAULT_NEIGHBOURS,
         adaptive: bool = DEFAULT_ADAPTIVE,
-        gamma: float = DEFAULT_GAMMA,
+        gamma: float | None = None,
     ) -> None:
         super().__init__(
             calibration_s=calibration_s, neighbours=neighbours, adaptive=adaptive, gamma=gamma

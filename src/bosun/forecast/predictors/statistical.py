@@ -31,7 +31,6 @@ from bosun.forecast.predictors._base import PointPredictor
 from bosun.forecast.predictors._calibration import (
     DEFAULT_ADAPTIVE,
     DEFAULT_CALIBRATION_S,
-    DEFAULT_GAMMA,
     DEFAULT_NEIGHBOURS,
     MIN_CALIBRATION,
     IntArray,
@@ -61,7 +60,7 @@ class AutoETS(PointPredictor):
         calibration_s: float = DEFAULT_CALIBRATION_S,
         neighbours: int = DEFAULT_NEIGHBOURS,
         adaptive: bool = DEFAULT_ADAPTIVE,
-        gamma: float = DEFAULT_GAMMA,
+        gamma: float | None = None,
     ) -> None:
         super().__init__(
             calibration_s=calibration_s, neighbours=neighbours, adaptive=adaptive, gamma=gamma
@@ -122,7 +121,7 @@ class MSTL(PointPredictor):
         calibration_s: float = DEFAULT_CALIBRATION_S,
         neighbours: int = DEFAULT_NEIGHBOURS,
         adaptive: bool = DEFAULT_ADAPTIVE,
-        gamma: float = DEFAULT_GAMMA,
+        gamma: float | None = None,
     ) -> None:
         super().__init__(
             calibration_s=calibration_s, neighbours=neighbours, adaptive=adaptive, gamma=gamma
