@@ -155,6 +155,20 @@ def test_evaluate_saturation_flags(tmp_path: Path) -> None:
     assert len(runs) == 3 and "gpu_alloc_end" in runs[0]
 
 
+def test_evaluate_inflated_training(tmp_path: Path) -> None:
+    """--train-load: PPO trains on the train window inflated to 1.3 x the GPUs (the run
+    goes through and records the setting)."""
+    out = tmp_path / "sat"
+    code, text = _run(
+        "evaluate", "--trace", TRACE, "--timesteps", "64", "--out", str(out), "--seeds", "1",
+        "--policies", "ppo,fgd", "--no-departures", "--train-load", "1.3",
+        "--train-fraction", "0.5",
+    )  # fmt: skip
+    assert code == 0, text
+    meta = (out / "policies" / "policy-seed0" / "meta.json").read_text()
+    assert "train window inflated to 1.3x GPUs" in meta
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -165,8 +179,9 @@ def test_evaluate_saturation_flags(tmp_path: Path) -> None:
             ["--policies", "ppo", "--n-envs", "0"],
             "command line: options: --n-envs: expected at least 1 environment, found 0",
         ),
+        (["--train-load", "0"], "command line: options: --train-load: expected > 0, found 0"),
     ],
-    ids=["warmup", "hidden", "n-envs"],
+    ids=["warmup", "hidden", "n-envs", "train-load"],
 )
 def test_evaluate_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
     out = tmp_path / "eval"

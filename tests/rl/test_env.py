@@ -19,6 +19,7 @@ from bosun.rl.env import (
     ENV_ID,
     EnvError,
     SchedulingEnv,
+    inflate_trace,
     scale_trace,
     select_nodes,
     split_trace,
@@ -324,6 +325,62 @@ def test_scale_trace_keeps_the_load_per_node() -> None:
     for bad in (0, 11, True):
         with pytest.raises(InputError, match="nodes"):
             scale_trace(trace, bad)
+
+
+def _half_and_whole_trace() -> Trace:
+    """2 nodes of 1 GPU (2,000 milli-GPU); a 500-milli share at 10 s, a whole GPU at 20 s and
+    a CPU pod at 30 s: 1,500 milli-GPU asked."""
+    nodes = [
+        make_node(f"g{i}", cpu="8", memory="32Gi", extra={"nvidia.com/gpu": 1}) for i in (0, 1)
+    ]
+    pods = [
+        make_pod("half", cpu="1", memory="1Gi", extra={"alibabacloud.com/gpu-milli": 500}),
+        make_pod("whole", cpu="1", memory="1Gi", extra={"nvidia.com/gpu": 1}),
+        make_pod("cpu", cpu="1", memory="1Gi"),
+    ]
+    return Trace("t", nodes, [PodArrival(p, 10.0 * (i + 1)) for i, p in enumerate(pods)])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2], ids=["seed0", "seed1", "seed2"])
+def test_inflate_trace(seed: int) -> None:
+    """Inflated to 1.3 x 2,000 = 2,600 milli-GPU: clones of the three pods are appended
+    until the next drawn one would pass 2,600, so the GPU demand ends in (1,600, 2,600]
+    (the largest pod asks 1,000), one clone per second after the last arrival (30 s)."""
+    trace = _half_and_whole_trace()
+    out = inflate_trace(trace, 1.3, seed)
+    assert out.arrivals[:3] == trace.arrivals
+    clones = out.arrivals[3:]
+    assert clones, "1,500 <= 2,600: something was added"
+    assert 1600 < out.gpu_demand_milli <= 2600
+    assert [a.arrival_s for a in clones] == [30.0 + k for k in range(1, len(clones) + 1)]
+    originals = {a.pod.name: a.pod for a in trace.arrivals}
+    for k, a in enumerate(clones):
+        base, _, number = a.pod.name.rpartition("-clone-")
+        assert number == str(k) and base in originals
+        assert a.pod.requests == originals[base].requests
+    assert len({a.pod.key for a in out.arrivals}) == len(out.arrivals)
+    assert inflate_trace(trace, 1.3, seed) == out  # seeded
+    # already above the limit (1,500 > 0.5 x 2,000): unchanged
+    assert inflate_trace(trace, 0.5, seed) is trace
+
+
+@pytest.mark.parametrize(
+    ("trace_kind", "kwargs", "field"),
+    [
+        ("gpu", {"demand_limit": 0.0}, "demand_limit"),
+        ("gpu", {"demand_limit": float("nan")}, "demand_limit"),
+        ("gpu", {"demand_limit": 1.3, "gap_s": 0.0}, "gap_s"),
+        ("cpu", {"demand_limit": 1.3}, "nvidia.com/gpu"),
+    ],
+    ids=["zero", "nan", "gap", "no-gpu"],
+)
+def test_inflate_trace_bad_input(trace_kind: str, kwargs: dict[str, Any], field: str) -> None:
+    trace = _half_and_whole_trace()
+    if trace_kind == "cpu":
+        trace = replace(trace, arrivals=trace.arrivals[2:])  # the CPU pod alone
+    with pytest.raises(InputError) as err:
+        inflate_trace(trace, **kwargs)
+    assert [p.field for p in err.value.problems] == [field]
 
 
 @pytest.mark.parametrize(

@@ -328,7 +328,7 @@ def without_departures(trace: Trace) -> Trace:
     )
 
 
-def inflate_trace(trace: Trace, demand_limit: float, seed: int = 0) -> Trace:
+def inflate_trace(trace: Trace, demand_limit: float, seed: int = 0, *, gap_s: float = 1.0) -> Trace:
     """The trace with clones of its own pods appended until the arrived GPU demand would
     exceed ``demand_limit`` times the cluster's GPUs: FGD's workload inflation (Weng et al.,
     ATC '23, §6.1, and their simulator's ``tune`` factor, 1.3 in the published runs), here
@@ -336,15 +336,19 @@ def inflate_trace(trace: Trace, demand_limit: float, seed: int = 0) -> Trace:
 
     Clones are drawn uniformly with replacement (``numpy.random.default_rng(seed)``) from
     ``trace.arrivals``, named ``<name>-clone-<i>``, and arrive after the last arrival, one
-    every mean inter-arrival gap of the trace (1 s for a trace of one arrival); their
-    departures or durations are the original's (shifted with the arrival). The trace is
-    returned unchanged when its arrivals already reach the limit.
+    every ``gap_s`` seconds (default 1 s: in the no-departures setting this is meant for,
+    arrival times only order the pods, and openb's mean gap of hours would have the replay
+    retry every pending pod through hours of simulated time); their departures or
+    durations are the original's (shifted with the arrival). The trace is returned
+    unchanged when its arrivals already reach the limit.
 
     Raises:
-        InputError: ``demand_limit`` not a positive finite number, a trace without GPUs or
-            without a GPU pod (nothing to saturate).
+        InputError: ``demand_limit`` or ``gap_s`` not a positive finite number, a trace
+            without GPUs or without a GPU pod (nothing to saturate).
     """
     problems: list[InputProblem] = []
+    if not (isinstance(gap_s, int | float) and math.isfinite(gap_s) and gap_s > 0):
+        problems.append(_arg("gap_s", f"expected a number > 0, found {gap_s!r}"))
     if (
         isinstance(demand_limit, bool)
         or not isinstance(demand_limit, int | float)
@@ -372,7 +376,6 @@ def inflate_trace(trace: Trace, demand_limit: float, seed: int = 0) -> Trace:
     arrivals = list(trace.arrivals)
     n = len(arrivals)
     last = arrivals[-1].arrival_s
-    gap = (last - arrivals[0].arrival_s) / (n - 1) if n > 1 else 1.0
     rng = np.random.default_rng(seed)
     clones: list[PodArrival] = []
     while True:
@@ -383,7 +386,7 @@ def inflate_trace(trace: Trace, demand_limit: float, seed: int = 0) -> Trace:
         a = arrivals[i]
         name = f"{a.pod.name}-clone-{len(clones)}"
         pod = replace(a.pod, name=name, uid=f"{a.pod.namespace}/{name}")
-        at = last + gap * (len(clones) + 1)
+        at = last + gap_s * (len(clones) + 1)
         shift = at - a.arrival_s
         departure = a.departure_s + shift if a.departure_s is not None else None
         clones.append(PodArrival(pod, at, departure, a.duration_s))
