@@ -568,7 +568,7 @@ def evaluate(
         inflate_trace(train_window, train_load)  # bad input fails before any training
         train_env = replace(base, arrival_fraction=(0.0, 1.0))
     test_env = replace(base, arrival_fraction=(train_fraction, 1.0), max_steps=None)
-    train_name = name if scaled_to is None else f"{name} (scaled to {scaled_to} nodes)"
+    train_name = f"{name}" if scaled_to is None else f"{name} (scaled to {scaled_to} nodes)"
     if train_load is not None:
         train_name += f" (train window inflated to {train_load:g}x GPUs)"
     work = Path(work_dir)
