@@ -64,11 +64,14 @@ that raises :class:`bosun.errors.BosunError` (e.g.
 treated as missing (passes, neutral), a warning is logged once until the provider answers
 again, and the scheduler keeps scheduling.
 
-**Where metrics come from today**: only the twin (``bosun simulate``, ``bosun experiment
-load-aware``) attaches a provider, its simulated node usage. In ``bosun schedule`` and
-``bosun serve`` no metrics source is attached yet (wiring the live Prometheus provider
-is future work), so there the plugin filters nothing and scores every node
-``neutralScore``; it logs the warning above once so that this is not silent.
+**Where metrics come from**: with ``args.prometheus`` (below) the plugin builds a
+:class:`bosun.forecast.prometheus_provider.PrometheusNodeMetricsProvider` in ``__init__``
+(no request is sent until the first cycle), so any profile of ``bosun schedule`` or
+``bosun serve`` that enables the plugin reads live node usage and CPU peak forecasts from
+that server. The twin (``bosun simulate``, ``bosun experiment load-aware``) attaches its
+simulated usage with :meth:`LoadAwarePredictive.set_provider`, which replaces any
+provider built from the args. Without either, the plugin filters nothing and scores every
+node ``neutralScore``, logging the warning above once so that this is not silent.
 
 Scores never carry NaN: non-finite usages count as missing, every score is clipped to
 0..100 and cast to int64.
@@ -79,7 +82,13 @@ Args (``pluginConfig[LoadAwarePredictive].args``; validated in :meth:`LoadAwareA
 ``resourceWeights`` ({cpu, memory} >= 0, not all 0), ``estimatedScalingFactors``
 ({cpu, memory} 1..100), ``targetUtilization`` (40, 1..99), ``defaultRequestsMilliCpu``
 (1000), ``defaultRequestsMultiplier`` (1.5, a number or a numeric string as TLP takes it),
-``neutralScore`` (0..100).
+``neutralScore`` (0..100), and ``prometheus``: ``{url, cpuQuery, memoryQuery, nodeLabel,
+stepSeconds, windowSeconds, refreshSeconds, timeoutSeconds}``
+(:class:`bosun.forecast.prometheus_provider.PrometheusProviderConfig`; ``url`` an
+``http(s)://`` URL, required; queries non-empty PromQL, CPU in cores, memory in bytes;
+``nodeLabel`` a Prometheus label name (``node``); ``stepSeconds`` (60) in (0, 3600];
+``windowSeconds`` (3600) a whole number of steps, 2..11000 of them, covering
+``horizonSeconds``; ``refreshSeconds`` (30) in [0, 3600]; ``timeoutSeconds`` (5) in (0, 300]).
 
 Extension points: PreFilter, Filter, PreScore, Score, Reserve; EnqueueExtensions.
 """
@@ -88,15 +97,29 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 import numpy as np
 import numpy.typing as npt
 
 from bosun.api.types import CPU, MEMORY, Pod
 from bosun.errors import BosunError
+from bosun.forecast.prometheus_provider import (
+    DEFAULT_CPU_QUERY,
+    DEFAULT_MEMORY_QUERY,
+    DEFAULT_NODE_LABEL,
+    DEFAULT_REFRESH_S,
+    DEFAULT_STEP_S,
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_WINDOW_S,
+    PrometheusNodeMetricsProvider,
+    PrometheusProviderConfig,
+    window_problem,
+)
 from bosun.forecast.provider import NodeMetrics, NodeMetricsProvider
 from bosun.framework.interface import (
     MAX_NODE_SCORE,
@@ -157,7 +180,21 @@ _ARG_FIELDS = (
     "defaultRequestsMilliCpu",
     "defaultRequestsMultiplier",
     "neutralScore",
+    "prometheus",
 )
+#: ``args.prometheus`` fields (module docstring).
+_PROMETHEUS_FIELDS = (
+    "url",
+    "cpuQuery",
+    "memoryQuery",
+    "nodeLabel",
+    "stepSeconds",
+    "windowSeconds",
+    "refreshSeconds",
+    "timeoutSeconds",
+)
+#: Prometheus label names (https://prometheus.io/docs/concepts/data_model/).
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -258,6 +295,69 @@ def _resource_map(raw: Any, path: str, *, low: int, high: int) -> dict[str, int]
     return out
 
 
+def _text(raw: Any, path: str) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise PluginArgsError(path, f"must be a non-empty string, got {raw!r}")
+    return raw
+
+
+def _url(raw: Any, path: str) -> str:
+    text = _text(raw, path)
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise PluginArgsError(path, f"must be an http(s):// URL, got {raw!r}")
+    return text
+
+
+def _label_name(raw: Any, path: str) -> str:
+    if not isinstance(raw, str) or not _LABEL_NAME.fullmatch(raw):
+        raise PluginArgsError(path, f"must be a Prometheus label name, got {raw!r}")
+    return raw
+
+
+def _prometheus_config(raw: Any, path: str, horizon_s: float) -> PrometheusProviderConfig:
+    """``args.prometheus`` checked field by field (module docstring); every problem is
+    named ``prometheus.<field>``.
+
+    Raises:
+        PluginArgsError: one bad field; :class:`LoadAwareArgsError` for several.
+    """
+    if not isinstance(raw, Mapping):
+        raise PluginArgsError(path, f"must be an object with at least a url, got {raw!r}")
+    found = _Collect()
+    for key in raw:
+        if key not in _PROMETHEUS_FIELDS:
+            expected = ", ".join(sorted(_PROMETHEUS_FIELDS))
+            found.add(f"{path}.{key}", f"unknown field (expected: {expected})")
+
+    def sub(fn: Callable[..., _T], key: str, default: _T, **kw: Any) -> _T:
+        return found.check(fn, default, raw.get(key, default), f"{path}.{key}", **kw)
+
+    if "url" not in raw:
+        found.add(f"{path}.url", "required: the Prometheus server's http(s):// URL")
+        url = ""
+    else:
+        url = sub(_url, "url", "")
+    step = sub(_number, "stepSeconds", DEFAULT_STEP_S, low=0, high=3600, low_open=True)
+    window = sub(_number, "windowSeconds", DEFAULT_WINDOW_S, low=0, high=1e9, low_open=True)
+    config = PrometheusProviderConfig(
+        url=url,
+        cpu_query=sub(_text, "cpuQuery", DEFAULT_CPU_QUERY),
+        memory_query=sub(_text, "memoryQuery", DEFAULT_MEMORY_QUERY),
+        node_label=sub(_label_name, "nodeLabel", DEFAULT_NODE_LABEL),
+        step_s=step,
+        window_s=window,
+        refresh_s=sub(_number, "refreshSeconds", DEFAULT_REFRESH_S, low=0, high=3600),
+        timeout_s=sub(_number, "timeoutSeconds", DEFAULT_TIMEOUT_S, low=0, high=300, low_open=True),
+    )
+    if not found.problems:
+        problem = window_problem(window, step, horizon_s)
+        if problem is not None:
+            found.add(f"{path}.windowSeconds", problem)
+    found.raise_if_any()
+    return config
+
+
 @dataclass(frozen=True, slots=True)
 class LoadAwareArgs:
     """The plugin's args after defaulting and validation (module docstring)."""
@@ -274,6 +374,7 @@ class LoadAwareArgs:
     default_requests_milli_cpu: int = 1000
     default_requests_multiplier: float = 1.5
     neutral_score: int = 50
+    prometheus: PrometheusProviderConfig | None = None
 
     @staticmethod
     def parse(args: Mapping[str, Any] | None) -> LoadAwareArgs:
@@ -328,11 +429,17 @@ class LoadAwareArgs:
                 high=100,
             )
             factors = {**factors, **given}
+        horizon_s = found.field(
+            _number, raw, "horizonSeconds", 600.0, low=0, high=1e7, low_open=True
+        )
+        prometheus = None
+        if "prometheus" in raw:
+            prometheus = found.check(
+                _prometheus_config, None, raw["prometheus"], "prometheus", horizon_s
+            )
         parsed = LoadAwareArgs(
             mode=mode,
-            horizon_s=found.field(
-                _number, raw, "horizonSeconds", 600.0, low=0, high=1e7, low_open=True
-            ),
+            horizon_s=horizon_s,
             quantile=found.field(
                 _number, raw, "quantile", 0.95, low=0, high=0.999999, low_open=True
             ),
@@ -360,6 +467,7 @@ class LoadAwareArgs:
                 low=MIN_NODE_SCORE,
                 high=MAX_NODE_SCORE,
             ),
+            prometheus=prometheus,
         )
         found.raise_if_any()
         return parsed
@@ -517,6 +625,11 @@ class LoadAwarePredictive:
         self.args = LoadAwareArgs.parse(args)
         self.handle = handle
         self.provider: NodeMetricsProvider | None = None
+        if self.args.prometheus is not None:
+            # builds the HTTP client only: the first request goes out at the first cycle
+            self.provider = PrometheusNodeMetricsProvider(
+                self.args.prometheus, horizon_s=self.args.horizon_s
+            )
         self._assigned: dict[str, _Assigned] = {}
         self._warned = False
         a = self.args
@@ -528,7 +641,8 @@ class LoadAwarePredictive:
         self.provider_failures = 0
 
     def set_provider(self, provider: NodeMetricsProvider | None) -> None:
-        """Attach (or detach, with None) the metrics source."""
+        """Attach (or detach, with None) the metrics source; it replaces the one built
+        from ``args.prometheus`` (the twin attaches its simulated usage this way)."""
         self.provider = provider
         self._assigned.clear()
 
@@ -552,8 +666,8 @@ class LoadAwarePredictive:
         if self.provider is None:
             if not self._warned:
                 _log.warning(
-                    "%s: no node metrics source attached (only the twin attaches one; live "
-                    "Prometheus wiring is future work), scoring every node neutral (%d)",
+                    "%s: no node metrics source attached (set args.prometheus for live "
+                    "metrics; the twin attaches its own), scoring every node neutral (%d)",
                     NAME,
                     self.args.neutral_score,
                 )

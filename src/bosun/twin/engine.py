@@ -488,6 +488,10 @@ class Simulator:
         self.metrics_provider: TwinMetricsProvider | None = None
         if usage is not None:
             self._attach_usage(usage)
+        else:
+            # a plugin that reads live metrics (LoadAwarePredictive's `prometheus` arg)
+            # must not query a real server during a simulation: no usage model, no metrics
+            self._set_providers(None)
         #: the last trace event's time (progress bar end when ``until_s`` is not given)
         self.horizon_s = max(
             [
@@ -519,6 +523,14 @@ class Simulator:
         self._busy_until = 0.0
         self._ran = False
 
+    def _set_providers(self, provider: TwinMetricsProvider | None) -> None:
+        """Hand ``provider`` to every plugin that takes a metrics provider."""
+        for fwk in self.scheduler.profiles.values():
+            for plugin in fwk.instances.values():
+                set_provider = getattr(plugin, "set_provider", None)
+                if callable(set_provider):
+                    set_provider(provider)
+
     def _attach_usage(self, usage: UsageConfig) -> None:
         """Build the usage tracker and provider; hand the provider to every plugin that
         takes one; account the trace's bound pods as running before time 0 (the first
@@ -528,11 +540,7 @@ class Simulator:
         tracker = UsageTracker(usage, self.snapshot, self.trace.name)
         self.usage_tracker = tracker
         self.metrics_provider = TwinMetricsProvider(tracker, self.clock)
-        for fwk in self.scheduler.profiles.values():
-            for plugin in fwk.instances.values():
-                set_provider = getattr(plugin, "set_provider", None)
-                if callable(set_provider):
-                    set_provider(self.metrics_provider)
+        self._set_providers(self.metrics_provider)
         for pod in self.trace.bound:
             # already running at time 0: bound "before" it, so the sample at 0 sees them
             tracker.bind(pod, pod.node_name, 0.0, -1.0)

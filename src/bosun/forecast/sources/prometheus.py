@@ -135,8 +135,11 @@ class PrometheusSource:
         self.session = session or requests.Session()
         self.max_points = max_points
 
-    def _request(self, query: str, start_s: float, end_s: float, step_s: float) -> Any:
-        """One ``query_range`` call: the reply's ``data.result`` list.
+    def query_range_raw(self, query: str, start_s: float, end_s: float, step_s: float) -> Any:
+        """One ``query_range`` call, unparsed: the reply's ``data.result`` list (each item
+        ``{"metric": {label: value}, "values": [[t, "v"], ...]}``, Prometheus' HTTP API), for
+        callers that need the labels or accept one-sample series
+        (:class:`bosun.forecast.prometheus_provider.PrometheusNodeMetricsProvider`).
 
         Raises:
             PrometheusError: an error reply.
@@ -244,7 +247,7 @@ class PrometheusSource:
         chunk_start = float(start_s)
         while chunk_start <= end_s:
             chunk_end = min(float(end_s), chunk_start + (self.max_points - 1) * step_s)
-            for item in self._request(query, chunk_start, chunk_end, step_s):
+            for item in self.query_range_raw(query, chunk_start, chunk_end, step_s):
                 if (
                     not isinstance(item, dict)
                     or not isinstance(item.get("values"), list)
