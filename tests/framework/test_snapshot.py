@@ -144,3 +144,21 @@ def test_pod_with_resource_no_node_has_adds_a_column() -> None:
 def test_duplicate_node_names_in_one_batch_are_rejected() -> None:
     with pytest.raises(SnapshotError):
         Snapshot([make_node("a"), make_node("a")])
+
+
+def test_row_version_marks_the_rows_that_changed() -> None:
+    """``row_version[r]`` is the generation of the last change of row ``r``: the row of a pod
+    added or removed, of a node updated; every row when nodes are added or removed."""
+    snap = Snapshot([make_node(n, cpu="4", memory="8Gi") for n in ("a", "b", "c")])
+    g0 = snap.generation
+    assert snap.row_version.tolist() == [g0, g0, g0]
+    snap.add_pod(make_pod("p", cpu="1"), "b")  # generation g0 + 1, row 1
+    assert snap.row_version.tolist() == [g0, g0 + 1, g0]
+    snap.update_node(make_node("c", cpu="8", memory="8Gi"))  # g0 + 2, row 2
+    assert snap.row_version.tolist() == [g0, g0 + 1, g0 + 2]
+    snap.remove_pod("default/p")  # g0 + 3, row 1
+    assert snap.row_version.tolist() == [g0, g0 + 3, g0 + 2]
+    snap.add_node(make_node("d", cpu="4", memory="8Gi"))  # g0 + 4, every row
+    assert snap.row_version.tolist() == [g0 + 4] * 4
+    snap.remove_node("a")  # g0 + 5, every remaining row
+    assert snap.row_version.tolist() == [g0 + 5] * 3

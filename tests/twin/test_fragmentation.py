@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -505,6 +505,74 @@ def test_placement_matches_reference(
             assert device[i] == -1
         else:
             assert int(device[i]) in devices
+
+
+@st.composite
+def mutations(draw: st.DrawFn) -> list[tuple[str, int, int]]:
+    """Steps on a 4-node snapshot: (kind, node index, amount)."""
+    kinds = ("add-pod", "remove-pod", "relabel", "resize", "add-node", "remove-node")
+    return draw(
+        st.lists(
+            st.tuples(st.sampled_from(kinds), st.integers(0, 3), st.sampled_from(SHARES)),
+            min_size=1,
+            max_size=12,
+        )
+    )
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(workloads(), mutations(), pods())
+def test_a_kept_tracker_equals_a_fresh_one(
+    workload: TaskClasses, steps: list[tuple[str, int, int]], pod: Pod
+) -> None:
+    """One tracker kept across pods added and removed, GPU-model relabels, resized nodes and
+    nodes added and removed (the incremental refresh reads only the rows whose
+    ``Snapshot.row_version`` moved) gives, after every step, exactly what a new tracker
+    computes from scratch."""
+    snap = Snapshot(
+        [
+            make_node(
+                f"n{i}", cpu="16", memory="32Gi", extra={WHOLE: 4}, labels={GPU_MODEL_LABEL: "A"}
+            )
+            for i in range(4)
+        ]
+    )
+    kept = FragmentationTracker(workload)
+    placed: list[str] = []
+    for k, (kind, i, amount) in enumerate(steps):
+        names = snap.node_names
+        name = names[i % len(names)]
+        if kind == "add-pod":
+            row = snap.node_index[name]
+            free = 1000 - snap.gpu_used_milli[row, : snap.gpu_count[row]]
+            fits = np.flatnonzero(free >= amount)
+            if len(fits):
+                snap.add_pod(gpu_pod(f"q{k}", amount, cpu="1"), name, [int(fits[0])])
+                placed.append(f"default/q{k}")
+        elif kind == "remove-pod" and placed:
+            snap.remove_pod(placed.pop(i % len(placed)))
+        elif kind == "relabel":
+            node = snap.nodes[snap.node_index[name]]
+            model = "B" if node.labels.get(GPU_MODEL_LABEL) == "A" else "A"
+            snap.update_node(replace(node, labels={**node.labels, GPU_MODEL_LABEL: model}))
+        elif kind == "resize":
+            node = snap.nodes[snap.node_index[name]]
+            cpu = node.allocatable["cpu"] + 500 * (1 + i)
+            snap.update_node(replace(node, allocatable={**node.allocatable, "cpu": cpu}))
+        elif kind == "add-node":
+            snap.add_node(make_node(f"x{k}", cpu="8", memory="16Gi", extra={WHOLE: 2}))
+        elif kind == "remove-node" and len(names) > 1:
+            gone = {p.key for p in snap.remove_node(name)}
+            placed = [key for key in placed if key not in gone]
+        rows = np.arange(snap.num_nodes)
+        fresh = FragmentationTracker(workload)
+        np.testing.assert_array_equal(
+            kept.node_fragmentation_milli(snap), fresh.node_fragmentation_milli(snap)
+        )
+        got, got_dev = kept.placement(snap, pod, rows)
+        want, want_dev = fresh.placement(snap, pod, rows)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got_dev, want_dev)
 
 
 # ------------------------------------------------------------------------ TaskClasses

@@ -18,6 +18,9 @@ Node columns (``N`` = number of nodes, row ``i`` is ``node_names[i]``):
 * ``gpu_count``: int32 ``(N,)``; ``gpu_used_milli``: int32 ``(N, G)``: milli-GPU used per
   device (GPU sharing, openb form);
 * ``image_sizes``: image name -> int64 ``(N,)`` bytes (0 where absent);
+* ``row_version``: int64 ``(N,)``: the :attr:`Snapshot.generation` at which the row last
+  changed (a pod added to or removed from the node, the node updated; every row when nodes
+  are added or removed), so a cache can recompute only the rows changed since it looked;
 * host ports: :class:`HostPorts`.
 
 Bound and assumed pods live in :class:`PodTable`, with their node row, namespace and labels
@@ -306,6 +309,7 @@ class Snapshot:
         self.host_ports = HostPorts(0)
         self.pods = PodTable()
         self.node_order: IndexArray = np.zeros(0, dtype=np.intp)
+        self.row_version = np.zeros(0, dtype=np.int64)
         self._add_nodes(nodes)
         for pod in pods:
             self.add_pod(pod, pod.node_name)
@@ -371,6 +375,7 @@ class Snapshot:
             self._write_node_row(row, node)
         self._reorder()
         self.generation += 1
+        self.row_version = np.full(total, self.generation, dtype=np.int64)
 
     def _write_node_row(self, row: int, node: Node) -> None:
         self.allocatable[row] = 0
@@ -425,6 +430,7 @@ class Snapshot:
         self._write_node_row(row, node)
         self._reorder()
         self.generation += 1
+        self.row_version[row] = self.generation
 
     def remove_node(self, name: str) -> list[Pod]:
         """Remove a node and every pod on it; returns those pods (they become unbound)."""
@@ -461,6 +467,7 @@ class Snapshot:
                 )
         self._reorder()
         self.generation += 1
+        self.row_version = np.full(self.num_nodes, self.generation, dtype=np.int64)
         return evicted
 
     def _reorder(self) -> None:
@@ -549,6 +556,7 @@ class Snapshot:
         for p in pod.host_ports:
             self.host_ports.add(row, p.protocol, p.host_port, p.host_ip, 1)
         self.generation += 1
+        self.row_version[row] = self.generation
         return self.pods.add(pod, row, devices)
 
     def remove_pod(self, key: str) -> BoundPod:
@@ -570,6 +578,7 @@ class Snapshot:
         for p in pod.host_ports:
             self.host_ports.add(row, p.protocol, p.host_port, p.host_ip, -1)
         self.generation += 1
+        self.row_version[row] = self.generation
         return entry
 
     # --------------------------------------------------------------- queries

@@ -595,6 +595,9 @@ class FragmentationTracker:
             return
         n = snapshot.num_nodes
         g = snapshot.gpu_used_milli.shape[1]
+        if seen is snapshot and n == self._n and g == self._g:
+            self._refresh_rows(snapshot)
+            return
         ci = snapshot.resource_index[CPU]
         mi = snapshot.resource_index[MEMORY]
         cpu = snapshot.allocatable[:n, ci] - snapshot.requested[:n, ci]
@@ -635,6 +638,30 @@ class FragmentationTracker:
                 self._version[changed] = self._clock
                 self._recompute(changed)
         self._seen = weakref.ref(snapshot)
+        self._seen_generation = snapshot.generation
+
+    def _refresh_rows(self, snapshot: Snapshot) -> None:
+        """:meth:`refresh` for the snapshot seen last time, with the same rows: only the rows
+        whose :attr:`~bosun.framework.snapshot.Snapshot.row_version` moved since are read
+        (and those whose GPU-model label code changed, compared in full since label codes
+        are the label table's), so a call after one placement costs one row, not N."""
+        n = self._n
+        code = snapshot.node_labels.column(GPU_MODEL_LABEL)[:n]
+        self._allowed = _allowed_codes(snapshot, self._t)
+        self._clock += 1
+        moved = np.flatnonzero(snapshot.row_version[:n] > self._seen_generation)
+        relabelled = _changed(code, self._code, 1)
+        rows = np.union1d(moved, relabelled) if len(relabelled) else moved
+        if len(rows):
+            ci = snapshot.resource_index[CPU]
+            mi = snapshot.resource_index[MEMORY]
+            self._cpu[rows] = snapshot.allocatable[rows, ci] - snapshot.requested[rows, ci]
+            self._mem[rows] = snapshot.allocatable[rows, mi] - snapshot.requested[rows, mi]
+            self._code[rows] = code[rows]
+            self._count_dev[rows] = snapshot.gpu_count[rows]
+            self._used[rows] = snapshot.gpu_used_milli[rows]
+            self._version[rows] = self._clock
+            self._recompute(rows.astype(np.intp))
         self._seen_generation = snapshot.generation
 
     def _recompute(self, rows: IndexArray) -> None:
