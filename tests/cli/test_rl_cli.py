@@ -179,9 +179,14 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
             ["--policies", "ppo", "--n-envs", "0"],
             "command line: options: --n-envs: expected at least 1 environment, found 0",
         ),
-        (["--train-load", "0"], "command line: options: --train-load: expected > 0, found 0"),
+        (
+            ["--train-load", "0"],
+            "command line: options: --train-load: expected 0 < load <= 10, found 0",
+        ),
+        # 13000: a typo would clone pods for minutes: refused
+        (["--train-load", "13000"], "--train-load: expected 0 < load <= 10, found 13000"),
     ],
-    ids=["warmup", "hidden", "n-envs", "train-load"],
+    ids=["warmup", "hidden", "n-envs", "train-load", "train-load-huge"],
 )
 def test_evaluate_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
     out = tmp_path / "eval"

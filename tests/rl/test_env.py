@@ -369,10 +369,11 @@ def test_inflate_trace(seed: int) -> None:
     [
         ("gpu", {"demand_limit": 0.0}, "demand_limit"),
         ("gpu", {"demand_limit": float("nan")}, "demand_limit"),
+        ("gpu", {"demand_limit": 10.5}, "demand_limit"),  # above MAX_DEMAND_LIMIT
         ("gpu", {"demand_limit": 1.3, "gap_s": 0.0}, "gap_s"),
         ("cpu", {"demand_limit": 1.3}, "nvidia.com/gpu"),
     ],
-    ids=["zero", "nan", "gap", "no-gpu"],
+    ids=["zero", "nan", "too-large", "gap", "no-gpu"],
 )
 def test_inflate_trace_bad_input(trace_kind: str, kwargs: dict[str, Any], field: str) -> None:
     trace = _half_and_whole_trace()
@@ -442,3 +443,27 @@ def test_trace_without_decision() -> None:
     with pytest.raises(EnvError, match=r"asks for no decision"):
         env.reset()
     env.close()
+
+
+def test_inflated_train_window_counts_the_nodes_trained_on() -> None:
+    """With a node subset, the demand is inflated against the subset's GPUs, not the whole
+    trace's. 4 nodes of 1 GPU, every other one kept: 2 nodes, 2,000 milli-GPU. 6 arrivals of
+    a 500-milli share, the first half (3, 1,500 milli) is the train window. To 1.3 x 2,000 =
+    2,600: 2 clones (2,500; a third would make 3,000). Against all 4 GPUs (5,200): 7 clones
+    (5,000)."""
+    from bosun.rl.evaluate import inflated_train_window
+
+    nodes = [
+        make_node(f"g{i}", cpu="8", memory="32Gi", extra={"nvidia.com/gpu": 1}) for i in range(4)
+    ]
+    share = {"alibabacloud.com/gpu-milli": 500}
+    arrivals = [
+        PodArrival(make_pod(f"p{i}", cpu="1", memory="1Gi", extra=share), 10.0 * (i + 1))
+        for i in range(6)
+    ]
+    trace = Trace("t", nodes, arrivals)
+    out = inflated_train_window(trace, 2, 0.5, 1.3, 0)
+    assert [n.name for n in out.nodes] == ["g0", "g2"]
+    assert len(out.arrivals) == 3 + 2 and out.gpu_demand_milli == 2500
+    whole = inflated_train_window(trace, None, 0.5, 1.3, 0)
+    assert len(whole.arrivals) == 3 + 7 and whole.gpu_demand_milli == 5000

@@ -328,6 +328,11 @@ def without_departures(trace: Trace) -> Trace:
     )
 
 
+#: Largest ``demand_limit`` of :func:`inflate_trace` (10 times the GPUs: far past
+#: saturation; a larger value is taken for a typo rather than built clone by clone).
+MAX_DEMAND_LIMIT = 10.0
+
+
 def inflate_trace(trace: Trace, demand_limit: float, seed: int = 0, *, gap_s: float = 1.0) -> Trace:
     """The trace with clones of its own pods appended until the arrived GPU demand would
     exceed ``demand_limit`` times the cluster's GPUs: FGD's workload inflation (Weng et al.,
@@ -343,7 +348,8 @@ def inflate_trace(trace: Trace, demand_limit: float, seed: int = 0, *, gap_s: fl
     unchanged when its arrivals already reach the limit.
 
     Raises:
-        InputError: ``demand_limit`` or ``gap_s`` not a positive finite number, a trace
+        InputError: ``demand_limit`` not in ``(0, MAX_DEMAND_LIMIT]``, ``gap_s`` not a
+            positive finite number, a trace
             without GPUs or without a GPU pod (nothing to saturate).
     """
     problems: list[InputProblem] = []
@@ -352,9 +358,14 @@ def inflate_trace(trace: Trace, demand_limit: float, seed: int = 0, *, gap_s: fl
     if (
         isinstance(demand_limit, bool)
         or not isinstance(demand_limit, int | float)
-        or not (math.isfinite(demand_limit) and demand_limit > 0)
+        or not (0 < demand_limit <= MAX_DEMAND_LIMIT)
     ):
-        problems.append(_arg("demand_limit", f"expected a number > 0, found {demand_limit!r}"))
+        problems.append(
+            _arg(
+                "demand_limit",
+                f"expected a number in (0, {MAX_DEMAND_LIMIT:g}], found {demand_limit!r}",
+            )
+        )
     capacity = trace.gpu_capacity * 1000
     demand = np.array([a.pod.gpu_count * a.pod.gpu_milli for a in trace.arrivals], np.int64)
     if capacity == 0 or not demand.any():

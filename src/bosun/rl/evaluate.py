@@ -465,6 +465,23 @@ def check_split(trace: Any, train_fraction: float) -> list[InputProblem]:
     return problems
 
 
+def inflated_train_window(
+    trace: Any, nodes: Any, train_fraction: float, train_load: float, seed: int
+) -> Any:
+    """The training trace of ``evaluate(train_load=...)``: the first ``train_fraction`` of the
+    arrivals on the nodes trained on (:func:`bosun.rl.env.select_nodes` with ``nodes``),
+    inflated with clones of its own pods to ``train_load`` times *those nodes'* GPUs
+    (:func:`bosun.rl.env.inflate_trace`, seeded with ``seed``).
+
+    Raises:
+        InputError: as :func:`bosun.rl.env.inflate_trace`.
+    """
+    from bosun.rl.env import inflate_trace, select_nodes, split_trace
+
+    window = split_trace(select_nodes(trace, nodes), (0.0, train_fraction))
+    return inflate_trace(window, train_load, seed)
+
+
 def evaluate(
     trace: Any,
     *,
@@ -501,7 +518,8 @@ def evaluate(
             in the same proportion (:func:`bosun.rl.env.scale_trace`), so the small cluster
             gets the full trace's load per node (the saturation protocol).
         train_load: train on the train window inflated with clones of its own pods to
-            this multiple of the cluster's GPUs (:func:`bosun.rl.env.inflate_trace`, seeded
+            this multiple of the GPUs of the nodes trained on (at most
+            :data:`bosun.rl.env.MAX_DEMAND_LIMIT`; :func:`bosun.rl.env.inflate_trace`, seeded
             with the seed), so that training meets the saturation the test window reaches;
             None: the train window as it is.
         progress: called with a line of text as runs finish.
@@ -511,6 +529,7 @@ def evaluate(
     """
     from dataclasses import replace
 
+    from bosun.rl.env import MAX_DEMAND_LIMIT
     from bosun.rl.train import EnvSettings, make_env, train
     from bosun.twin.trace import Trace
 
@@ -541,12 +560,14 @@ def evaluate(
     if train_load is not None and not (
         isinstance(train_load, int | float)
         and not isinstance(train_load, bool)
-        and math.isfinite(train_load)
-        and train_load > 0
+        and 0 < train_load <= MAX_DEMAND_LIMIT
     ):
         problems.append(
             InputProblem(
-                "command line", "options", "--train-load", f"expected > 0, found {train_load!r}"
+                "command line",
+                "options",
+                "--train-load",
+                f"expected 0 < load <= {MAX_DEMAND_LIMIT:g}, found {train_load!r}",
             )
         )
     base = env_settings or EnvSettings()
@@ -561,11 +582,9 @@ def evaluate(
     if problems:
         raise InputError(problems)
     train_env = replace(base, arrival_fraction=(0.0, train_fraction))
-    if train_load is not None and isinstance(trace, Trace):
-        from bosun.rl.env import inflate_trace, split_trace
-
-        train_window = split_trace(trace, (0.0, train_fraction))
-        inflate_trace(train_window, train_load)  # bad input fails before any training
+    if train_load is not None:
+        # bad input (a trace without GPUs) fails here, before any training
+        inflated_train_window(trace, base.nodes, train_fraction, train_load, 0)
         train_env = replace(base, arrival_fraction=(0.0, 1.0))
     test_env = replace(base, arrival_fraction=(train_fraction, 1.0), max_steps=None)
     train_name = f"{name}" if scaled_to is None else f"{name} (scaled to {scaled_to} nodes)"
@@ -580,8 +599,8 @@ def evaluate(
             pdir = work / f"policy-seed{seed}"
             train(
                 trace
-                if train_load is None or not isinstance(trace, Trace)
-                else inflate_trace(train_window, train_load, seed),
+                if train_load is None
+                else inflated_train_window(trace, base.nodes, train_fraction, train_load, seed),
                 timesteps,
                 pdir,
                 algo=algo,

@@ -67,8 +67,8 @@ node ``n``, a GPU-sharing pod on the device FGD would pick
 It is computed for the nodes to score only (0 for the others), divided by
 :data:`FGD_SCALE_MILLI` (8 whole GPUs, the largest openb node), ``+inf`` (no room) gives 1,
 and it is 0 everywhere when the encoder was built without task classes
-(``Encoder(classes=None)``). A policy trained with task classes keeps them in its folder
-(``task_classes.json``) so that serving computes the same feature.
+(``Encoder(classes=None)``). A policy trained with task classes keeps them in its
+``meta.json`` (``extra.task_classes``) so that serving computes the same feature.
 
 Cluster features (:data:`CLUSTER_FEATURES`; the sums of 2 to 6 run over the schedulable,
 i.e. not cordoned, nodes, as the twin's metrics do (:func:`bosun.twin.metrics.allocation`);
