@@ -36,8 +36,10 @@ from bosun.forecast.base import ForecastError
 from bosun.forecast.prometheus_provider import (
     DEFAULT_CPU_QUERY,
     DEFAULT_MEMORY_QUERY,
+    MAX_FILLED_GAP,
     PrometheusNodeMetricsProvider,
     PrometheusProviderConfig,
+    fill_short_gaps,
 )
 from bosun.forecast.provider import MetricsUnavailableError
 from bosun.forecast.sources import SourceUnavailable
@@ -77,6 +79,8 @@ X_RATES = {
 }
 X_MEM_TOTAL = 8 * GIB
 X_MEM_AVAILABLE = 5 * GIB
+
+NAN = float("nan")
 
 
 def free_port() -> int:
@@ -386,6 +390,52 @@ def constant(nodes: dict[str, str]) -> Any:
     return reply
 
 
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ([1.0, NAN, 3.0], [1.0, 2.0, 3.0]),
+        ([1.0, NAN, NAN, 4.0], [1.0, 2.0, 3.0, 4.0]),
+        ([1.0, NAN, NAN, NAN, 5.0], [1.0, NAN, NAN, NAN, 5.0]),  # 3 > MAX_FILLED_GAP
+        ([NAN, 2.0, NAN], [NAN, 2.0, NAN]),  # leading and trailing stay
+        ([NAN, NAN, NAN], [NAN, NAN, NAN]),
+    ],
+    ids=["one", "two", "three-kept", "ends", "empty"],
+)
+def test_fill_short_gaps(row: list[float], expected: list[float]) -> None:
+    values = np.array([row, [7.0] * len(row)])
+    out = fill_short_gaps(values, MAX_FILLED_GAP)
+    np.testing.assert_array_equal(out[0], expected)
+    np.testing.assert_array_equal(out[1], [7.0] * len(row))  # rows are independent
+    assert MAX_FILLED_GAP == 2
+
+
+def test_one_missed_scrape_keeps_the_forecast() -> None:
+    """Node a misses the sample at 6060 (one scrape). Refreshes every 60 s with a 5-step
+    window, columns ``t - 240 .. t``: at t = 6060 the gap is the newest column and at 6300
+    the oldest (an edge, not filled: no forecast); from 6120 to 6240 it is interior and
+    filled, so a keeps its forecast (without the filling it lost it at every refresh from
+    6060 to 6300)."""
+    provider, src, clock = fake_provider(refresh_s=30.0, window_s=300.0)
+    missing = 6060.0
+
+    def cpu(start: float, end: float, step: float) -> list[dict[str, Any]]:
+        times = np.arange(start, end + step / 2, step)
+        return [
+            series("a", [(float(t), "1") for t in times if t != missing]),
+            series("b", [(float(t), "1") for t in times]),
+        ]
+
+    src.replies = {"cpu": cpu, "mem": constant({"a": "1", "b": "1"})}
+    snap = cluster("a", "b")
+    no_forecast = []
+    for k in range(8):
+        clock.t = 6000.0 + 60.0 * k
+        m = provider.node_metrics(snap, 120.0, 0.95)
+        no_forecast.append(bool(np.isnan(m.cpu_peak_milli[0])))
+        assert np.isfinite(m.cpu_peak_milli[1])
+    assert no_forecast == [False, True, False, False, False, True, False, False]
+
+
 def test_answers_are_cached_for_refresh_seconds() -> None:
     provider, src, clock = fake_provider(refresh_s=30.0)
     src.replies = {"cpu": constant({"a": "0.25"}), "mem": constant({"a": "1024"})}
@@ -477,6 +527,22 @@ def test_forecaster_rows_keep_their_node_across_refreshes() -> None:
     # 6060..6120 is not yet observed (2 steps), so levels are still nominal everywhere
     levels = provider.forecaster.working_levels(60.0, 120.0, 0.95)
     np.testing.assert_allclose(levels, [0.95, 0.95])
+    # b jumps to 10 cores from 6120: at 6180 the peak issued at 6060 (2,000 for 6120..6180)
+    # is scored, a miss for b's row 1 (its level rises above 0.95); c's constant 3 cores is
+    # a cover for row 0 (its level falls below 0.95). Swapped rows would show the reverse.
+
+    def cpu(start: float, end: float, step: float) -> list[dict[str, Any]]:
+        times = np.arange(start, end + step / 2, step)
+        b = [(float(t), "10" if t >= 6120 else "2") for t in times]
+        return [series("c", [(float(t), "3") for t in times]), series("b", b)]
+
+    src.replies = {"cpu": cpu, "mem": constant({"c": "1", "b": "1"})}
+    for t in (6120.0, 6180.0):
+        clock.t = t
+        provider.node_metrics(snap, 120.0, 0.95)
+    levels = provider.forecaster.working_levels(60.0, 120.0, 0.95)
+    assert provider.rows == {"b": 1, "c": 0}
+    assert levels[1] > 0.95 > levels[0]
 
 
 def test_max_points_matches_the_source() -> None:
@@ -555,7 +621,7 @@ def test_prometheus_down_the_scheduler_keeps_binding(caplog: pytest.LogCaptureFi
     assert plugin.provider_failures >= 5
 
 
-def test_a_simulation_never_queries_prometheus() -> None:
+def test_a_simulation_never_queries_prometheus(caplog: pytest.LogCaptureFixture) -> None:
     """The twin replays simulated time: a profile whose LoadAwarePredictive names a
     Prometheus gets no live provider in a Simulator without a usage model (its nodes are
     unknown: neutral), and the twin's own provider with one."""
@@ -591,7 +657,12 @@ def test_a_simulation_never_queries_prometheus() -> None:
             assert plugin.provider is None
         else:
             assert isinstance(plugin.provider, TwinMetricsProvider)
-        assert sim.run().pods["node"].tolist() == ["n0"]
+        with caplog.at_level(logging.WARNING, logger="bosun.plugins.load_aware_predictive"):
+            assert sim.run().pods["node"].tolist() == ["n0"]
+        said = " ".join(r.getMessage() for r in caplog.records)
+        # without a usage model the warning says why the prometheus args do nothing here
+        assert ("args.prometheus is not used in a simulation" in said) == (usage is None)
+        caplog.clear()
 
 
 @pytest.mark.parametrize(

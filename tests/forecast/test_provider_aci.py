@@ -274,3 +274,23 @@ def test_predictor_without_levels_stays_stateless() -> None:
 )
 def test_forecaster_gamma(forecaster: HistoryForecaster, step_s: float, expected: float) -> None:
     assert forecaster.aci_gamma(step_s, 0.95) == pytest.approx(expected)
+
+
+def test_peaks_scored_against_actual_when_given() -> None:
+    """``actual=``: the issued peaks are scored against it, not the history forecast from.
+    FixedPeak issues 3 (P80, γ = 0.1, H = 1). At index 1 the history says 1 (a cover) but
+    the row really used 5 (a miss): α = 0.2 + 0.1·(0.2 − 1) = 0.12, level 0.88. Row 1's
+    actual is NaN at that sample: not scored, level stays 0.8."""
+    pred = FixedPeak()
+    fc = HistoryForecaster(pred, 1, gamma=0.1)
+    lengths = np.array([4, 4], dtype=np.int64)
+    hist = np.ones((2, 4))
+    fc.peaks(hist, lengths, 60.0, 60.0, 0.8, end_s=0.0)
+    actual = np.array([[1.0, 1.0, 1.0, 5.0], [1.0, 1.0, 1.0, np.nan]])
+    fc.peaks(hist, lengths, 60.0, 60.0, 0.8, end_s=60.0, actual=actual)
+    fc.peaks(hist, lengths, 60.0, 60.0, 0.8, end_s=120.0)
+    # the third call scores the second call's peaks against history (1: covers): +0.02
+    np.testing.assert_allclose(pred.asked[1], [0.88, 0.8])
+    np.testing.assert_allclose(pred.asked[2], [0.86, 0.78])
+    with pytest.raises(ForecastError, match="actual must have the shape of history"):
+        fc.peaks(hist, lengths, 60.0, 60.0, 0.8, end_s=180.0, actual=np.ones((2, 3)))

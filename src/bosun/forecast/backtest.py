@@ -79,11 +79,12 @@ Result (plain data; the CLI table and plot are built on it):
   ``Σ actual_peak <= 0``);
 - ``fit_time_s``: total seconds spent in ``fit`` (all refits), ``update_time_s`` and
   ``predict_time_s``: totals for ``update`` and ``predict``; ``n_fits``;
-- ``n_naive_fallback``: origins whose forecast mean is the naive fallback (last value)
-  instead of the model's own: the model was fitted on constant values, or it failed or
-  diverged at that origin (e.g. statsforecast's ``forward`` raising on a prefix; see
-  :class:`~bosun.forecast.predictors._base.PointPredictor`). Read from the predictor's
-  ``naive_fallback`` attribute after each ``predict``; 0 for a predictor without it;
+- ``n_naive_fallback``: origins whose forecast mean is, at one step or more, the naive
+  fallback (last value) instead of the model's own: the model was fitted on constant
+  values, or it failed or diverged at that origin (e.g. statsforecast's ``forward``
+  raising on a prefix; see :class:`~bosun.forecast.predictors._base.PointPredictor`).
+  Read from the predictor's ``naive_fallback`` attribute after each ``predict``; 0 for a
+  predictor without it;
 - identification: ``model``, ``series``, ``unit``, ``horizon_s``, ``horizon_steps``,
   ``step_s``, ``level``, ``levels``, ``n_origins``.
 

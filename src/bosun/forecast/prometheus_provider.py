@@ -30,7 +30,12 @@ that ``bosun schedule`` and ``bosun serve`` use when ``LoadAwarePredictive``'s a
 3. converts CPU to milli-CPU (``cores * 1000``), builds the right-aligned history matrix
    ``(S, window)`` of the nodes' CPU (``S`` forecaster rows, NaN where a node had no value;
    a node's length is the run of consecutive values ending at ``end``, as in the twin's
-   :meth:`bosun.twin.usage.UsageTracker.history`) and calls
+   :meth:`bosun.twin.usage.UsageTracker.history`). Interior gaps of at most
+   :data:`MAX_FILLED_GAP` steps (one or two missed scrapes, or a ``rate`` window left with
+   a single scrape) are filled by linear interpolation first, as the CSV source's default
+   gap policy does (``docs/forecast.md``), so that one missed scrape does not cost a node
+   its forecast for a whole window; the filled values are forecast from but not scored
+   (``actual=`` the unfilled matrix). It then calls
    :meth:`bosun.forecast.provider.HistoryForecaster.peaks` with ``end_s=end``, so each node's
    peak level adapts across refreshes (adaptive conformal inference per row). Forecaster
    rows are keyed by node name and keep their identity across refreshes: a node that
@@ -102,6 +107,9 @@ DEFAULT_REFRESH_S = 30.0
 DEFAULT_TIMEOUT_S = 5.0
 #: Milli-CPU per core.
 MILLI_PER_CORE = 1000.0
+#: Longest interior gap (steps) filled by interpolation before forecasting (a gap at the
+#: window's oldest or newest column is not interior and stays).
+MAX_FILLED_GAP = 2
 #: Prometheus' limit of points per series in one range query (the value of
 #: :data:`bosun.forecast.sources.prometheus.MAX_POINTS`, repeated here so that importing
 #: the scheduler plugin does not import that module's HTTP and pandas dependencies).
@@ -388,8 +396,9 @@ class PrometheusNodeMetricsProvider:
         """Forecast peak (milli-CPU) per node in ``names`` order; NaN without a forecast."""
         rows, reset = self._assign_rows(names)
         t = self.config.window
-        history = np.full((self._rows, t), np.nan)
-        history[rows] = cpu
+        measured = np.full((self._rows, t), np.nan)
+        measured[rows] = cpu
+        history = fill_short_gaps(measured, MAX_FILLED_GAP)
         present = np.isfinite(history)[:, ::-1]
         lengths = np.where(present.all(axis=1), t, np.argmin(present, axis=1)).astype(np.int64)
         try:
@@ -401,12 +410,35 @@ class PrometheusNodeMetricsProvider:
                 quantile,
                 end_s=end,
                 reset=reset,
+                actual=measured,
             )
         except ForecastError as e:
             _log.warning("Prometheus node metrics: no peak forecast this refresh: %s", e)
             return np.full(len(names), np.nan)
         out: FloatArray = peaks[rows]
         return out
+
+
+def fill_short_gaps(values: FloatArray, max_gap: int) -> FloatArray:
+    """``values`` (float64 ``(S, T)``) with every interior run of at most ``max_gap`` NaNs
+    (a finite value on both sides) replaced by linear interpolation between its neighbours;
+    longer runs and leading or trailing NaNs stay. Vectorized over rows (no Python loop)."""
+    s, t = values.shape
+    finite = np.isfinite(values)
+    cols = np.broadcast_to(np.arange(t), (s, t))
+    prev = np.maximum.accumulate(np.where(finite, cols, -1), axis=1)
+    nxt = np.minimum.accumulate(np.where(finite, cols, t)[:, ::-1], axis=1)[:, ::-1]
+    fill = ~finite & (prev >= 0) & (nxt < t) & (nxt - prev - 1 <= max_gap)
+    if not fill.any():
+        return values
+    p = np.clip(prev, 0, t - 1)
+    q = np.clip(nxt, 0, t - 1)
+    vp = np.take_along_axis(values, p, axis=1)
+    vq = np.take_along_axis(values, q, axis=1)
+    span = np.where(q > p, q - p, 1)
+    out = values.copy()
+    out[fill] = (vp + (vq - vp) * (cols - p) / span)[fill]
+    return out
 
 
 def _last_index(values: FloatArray) -> IntArray:

@@ -292,6 +292,7 @@ class HistoryForecaster:
         *,
         end_s: float | None = None,
         reset: np.ndarray[tuple[int], np.dtype[np.bool_]] | None = None,
+        actual: FloatArray | None = None,
     ) -> FloatArray:
         """Forecast peaks, float64 ``(S,)``; NaN for rows with fewer than ``window`` samples
         or a non-finite forecast.
@@ -304,10 +305,16 @@ class HistoryForecaster:
             end_s: time of the newest column, seconds (the caller's clock); enables the
                 adaptive levels (class docstring). ``None``: stateless.
             reset: bool ``(S,)``, rows whose series was replaced since the last refresh.
+            actual: float64 ``(S, T)`` aligned with ``history``: what each row really
+                used, against which the issued peaks are scored (default: ``history``). A
+                caller that forecasts from a reconstructed series (the twin's
+                ``forecast_from="pods"``: the current pods' usage, backfilled) passes the
+                node's measured samples here, so a miss is a real one. A horizon with a
+                NaN in it is not scored for that row.
 
         Raises:
             ForecastError: the predictor's errors (bad horizon, level, too short a window),
-                or ``reset`` not of shape (S,).
+                or ``reset``/``actual`` not of the right shape.
         """
         s = history.shape[0]
         out = np.full(s, np.nan)
@@ -318,7 +325,14 @@ class HistoryForecaster:
         if adapt:
             assert end_s is not None
             check_levels((quantile,))
-            state = self._advance(history, lengths, step_s, h, float(quantile), end_s, reset)
+            observed = history if actual is None else np.asarray(actual, dtype=np.float64)
+            if observed.shape != history.shape:
+                raise ForecastError(
+                    f"actual must have the shape of history {history.shape}, got {observed.shape}"
+                )
+            state = self._advance(
+                history, observed, lengths, step_s, h, float(quantile), end_s, reset
+            )
             levels = 1.0 - state.alpha
         if history.shape[1] >= self.window:
             ok = lengths >= self.window
@@ -343,6 +357,7 @@ class HistoryForecaster:
     def _advance(
         self,
         history: FloatArray,
+        observed: FloatArray,
         lengths: np.ndarray[tuple[int], np.dtype[np.int64]],
         step_s: float,
         h: int,
@@ -350,7 +365,8 @@ class HistoryForecaster:
         end_s: float,
         reset: np.ndarray[tuple[int], np.dtype[np.bool_]] | None,
     ) -> _AciState:
-        """Score the pending peaks now observed, update ``α`` per row; the state to use."""
+        """Score the pending peaks now observed (against ``observed``), update ``α`` per
+        row; the state to use."""
         s, t_cols = history.shape
         alpha_nom = 1.0 - quantile
         gamma = self.aci_gamma(step_s, quantile)
@@ -397,10 +413,12 @@ class HistoryForecaster:
             if back > t_cols:
                 continue  # the horizon has left the history: cannot be scored
             first = t_cols - back  # column of sample origin + 1
-            actual = history[:, first : first + h].max(axis=1)
+            actual = observed[:, first : first + h].max(axis=1)  # NaN if any sample is
             issued_rows = np.full(s, np.nan)
             issued_rows[: min(s, issued.shape[0])] = issued[:s]
-            valid = np.isfinite(issued_rows) & (since <= origin) & (lens >= back)
+            valid = (
+                np.isfinite(issued_rows) & np.isfinite(actual) & (since <= origin) & (lens >= back)
+            )
             err = (actual > issued_rows).astype(np.float64)
             step = np.where(valid, gamma * (alpha_nom - err), 0.0)
             alpha = np.clip(alpha + step, lo, hi)

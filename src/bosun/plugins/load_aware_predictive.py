@@ -665,10 +665,17 @@ class LoadAwarePredictive:
         n = snapshot.num_nodes
         if self.provider is None:
             if not self._warned:
+                why = (
+                    "args.prometheus is not used in a simulation (the twin attaches simulated "
+                    "metrics when it has a usage model)"
+                    if self.args.prometheus is not None
+                    else "set args.prometheus for live metrics; the twin attaches its own "
+                    "when it has a usage model"
+                )
                 _log.warning(
-                    "%s: no node metrics source attached (set args.prometheus for live "
-                    "metrics; the twin attaches its own), scoring every node neutral (%d)",
+                    "%s: no node metrics source attached (%s), scoring every node neutral (%d)",
                     NAME,
+                    why,
                     self.args.neutral_score,
                 )
                 self._warned = True

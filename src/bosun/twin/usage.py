@@ -700,12 +700,14 @@ class TwinMetricsProvider:
         sample_row = np.where(np.isfinite(cpu_by_id[rows]), t_s, np.nan)
         key = (tracker.samples_taken, float(horizon_s), float(quantile))
         if self._cache is None or self._cache[0] != key:
+            measured, node_lengths = tracker.history(self.forecaster.window)
             if tracker.config.forecast_from == "pods":
                 values, lengths = tracker.pods_history(self.forecaster.window)
             else:
-                values, lengths = tracker.history(self.forecaster.window)
+                values, lengths = measured, node_lengths
             # end_s: the newest sample's time, so the forecaster scores the peaks it issued
-            # before against what happened since (ACI per node, bosun.forecast.provider)
+            # before against what the nodes measured since (ACI per node,
+            # bosun.forecast.provider), also when it forecasts from the pods' history
             peaks = self.forecaster.peaks(
                 np.nan_to_num(values, nan=0.0),
                 lengths,
@@ -713,6 +715,7 @@ class TwinMetricsProvider:
                 horizon_s,
                 quantile,
                 end_s=t_s,
+                actual=measured,
             )
             self._cache = (key, peaks)
             self.forecast_calls += 1
