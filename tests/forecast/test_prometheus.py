@@ -10,15 +10,12 @@ Prometheus applies scrape targets a few seconds after it starts.
 from __future__ import annotations
 
 import json
-import shutil
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,15 +27,9 @@ from bosun.forecast.series import SeriesOptions
 from bosun.forecast.sources import SeriesRejectedError, SourceUnavailable
 from bosun.forecast.sources.prometheus import PrometheusError, PrometheusSource, series_name
 
+from .prom_server import free_port, running_prometheus
+
 JOB = "bosun-test"
-STARTUP_TIMEOUT_S = 15.0
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -67,58 +58,8 @@ def exporter() -> Iterator[Exporter]:
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory, exporter: Exporter) -> Iterator[Server]:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail(
-            "the prometheus binary is not on PATH: these tests run a real Prometheus server; "
-            "install Debian's package: apt-get install -y prometheus"
-        )
-    root = tmp_path_factory.mktemp("prometheus")
-    config = root / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: {JOB}\n    static_configs:\n"
-        f"      - targets: ['127.0.0.1:{exporter.port}']\n"
-    )
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = (root / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={root / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"prometheus exited ({proc.returncode}): {_tail(root)}")
-            try:
-                if requests.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"prometheus not ready after {STARTUP_TIMEOUT_S} s: {_tail(root)}")
-            time.sleep(0.1)
+    with running_prometheus(tmp_path_factory.mktemp("prometheus"), JOB, exporter.port) as url:
         yield Server(url, exporter)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
-def _tail(root: Path) -> str:
-    return (root / "prometheus.log").read_text()[-2000:]
 
 
 def _wait_for(url: str, query: str, value: float, timeout_s: float = 20.0) -> float:

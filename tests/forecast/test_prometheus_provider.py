@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import logging
 import math
-import shutil
-import socket
-import subprocess
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,10 +52,11 @@ from bosun.plugins.load_aware_predictive import (
 )
 from bosun.plugins.registry import in_tree_registry, registry_points
 
+from .prom_server import free_port, running_prometheus
+
 GIB = 1 << 30
 MIB = 1 << 20
 JOB = "bosun-provider-test"
-STARTUP_TIMEOUT_S = 15.0
 CPU_GAUGE = "bosun_test_node_cpu_cores"
 MEM_GAUGE = "bosun_test_node_memory_bytes"
 
@@ -81,13 +78,6 @@ X_MEM_TOTAL = 8 * GIB
 X_MEM_AVAILABLE = 5 * GIB
 
 NAN = float("nan")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class NodeExporterShape(Collector):
@@ -118,12 +108,6 @@ class Server:
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail(
-            "the prometheus binary is not on PATH: these tests run a real Prometheus server; "
-            "install Debian's package: apt-get install -y prometheus"
-        )
     registry = CollectorRegistry()
     cpu = Gauge(CPU_GAUGE, "cores in use", ["node"], registry=registry)
     memory = Gauge(MEM_GAUGE, "bytes in use", ["node"], registry=registry)
@@ -134,54 +118,13 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     exporter_port = free_port()
     exporter, thread = start_http_server(exporter_port, addr="127.0.0.1", registry=registry)
     root = tmp_path_factory.mktemp("prometheus-provider")
-    config = root / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: {JOB}\n    static_configs:\n"
-        f"      - targets: ['127.0.0.1:{exporter_port}']\n"
-    )
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = (root / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={root / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"prometheus exited ({proc.returncode}): {_tail(root)}")
-            try:
-                if requests.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"prometheus not ready after {STARTUP_TIMEOUT_S} s: {_tail(root)}")
-            time.sleep(0.1)
-        yield Server(url, cpu, memory)
+        with running_prometheus(root, JOB, exporter_port) as url:
+            yield Server(url, cpu, memory)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
         exporter.shutdown()
         exporter.server_close()
         thread.join(timeout=5)
-
-
-def _tail(root: Path) -> str:
-    return (root / "prometheus.log").read_text()[-2000:]
 
 
 def _count(url: str, query: str) -> int:
