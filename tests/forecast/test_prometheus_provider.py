@@ -524,8 +524,9 @@ def test_construction_sends_nothing_and_the_twin_provider_wins() -> None:
     assert plugin.provider is twin and built.refreshes == 0
 
 
-def test_prometheus_down_the_scheduler_keeps_binding(caplog: pytest.LogCaptureFixture) -> None:
-    reg = in_tree_registry()
+def prometheus_profile(reg: Any, url: str) -> Any:
+    """A KubeSchedulerConfiguration whose one profile enables LoadAwarePredictive (multiPoint)
+    with ``args.prometheus.url = url``."""
     doc = {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -534,12 +535,17 @@ def test_prometheus_down_the_scheduler_keeps_binding(caplog: pytest.LogCaptureFi
                 "schedulerName": DEFAULT_SCHEDULER_NAME,
                 "plugins": {"multiPoint": {"enabled": [{"name": "LoadAwarePredictive"}]}},
                 "pluginConfig": [
-                    {"name": "LoadAwarePredictive", "args": {"prometheus": {"url": closed_url()}}}
+                    {"name": "LoadAwarePredictive", "args": {"prometheus": {"url": url}}}
                 ],
             }
         ],
     }
-    cfg = parse_configuration(doc, "test", registry_points(reg))
+    return parse_configuration(doc, "test", registry_points(reg))
+
+
+def test_prometheus_down_the_scheduler_keeps_binding(caplog: pytest.LogCaptureFixture) -> None:
+    reg = in_tree_registry()
+    cfg = prometheus_profile(reg, closed_url())
     snap = cluster("n0", "n1")
     sched = Scheduler(cfg, snap, registry=reg, seed=0)
     plugin = sched.profiles[DEFAULT_SCHEDULER_NAME].instances["LoadAwarePredictive"]
@@ -573,20 +579,7 @@ def test_a_simulation_never_queries_prometheus(caplog: pytest.LogCaptureFixture)
     from bosun.twin.usage import TwinMetricsProvider, UsageConfig
 
     reg = in_tree_registry()
-    doc = {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "profiles": [
-            {
-                "schedulerName": DEFAULT_SCHEDULER_NAME,
-                "plugins": {"multiPoint": {"enabled": [{"name": "LoadAwarePredictive"}]}},
-                "pluginConfig": [
-                    {"name": "LoadAwarePredictive", "args": {"prometheus": {"url": closed_url()}}}
-                ],
-            }
-        ],
-    }
-    cfg = parse_configuration(doc, "test", registry_points(reg))
+    cfg = prometheus_profile(reg, closed_url())
     trace = Trace(
         "t",
         [make_node("n0", cpu="4", memory="8Gi")],

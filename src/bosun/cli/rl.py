@@ -62,6 +62,13 @@ WeightsOption = Annotated[
 AlgoOption = Annotated[
     str, typer.Option("--algo", help="maskable-ppo (default) or ppo (invalid actions remapped).")
 ]
+PriorOption = Annotated[
+    bool,
+    typer.Option(
+        "--prior/--no-prior",
+        help="FGD prior: start from FGD's choice, learn a residual on its score.",
+    ),
+]
 
 
 @app.callback()
@@ -231,13 +238,7 @@ def train_cmd(
         int | None,
         typer.Option("--hidden", help="Width of the per-node scorer (default: bosun's, 64)."),
     ] = None,
-    fgd_prior: Annotated[
-        bool,
-        typer.Option(
-            "--prior/--no-prior",
-            help="FGD prior: start from FGD's choice, learn a residual on its score.",
-        ),
-    ] = True,
+    fgd_prior: PriorOption = True,
 ) -> None:
     """Train a scheduling policy in the twin (MaskablePPO by default) and export it."""
     from bosun.rl.train import EnvSettings, train
@@ -365,13 +366,7 @@ def evaluate_cmd(
             "multiple of the cluster's GPUs (e.g. 1.3, FGD's tune factor).",
         ),
     ] = None,
-    fgd_prior: Annotated[
-        bool,
-        typer.Option(
-            "--prior/--no-prior",
-            help="FGD prior: start from FGD's choice, learn a residual on its score.",
-        ),
-    ] = True,
+    fgd_prior: PriorOption = True,
 ) -> None:
     """Train on the first 70% of a trace's arrivals, compare with the heuristics on the rest.
 
