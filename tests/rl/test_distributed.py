@@ -19,6 +19,26 @@ from bosun.rl.train import PPOSettings, learn
 pytestmark = pytest.mark.slow
 
 
+def test_a_vec_env_that_started_ray_shuts_it_down() -> None:
+    """Runs first in this module, before the module's own Ray: a RayVecEnv that had to
+    start a local Ray owns it and shuts it down on close; one built on a running Ray
+    leaves it running."""
+    assert not ray.is_initialized()
+    ray.cloudpickle.register_pickle_by_value(fake_env)  # type: ignore[no-untyped-call]
+    vec = RayVecEnv([lambda: FakeSchedulingEnv(episode_len=3)], num_cpus=0.5, local_cpus=1)
+    assert vec.owns_ray and ray.is_initialized()
+    vec.close()
+    assert not ray.is_initialized()
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        vec = RayVecEnv([lambda: FakeSchedulingEnv(episode_len=3)], num_cpus=0.5)
+        assert not vec.owns_ray
+        vec.close()
+        assert ray.is_initialized()
+    finally:
+        ray.shutdown()
+
+
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
     # the test's env module is not installed: ship it to the workers by value

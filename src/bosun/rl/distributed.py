@@ -92,9 +92,13 @@ def _vec_env_base() -> Any:
     return VecEnv
 
 
-def ray_init(address: str | None = None, *, num_cpus: int | None = None) -> None:
+def ray_init(address: str | None = None, *, num_cpus: int | None = None) -> bool:
     """``ray.init`` once: a local instance (``address`` None, ``num_cpus`` CPUs) or a
     cluster; no dashboard, quiet logs. Does nothing if Ray is already initialised.
+
+    Returns:
+        True when this call initialised Ray (the caller then owns it and shuts it down,
+        as :meth:`RayVecEnv.close` does), False when Ray was already running.
 
     Raises:
         BosunError: Ray cannot start or reach ``address``.
@@ -102,7 +106,7 @@ def ray_init(address: str | None = None, *, num_cpus: int | None = None) -> None
     import ray
 
     if ray.is_initialized():
-        return
+        return False
     kwargs: dict[str, Any] = {
         "include_dashboard": False,
         "log_to_driver": False,
@@ -117,6 +121,7 @@ def ray_init(address: str | None = None, *, num_cpus: int | None = None) -> None
     except (ConnectionError, RuntimeError, ValueError) as e:
         where = address or "a local instance"
         raise BosunError(f"ray: cannot start or reach {where}: {e}") from None
+    return True
 
 
 class RayVecEnv(_vec_env_base()):  # type: ignore[misc]
@@ -144,7 +149,8 @@ class RayVecEnv(_vec_env_base()):  # type: ignore[misc]
 
         if not env_fns:
             raise BosunError("RayVecEnv needs at least one environment factory")
-        ray_init(address, num_cpus=local_cpus)
+        #: whether this env started Ray (then :meth:`close` shuts it down)
+        self.owns_ray = ray_init(address, num_cpus=local_cpus)
         actor: Any = ray.remote(num_cpus=num_cpus)(EnvWorker)
         self.workers: list[Any] = [actor.remote(fn) for fn in env_fns]
         obs_space, act_space, metadata = ray.get(self.workers[0].spaces.remote())
@@ -187,7 +193,9 @@ class RayVecEnv(_vec_env_base()):  # type: ignore[misc]
         return obs, rewards, dones, deepcopy(infos)
 
     def close(self) -> None:
-        """Close the envs and end the actors."""
+        """Close the envs and end the actors; shut Ray down if this env started it (a
+        local instance, or the connection to a cluster), so that it does not outlive the
+        training."""
         import ray
 
         if self._closed:
@@ -198,6 +206,8 @@ class RayVecEnv(_vec_env_base()):  # type: ignore[misc]
         finally:
             for w in self.workers:
                 ray.kill(w)
+            if self.owns_ray:
+                ray.shutdown()
 
     def _targets(self, indices: Any) -> list[Any]:
         return [self.workers[i] for i in self._get_indices(indices)]
