@@ -263,8 +263,8 @@ class PolicyChooser:
     def __init__(self, policy_dir: Path | str, threads: int = 1) -> None:
         from bosun.plugins.rl_policy import RLPolicy
 
-        self.plugin = RLPolicy({"policyPath": str(policy_dir), "threads": threads})
-        self._args = {"policyPath": str(policy_dir), "threads": threads}
+        self._args: dict[str, Any] = {"policyPath": str(policy_dir), "threads": threads}
+        self.plugin = RLPolicy(self._args)
         self._classes: Any = None
         self.agree = 0
         self.total = 0
