@@ -300,18 +300,8 @@ def cpu_fraction(shapes: Mapping[str, npt.NDArray[Any]], t: float, noise_s: floa
     return np.maximum(f, 0.0)
 
 
-_FIELDS = (
-    "kind",
-    "base",
-    "amplitude",
-    "period_s",
-    "phase",
-    "peak",
-    "burst_probability",
-    "burst_s",
-    "noise",
-    "memory_fraction",
-)
+#: The per-pod columns of a shape table: the kind and every parameter.
+_FIELDS = ("kind", *_SHAPE_PARAMS)
 
 
 @dataclass
