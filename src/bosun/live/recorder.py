@@ -321,17 +321,7 @@ class Recorder:
                 reason, message, nominated_node, transition=not already_false
             )
             try:
-                resp = call(
-                    self.api_client,
-                    "patch",
-                    "pods/status",
-                    self._core.patch_namespaced_pod_status,
-                    name=pod.name,
-                    namespace=pod.namespace,
-                    body=body,
-                    _content_type="application/strategic-merge-patch+json",
-                    _preload_content=False,
-                )
+                resp = self._patch_pod_status(pod.name, pod.namespace, body)
                 with self._lock:
                     self._false_sent[pod.key] = pod.uid
                 return resp
@@ -389,19 +379,7 @@ class Recorder:
 
         def evict() -> None:
             try:
-                self._release(
-                    call(
-                        self.api_client,
-                        "patch",
-                        "pods/status",
-                        self._core.patch_namespaced_pod_status,
-                        name=victim.name,
-                        namespace=victim.namespace,
-                        body=condition,
-                        _content_type="application/strategic-merge-patch+json",
-                        _preload_content=False,
-                    )
-                )
+                self._release(self._patch_pod_status(victim.name, victim.namespace, condition))
                 self._release(
                     call(
                         self.api_client,
@@ -506,6 +484,24 @@ class Recorder:
             )
         )
         self.correlator.created(key, body["metadata"]["name"])
+
+    def _patch_pod_status(self, name: str, namespace: str, body: Obj) -> Any:
+        """One strategic-merge PATCH of ``pods/status`` (the raw, unread response).
+
+        Raises:
+            ClusterError: as :func:`bosun.live.client.call`.
+        """
+        return call(
+            self.api_client,
+            "patch",
+            "pods/status",
+            self._core.patch_namespaced_pod_status,
+            name=name,
+            namespace=namespace,
+            body=body,
+            _content_type="application/strategic-merge-patch+json",
+            _preload_content=False,
+        )
 
     @staticmethod
     def _release(resp: Any) -> None:
