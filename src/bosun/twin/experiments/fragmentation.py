@@ -250,6 +250,68 @@ def resolve_policies(names: Sequence[str]) -> list[Policy]:
     return out
 
 
+def single_scorer_configuration(
+    plugin: str,
+    plugin_config: Sequence[Mapping[str, Any]],
+    registry: Registry | None,
+    experiment: str,
+    policy: str,
+) -> SchedulerConfiguration:
+    """A ``KubeSchedulerConfiguration`` whose one profile, ``default-scheduler``, is kube's
+    default plugins with every PreScore and Score plugin disabled except ``plugin`` (weight
+    1; its PreScore when it has one), PostFilter disabled (no preemption) and
+    ``percentageOfNodesToScore: 100``; ``plugin`` is also enabled through ``multiPoint``
+    so it joins every other point it implements (a Filter, a Reserve). The profile used by
+    the experiments to compare one Score plugin with another.
+
+    Args:
+        plugin: the Score plugin.
+        plugin_config: the profile's ``pluginConfig`` entries.
+        registry: the plugins (None: the in-tree registry).
+        experiment, policy: named in errors (``<experiment>``, ``policy <policy>``).
+
+    Raises:
+        InputError: ``plugin`` is not a Score plugin of ``registry``, or the loader rejects
+            the configuration.
+    """
+    points = registry_points(registry if registry is not None else in_tree_registry())
+    implemented = points.get(plugin)
+    if implemented is None or "score" not in implemented:
+        raise InputError(
+            [
+                InputProblem(
+                    experiment,
+                    f"policy {policy}",
+                    "plugin",
+                    f"no Score plugin named {plugin} in the registry",
+                )
+            ]
+        )
+    plugins: dict[str, Any] = {
+        "preScore": {
+            "disabled": [{"name": "*"}],
+            "enabled": [{"name": plugin}] if "preScore" in implemented else [],
+        },
+        "score": {"disabled": [{"name": "*"}], "enabled": [{"name": plugin, "weight": 1}]},
+        "postFilter": {"disabled": [{"name": "*"}]},
+    }
+    if plugin != "NodeResourcesFit":  # already in kube's default multiPoint list
+        plugins["multiPoint"] = {"enabled": [{"name": plugin}]}
+    doc = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "percentageOfNodesToScore": 100,
+        "profiles": [
+            {
+                "schedulerName": DEFAULT_SCHEDULER_NAME,
+                "plugins": plugins,
+                "pluginConfig": [dict(c) for c in plugin_config],
+            }
+        ],
+    }
+    return parse_configuration(doc, f"<{experiment}: {policy}>", points)
+
+
 def policy_configuration(
     policy: Policy | str,
     registry: Registry | None = None,
@@ -257,11 +319,8 @@ def policy_configuration(
 ) -> SchedulerConfiguration:
     """The ``KubeSchedulerConfiguration`` of one policy.
 
-    One profile, ``default-scheduler``: kube's default plugins, with every PreScore and
-    Score plugin disabled except the policy's (weight 1), PostFilter disabled (no
-    preemption) and ``percentageOfNodesToScore: 100``. The policy's plugin is also enabled
-    through ``multiPoint``, so it joins every other point it implements (a Reserve, a
-    Filter). ``NodeResourcesFit`` policies set ``scoringStrategy`` (type and resources, see
+    :func:`single_scorer_configuration` with the policy's Score plugin.
+    ``NodeResourcesFit`` policies set ``scoringStrategy`` (type and resources, see
     :data:`_STRATEGY_RESOURCES`). FGD gets ``classes`` through
     :func:`bosun.twin.fragmentation.with_task_classes`.
 
@@ -270,28 +329,6 @@ def policy_configuration(
             the loader rejects.
     """
     pol = resolve_policies([policy])[0] if isinstance(policy, str) else policy
-    points = registry_points(registry if registry is not None else in_tree_registry())
-    implemented = points.get(pol.plugin)
-    if implemented is None or "score" not in implemented:
-        raise InputError(
-            [
-                _problem(
-                    f"policy {pol.name}",
-                    "plugin",
-                    f"no Score plugin named {pol.plugin} in the registry",
-                )
-            ]
-        )
-    plugins: dict[str, Any] = {
-        "preScore": {
-            "disabled": [{"name": "*"}],
-            "enabled": [{"name": pol.plugin}] if "preScore" in implemented else [],
-        },
-        "score": {"disabled": [{"name": "*"}], "enabled": [{"name": pol.plugin, "weight": 1}]},
-        "postFilter": {"disabled": [{"name": "*"}]},
-    }
-    if pol.plugin != "NodeResourcesFit":  # already in kube's default multiPoint list
-        plugins["multiPoint"] = {"enabled": [{"name": pol.plugin}]}
     plugin_config: list[dict[str, Any]] = []
     if pol.scoring_strategy is not None:
         plugin_config.append(
@@ -305,19 +342,9 @@ def policy_configuration(
                 },
             }
         )
-    doc = {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "percentageOfNodesToScore": 100,
-        "profiles": [
-            {
-                "schedulerName": DEFAULT_SCHEDULER_NAME,
-                "plugins": plugins,
-                "pluginConfig": plugin_config,
-            }
-        ],
-    }
-    cfg = parse_configuration(doc, f"<fragmentation experiment: {pol.name}>", points)
+    cfg = single_scorer_configuration(
+        pol.plugin, plugin_config, registry, "fragmentation experiment", pol.name
+    )
     if pol.plugin == "FGD" and classes is not None:
         cfg = with_task_classes(cfg, classes)
     return cfg

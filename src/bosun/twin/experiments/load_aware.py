@@ -45,16 +45,15 @@ from bosun.errors import InputError, InputProblem
 from bosun.forecast.base import BatchPredictor, ForecastError
 from bosun.forecast.provider import RollingPeakPredictor
 from bosun.framework.config import (
-    API_VERSION,
-    DEFAULT_SCHEDULER_NAME,
-    KIND,
     SchedulerConfiguration,
-    parse_configuration,
 )
 from bosun.framework.runtime import Registry
-from bosun.plugins.registry import in_tree_registry, registry_points
 from bosun.twin.engine import Simulator
-from bosun.twin.experiments.fragmentation import check_seeds, write_atomic
+from bosun.twin.experiments.fragmentation import (
+    check_seeds,
+    single_scorer_configuration,
+    write_atomic,
+)
 from bosun.twin.results import SimulationResult
 from bosun.twin.trace import Trace
 from bosun.twin.usage import UsageConfig, UsageModel
@@ -222,39 +221,13 @@ def policy_configuration(
         InputError: an unknown policy or a plugin missing from ``registry``.
     """
     pol = resolve_policies([policy])[0] if isinstance(policy, str) else policy
-    points = registry_points(registry if registry is not None else in_tree_registry())
-    implemented = points.get(pol.plugin)
-    if implemented is None or "score" not in implemented:
-        raise InputError(
-            [
-                _problem(
-                    f"policy {pol.name}", "plugin", f"no Score plugin {pol.plugin} in the registry"
-                )
-            ]
-        )
-    plugins: dict[str, Any] = {
-        "preScore": {
-            "disabled": [{"name": "*"}],
-            "enabled": [{"name": pol.plugin}] if "preScore" in implemented else [],
-        },
-        "score": {"disabled": [{"name": "*"}], "enabled": [{"name": pol.plugin, "weight": 1}]},
-        "postFilter": {"disabled": [{"name": "*"}]},
-    }
-    if pol.plugin != "NodeResourcesFit":
-        plugins["multiPoint"] = {"enabled": [{"name": pol.plugin}]}
-    doc = {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "percentageOfNodesToScore": 100,
-        "profiles": [
-            {
-                "schedulerName": DEFAULT_SCHEDULER_NAME,
-                "plugins": plugins,
-                "pluginConfig": [{"name": pol.plugin, "args": dict(pol.args)}],
-            }
-        ],
-    }
-    return parse_configuration(doc, f"<load-aware experiment: {pol.name}>", points)
+    return single_scorer_configuration(
+        pol.plugin,
+        [{"name": pol.plugin, "args": dict(pol.args)}],
+        registry,
+        "load-aware experiment",
+        pol.name,
+    )
 
 
 @dataclass
