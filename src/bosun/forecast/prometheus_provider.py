@@ -241,6 +241,8 @@ class PrometheusNodeMetricsProvider:
         self._rows = 0
         self._answer: _Answer | None = None
         self._error: str | None = None
+        #: (answer, snapshot node names, their rows in the answer) of the last call
+        self._layout: tuple[_Answer, list[str], IntArray] | None = None
         self._fetched_at = -math.inf
         self._key: tuple[float, float] | None = None
         self.refreshes = 0
@@ -276,7 +278,12 @@ class PrometheusNodeMetricsProvider:
         if self._error is not None:
             raise MetricsUnavailableError(self._error)
         assert self._answer is not None
-        return _rows_for(self._answer, snapshot.node_names)
+        names = snapshot.node_names
+        if self._layout is None or self._layout[0] is not self._answer or self._layout[1] != names:
+            # the snapshot rows' positions in the answer, kept until the answer or the node
+            # list changes: a scheduling cycle then costs no per-node Python work
+            self._layout = (self._answer, list(names), _positions(self._answer, names))
+        return _rows_for(self._answer, self._layout[2])
 
     def _refresh(self, now: float, key: tuple[float, float]) -> None:
         self.refreshes += 1
@@ -304,16 +311,17 @@ class PrometheusNodeMetricsProvider:
         mem_last = _last_index(mem.values)
         names = cpu.names
         n = len(names)
+        # each CPU row's memory row (-1: no memory series), then every node at once
+        j = np.fromiter((mem_at.get(name, -1) for name in names), np.intp, n)
+        m_last = np.full(n, -1, dtype=np.int64)
+        m_last[j >= 0] = mem_last[j[j >= 0]]
+        i = np.flatnonzero((j >= 0) & (cpu_last >= 0) & (m_last >= 0))
         sample = np.full(n, np.nan)
         cpu_now = np.full(n, np.nan)
         mem_now = np.full(n, np.nan)
-        for i, name in enumerate(names):
-            j = mem_at.get(name)
-            if j is None or cpu_last[i] < 0 or mem_last[j] < 0:
-                continue
-            sample[i] = start + min(cpu_last[i], mem_last[j]) * step
-            cpu_now[i] = cpu_values[i, cpu_last[i]]
-            mem_now[i] = mem.values[j, mem_last[j]]
+        sample[i] = start + np.minimum(cpu_last[i], m_last[i]) * step
+        cpu_now[i] = cpu_values[i, cpu_last[i]]
+        mem_now[i] = mem.values[j[i], m_last[i]]
         peaks = self._peaks(names, cpu_values, end, horizon_s, quantile)
         peaks = np.where(np.isfinite(sample), peaks, np.nan)
         index = {name: i for i, name in enumerate(names)}
@@ -477,15 +485,20 @@ def _parse_series(item: Any, where: str) -> tuple[dict[str, str], FloatArray, Fl
     return labels, pairs[keep, 0], pairs[keep, 1]
 
 
-def _rows_for(answer: _Answer, node_names: Sequence[str]) -> NodeMetrics:
-    """The answer laid out on the snapshot's rows (NaN for nodes it does not know)."""
-    idx = np.fromiter((answer.index.get(n, -1) for n in node_names), np.intp, len(node_names))
+def _positions(answer: _Answer, node_names: Sequence[str]) -> IntArray:
+    """Each snapshot row's row in ``answer`` (-1: a node the answer does not know)."""
+    return np.fromiter((answer.index.get(n, -1) for n in node_names), np.intp, len(node_names))
+
+
+def _rows_for(answer: _Answer, idx: IntArray) -> NodeMetrics:
+    """The answer laid out on the snapshot's rows, ``idx`` from :func:`_positions` (NaN
+    for nodes it does not know)."""
     known = idx >= 0
     take = np.where(known, idx, 0)
 
     def pick(col: FloatArray) -> FloatArray:
         if col.shape[0] == 0:
-            return np.full(len(node_names), np.nan)
+            return np.full(len(idx), np.nan)
         out: FloatArray = np.where(known, col[take], np.nan)
         return out
 
