@@ -505,3 +505,42 @@ def test_task_classes_from_meta_and_overridden(tmp_path: Path) -> None:
     other = [{"milliCpu": 500, "memoryBytes": 0, "gpuCount": 0, "gpuMilli": 0, "popularity": 1}]
     served = RLPolicy({"policyPath": str(folder), "taskClasses": other})._encode.classes
     assert served == TaskClasses.from_args(other) != kept
+
+
+def test_prior_policy_built_on_a_cluster_prewarms_fgd(tmp_path: Path) -> None:
+    """Built with a handle whose snapshot has nodes, a prior policy computes FGD's placement
+    of every task class shape there and then, so its first pod of a class shape adds no
+    shape to the cache; its scores equal those of a plugin built without the cluster."""
+    from bosun.twin.fragmentation import TaskClasses
+
+    kept = TaskClasses.from_args(
+        [
+            {
+                "milliCpu": 1000,
+                "memoryBytes": 1 << 30,
+                "gpuCount": 1,
+                "gpuMilli": 500,
+                "popularity": 2,
+            },
+            {"milliCpu": 2000, "memoryBytes": 0, "gpuCount": 0, "gpuMilli": 0, "popularity": 1},
+        ]
+    )
+    folder = _prior_policy(tmp_path / "p", kept)
+    snap = Snapshot(_nodes(5))
+
+    class Handle:
+        snapshot = snap
+
+    built = RLPolicy({"policyPath": str(folder)}, Handle())  # type: ignore[arg-type]
+    tracker = built._encode.tracker
+    assert tracker is not None and len(tracker._shapes) == 2
+    plain = RLPolicy({"policyPath": str(folder)})
+    rows = np.arange(5, dtype=np.intp)
+    pods = [
+        make_pod("a", cpu="1", memory="1Gi", extra={"alibabacloud.com/gpu-milli": 500}),
+        make_pod("b", cpu="2"),
+    ]
+    for pod in pods:
+        got = built.score(CycleState(), pod, snap, rows)
+        assert len(tracker._shapes) == 2
+        np.testing.assert_array_equal(got, plain.score(CycleState(), pod, snap, rows))

@@ -343,6 +343,60 @@ def test_placement_cache_is_refreshed_for_changed_nodes() -> None:
     assert tracker.placement(snap, pod, np.arange(2))[0] == pytest.approx([250.0, -250.0])
 
 
+def test_prewarm_caches_every_class_shape_most_popular_last() -> None:
+    """``prewarm`` fills the placement cache for the classes' distinct shapes on every node
+    when the tracker first sees the cluster, the most popular shape most recently used; the
+    values are the ones a tracker without prewarming computes for a pod of that shape."""
+    workload = classes(
+        (1000, GI, 1, 500, 0.5),
+        (0, 0, 1, 1000, 0.2),
+        (1000, GI, 1, 500, 0.1),  # the first shape again (another GPU model)
+        (2000, 0, 0, 0, 0.2),
+        models=[("A",), (), ("B",), ()],
+    )
+    snap = snapshot_of(node_with([0, 300], name="n1"), node_with([700], name="n2"))
+    warm = FragmentationTracker(workload, prewarm="FGD")
+    warm.refresh(snap)
+    assert list(warm._shapes) == [
+        (2000, 0, 0, 0, "FGD"),
+        (0, 0, 1, 1000, "FGD"),
+        (1000, GI, 1, 500, "FGD"),
+    ]
+    rows = np.arange(2)
+    for pod in (
+        gpu_pod("share", 500, cpu="1", memory="1Gi"),
+        gpu_pod("whole", 1000),
+        make_pod("cpu", cpu="2"),
+    ):
+        entries = len(warm._shapes)
+        got, got_dev = warm.placement(snap, pod, rows)
+        assert len(warm._shapes) == entries  # served from the prewarmed cache
+        want, want_dev = FragmentationTracker(workload).placement(snap, pod, rows)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got_dev, want_dev)
+
+
+@pytest.mark.parametrize(
+    ("max_shapes", "expected"),
+    [
+        (1, [(1000, GI, 1, 500, "BestFit")]),
+        (2, [(0, 0, 1, 1000, "BestFit"), (1000, GI, 1, 500, "BestFit")]),
+    ],
+    ids=["one", "two"],
+)
+def test_prewarm_keeps_the_most_popular_shapes(max_shapes: int, expected: list[Any]) -> None:
+    workload = classes((1000, GI, 1, 500, 0.5), (0, 0, 1, 1000, 0.3), (2000, 0, 0, 0, 0.2))
+    snap = snapshot_of(node_with([0], name="n1"))
+    warm = FragmentationTracker(workload, max_shapes=max_shapes, prewarm="BestFit")
+    warm.refresh(snap)
+    assert list(warm._shapes) == expected
+
+
+def test_prewarm_rejects_an_unknown_device_choice() -> None:
+    with pytest.raises(ValueError, match="prewarm: expected None, 'FGD' or 'BestFit', found 'fgd'"):
+        FragmentationTracker(classes((0, 0, 1, 500, 1.0)), prewarm="fgd")
+
+
 # ------------------------------------------------- invariants against a slow reference
 
 
@@ -538,6 +592,7 @@ def test_a_kept_tracker_equals_a_fresh_one(
         ]
     )
     kept = FragmentationTracker(workload)
+    warm = FragmentationTracker(workload, prewarm="FGD")
     placed: list[str] = []
     for k, (kind, i, amount) in enumerate(steps):
         names = snap.node_names
@@ -569,10 +624,11 @@ def test_a_kept_tracker_equals_a_fresh_one(
         np.testing.assert_array_equal(
             kept.node_fragmentation_milli(snap), fresh.node_fragmentation_milli(snap)
         )
-        got, got_dev = kept.placement(snap, pod, rows)
         want, want_dev = fresh.placement(snap, pod, rows)
-        np.testing.assert_array_equal(got, want)
-        np.testing.assert_array_equal(got_dev, want_dev)
+        for tracker in (kept, warm):
+            got, got_dev = tracker.placement(snap, pod, rows)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(got_dev, want_dev)
 
 
 # ------------------------------------------------------------------------ TaskClasses

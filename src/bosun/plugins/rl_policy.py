@@ -169,8 +169,11 @@ class RLPolicy:
         self.history = DecisionHistory(self.spec)
         self.handle = handle
         self._encode = _encoder(self._task_classes(raw.get("taskClasses")))
-        # onnxruntime's first run allocates and plans: pay it here, not on the first pod
+        # onnxruntime's first run allocates and plans, and FGD's placement of every class
+        # shape is computed on the cluster's first sight: pay both here, not on the first pods
         self.actor.logits(np.zeros((1, self.spec.size), dtype=np.float32))
+        if isinstance(num_nodes, int) and num_nodes > 0:
+            self._encode.warm(snapshot, self.spec)
 
     def _task_classes(self, arg: Any) -> Any:
         """The task classes to encode with: the arg, else the policy's; None when neither

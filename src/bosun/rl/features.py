@@ -747,7 +747,9 @@ class Encoder:
         classes: FGD's task classes (the target workload); with them the encoder fills
             ``fgd_increase`` (module docstring) through a
             :class:`bosun.twin.fragmentation.FragmentationTracker` that recomputes only the
-            nodes changed since the last call; None leaves that feature 0.
+            nodes changed since the last call, and that computes every class shape on every
+            node when it first sees the cluster (and after nodes are added or removed:
+            ``prewarm``), not on the first pod of each shape; None leaves that feature 0.
     """
 
     __slots__ = ("_static", "classes", "tracker")
@@ -755,7 +757,21 @@ class Encoder:
     def __init__(self, classes: TaskClasses | None = None) -> None:
         self._static: _Static | None = None
         self.classes = classes
-        self.tracker = FragmentationTracker(classes) if classes is not None else None
+        self.tracker = FragmentationTracker(classes, prewarm="FGD") if classes is not None else None
+
+    def warm(self, snapshot: Snapshot, spec: ObservationSpec) -> None:
+        """Do now the work that depends only on the cluster: the capacity-only part of the
+        observation and FGD's placement of every class shape on every node (the class
+        docstring), so that the first pod of ``snapshot`` costs what any pod costs.
+
+        Raises:
+            FeatureError: more nodes than ``spec.max_nodes``.
+        """
+        _check_nodes(snapshot, spec)
+        if self._static is None or not _static_valid(self._static, snapshot):
+            self._static = _static(snapshot, spec)
+        if self.tracker is not None:
+            self.tracker.refresh(snapshot)
 
     def __call__(
         self,
