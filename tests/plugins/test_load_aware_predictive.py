@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -590,3 +590,119 @@ def test_scores_are_ints_in_range_whatever_the_metrics(
     _, scores = run(plugin_with({"mode": mode}, prov), pod, snap)
     assert scores.dtype == np.int64
     assert ((scores >= 0) & (scores <= 100)).all()
+
+
+# ------------------------------------------------- assigned pods against a slow reference
+
+
+def _reference_usage(
+    book: dict[str, tuple[float, float, float]],
+    snap: Snapshot,
+    sample: np.ndarray,
+    oldest: float,
+    interval: float,
+) -> np.ndarray:
+    """The documented rule, one reservation at a time: a reservation whose pod is not in
+    the snapshot, or made before ``oldest``, is forgotten; one made after its node's sample
+    time minus ``interval`` (a finite sample time) adds its estimate to the node the pod is
+    on now."""
+    out = np.zeros((snap.num_nodes, 2))
+    for key, (t, cpu, mem) in list(book.items()):
+        bound = snap.pods.get(key)
+        if bound is None or t < oldest:
+            del book[key]
+            continue
+        s = sample[bound.node_row]
+        if math.isfinite(s) and t > s - interval:
+            out[bound.node_row] += (cpu, mem)
+    return out
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(("reserve", "assume", "remove", "readd", "unreserve", "tick")),
+        st.integers(0, 5),  # pod
+        st.integers(0, 2),  # node
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(OPS, st.lists(st.sampled_from((0.0, 45.0, 80.0, 95.0, math.nan)), min_size=3, max_size=3))
+# reserved at t = 60 = sample 80 - interval 20: not counted
+@example([("assume", 0, 0), ("reserve", 0, 0)], [80.0, 0.0, 0.0])
+# reserved at t = 60, still counted at now = 120 = 60 + age 40 + interval 20, gone at 135
+@example([("assume", 0, 0), ("reserve", 0, 0)] + [("tick", 0, 0)] * 5, [45.0, 0.0, 0.0])
+# removed and added back on n1 in another slot: counted on n1
+@example([("assume", 0, 0), ("reserve", 0, 0), ("readd", 0, 1)], [0.0, 0.0, 0.0])
+@example([("assume", 0, 0), ("reserve", 0, 0), ("unreserve", 0, 0)], [0.0, 0.0, 0.0])
+def test_assigned_pods_follow_the_reference(
+    ops: list[tuple[str, int, int]], samples: list[float]
+) -> None:
+    """The plugin's reservations of assigned pods (columns checked with numpy, pods looked
+    up by key only when their slot no longer holds them) count exactly what the
+    one-at-a-time rule counts, through Reserve, assume, deletion, a pod removed and added
+    back on another node or slot (the live informer's echo of a bound pod), Unreserve and
+    time passing, compared after every step. The sample times, the 20 s report interval,
+    the 40 s metric age and the 15 s ticks put reservations exactly on both boundaries
+    (made at ``sample - interval``: not counted; at ``now - age - interval``: kept)."""
+    from bosun.plugins.load_aware_predictive import _AssignedPods
+
+    snap = cluster(3)
+    mine = _AssignedPods()
+    book: dict[str, tuple[float, float, float]] = {}
+    sample = np.asarray(samples)
+    now, interval, age = 60.0, 20.0, 40.0
+    filler = 0
+    for kind, i, node in ops:
+        key = f"default/p{i}"
+        pod = make_pod(f"p{i}", cpu="1")
+        if kind == "reserve":
+            est = (float(100 * (i + 1)), float(i + 1))
+            book.pop(key, None)
+            book[key] = (now, *est)
+            mine.add(key, now, *est)
+        elif kind == "assume" and snap.pods.get(key) is None:
+            snap.add_pod(pod, f"n{node}")
+        elif kind == "remove" and snap.pods.get(key) is not None:
+            snap.remove_pod(key)
+        elif kind == "readd" and snap.pods.get(key) is not None:
+            snap.remove_pod(key)
+            # another pod takes the freed slot first, so the pod comes back in a new one
+            snap.add_pod(make_pod(f"f{filler}", cpu="1"), "n0")
+            filler += 1
+            snap.add_pod(pod, f"n{node}")
+        elif kind == "unreserve":
+            book.pop(key, None)
+            mine.forget(key)
+        elif kind == "tick":
+            now += 15.0
+        oldest = now - (age + interval)
+        want = _reference_usage(book, snap, sample, oldest, interval)
+        got = mine.usage(snap, sample, oldest, interval)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+        assert len(mine) == len(book)
+
+
+def test_assigned_pod_moved_to_another_slot_keeps_counting() -> None:
+    """Koordinator mode, 10-CPU nodes at 3000m sampled at t = 100: a pod reserved on n0 at
+    t = 130 adds its 850m estimate, also after the informer's echo removes it and adds it
+    back in another slot (n0 = 3000 + 850 + 850 for the new pod = 47 %, score 53 for CPU;
+    memory 99 as in test_pods_assigned_since_the_sample_are_added)."""
+    snap = cluster()
+    prov = FakeProvider(metrics([3000, 3000], [0, 0], [100.0, 100.0]), now=130.0)
+    plugin = plugin_with({"mode": KOORDINATOR}, prov)
+    pod = make_pod("a", cpu="1")
+    plugin.reserve(CycleState(), pod, "n0")
+    snap.add_pod(pod, "n0")
+    _, first = run(plugin, make_pod("p", cpu="1"), snap)
+    slot = snap.pods.by_key["default/a"]
+    snap.remove_pod("default/a")
+    snap.add_pod(make_pod("other", cpu="1", memory="0"), "n1")  # takes the freed slot
+    snap.add_pod(pod, "n0")
+    assert snap.pods.by_key["default/a"] != slot
+    _, again = run(plugin, make_pod("p", cpu="1"), snap)
+    assert first.tolist()[0] == (53 + 99) // 2
+    assert again.tolist()[0] == first.tolist()[0]

@@ -176,12 +176,16 @@ class PodTable:
     """Bound and assumed pods as columns over slots (a freed slot is reused).
 
     Columns: ``node`` int32 (``-1`` = free slot), ``namespace`` int32 codes into
-    :attr:`namespaces`, ``priority`` int64, and :attr:`labels`.
+    :attr:`namespaces`, ``priority`` int64, ``key_hash`` int64 (Python's ``hash`` of the
+    pod's ``namespace/name``, 0 for a free slot: with ``node >= 0`` it tells with numpy,
+    up to a 64-bit hash collision, whether a slot still holds a given pod), and
+    :attr:`labels`.
     """
 
     def __init__(self) -> None:
         cap = 64
         self.node = np.full(cap, -1, dtype=np.int32)
+        self.key_hash = np.zeros(cap, dtype=np.int64)
         self.namespace = np.full(cap, -1, dtype=np.int32)
         self.priority = np.zeros(cap, dtype=np.int64)
         self.labels = LabelColumns(cap)
@@ -222,12 +226,14 @@ class PodTable:
             self.entries.append(None)
             if slot >= self.node.shape[0]:
                 self.node = _grow(self.node, slot + 1, -1)
+                self.key_hash = _grow(self.key_hash, slot + 1)
                 self.namespace = _grow(self.namespace, slot + 1, -1)
                 self.priority = _grow(self.priority, slot + 1)
                 self.labels.resize(self.node.shape[0])
         self.entries[slot] = BoundPod(pod, node_row, slot, gpu_devices)
         self.by_key[pod.key] = slot
         self.node[slot] = node_row
+        self.key_hash[slot] = hash(pod.key)
         self.namespace[slot] = self.namespace_code(pod.namespace)
         self.priority[slot] = pod.priority
         self.labels.set_row(slot, pod.labels)
@@ -248,6 +254,7 @@ class PodTable:
         self.entries[slot] = None
         self.on_node[entry.node_row].discard(slot)
         self.node[slot] = -1
+        self.key_hash[slot] = 0
         self.namespace[slot] = -1
         self.labels.clear_row(slot)
         self.with_affinity.discard(slot)

@@ -597,12 +597,96 @@ class LoadState:
     degraded: bool
 
 
-@dataclass(frozen=True, slots=True)
-class _Assigned:
-    node: str
-    time_s: float
-    cpu: float
-    memory: float
+class _AssignedPods:
+    """Pods assigned by Reserve, as columns, and their estimated usage.
+
+    A reservation waits in :attr:`pending` (key -> ``(time_s, cpu, memory)``) until the
+    next cycle finds the pod in the snapshot's :class:`~bosun.framework.snapshot.PodTable`
+    (or forgets it, if the pod is not there). From then on it is a row of the columns with
+    the slot the pod was found in, and a cycle checks every reservation with numpy: the
+    pod is still there while its slot is occupied with the same key hash
+    (``PodTable.key_hash``). Only a reservation whose slot fails that check is looked up by
+    key (the pod was removed, or removed and added back in another slot, as the live
+    informer does when a bound pod comes back); it follows the pod to its new slot or is
+    dropped. The Python work per cycle is the reservations made since the last cycle and
+    the pods that moved, not every reservation in the window.
+    """
+
+    __slots__ = ("cpu", "hashes", "keys", "memory", "pending", "slot", "time_s")
+
+    def __init__(self) -> None:
+        self.pending: dict[str, tuple[float, float, float]] = {}
+        self.keys = np.empty(0, dtype=object)
+        self.hashes = np.empty(0, dtype=np.int64)
+        self.slot = np.empty(0, dtype=np.intp)
+        self.time_s = np.empty(0, dtype=np.float64)
+        self.cpu = np.empty(0, dtype=np.float64)
+        self.memory = np.empty(0, dtype=np.float64)
+
+    def __len__(self) -> int:
+        return len(self.pending) + len(self.slot)
+
+    def add(self, key: str, time_s: float, cpu: float, memory: float) -> None:
+        """Reserve of ``key`` (replacing an earlier reservation of the same key)."""
+        self.forget(key)
+        self.pending[key] = (time_s, cpu, memory)
+
+    def forget(self, key: str) -> None:
+        """Unreserve of ``key``: drop its reservation (a scan of the columns; rare)."""
+        self.pending.pop(key, None)
+        if len(self.keys):
+            self._keep(self.hashes != hash(key))
+
+    def _keep(self, keep: npt.NDArray[np.bool_]) -> None:
+        if not keep.all():
+            for name in ("keys", "hashes", "slot", "time_s", "cpu", "memory"):
+                setattr(self, name, getattr(self, name)[keep])
+
+    def usage(
+        self, snapshot: Snapshot, sample_s: FloatArray, oldest_s: float, interval_s: float
+    ) -> FloatArray:
+        """float64 ``(N, 2)``: per node, the summed ``(cpu, memory)`` estimates of the live
+        reservations made after ``sample_s[node] - interval_s`` (none where the sample time
+        is not finite), on the node the pod is on now; reservations made before
+        ``oldest_s``, or whose pod has left the snapshot, are dropped for good."""
+        pods = snapshot.pods
+        if self.pending:
+            new = [
+                (key, slot, t, c, m)
+                for key, (t, c, m) in self.pending.items()
+                if t >= oldest_s and (slot := pods.by_key.get(key)) is not None
+            ]
+            self.pending.clear()
+            if new:
+                keys, slots, times, cpus, mems = zip(*new, strict=True)
+                added = np.empty(len(keys), dtype=object)
+                added[:] = keys
+                self.keys = np.concatenate([self.keys, added])
+                self.hashes = np.concatenate([self.hashes, [hash(k) for k in keys]])
+                self.slot = np.concatenate([self.slot, np.asarray(slots, dtype=np.intp)])
+                self.time_s = np.concatenate([self.time_s, times])
+                self.cpu = np.concatenate([self.cpu, cpus])
+                self.memory = np.concatenate([self.memory, mems])
+        n = snapshot.num_nodes
+        out = np.zeros((n, 2))
+        if not len(self.slot):
+            return out
+        keep = self.time_s >= oldest_s
+        there = (pods.node[self.slot] >= 0) & (pods.key_hash[self.slot] == self.hashes)
+        for i in np.flatnonzero(keep & ~there):
+            slot = pods.by_key.get(self.keys[i])
+            if slot is None:
+                keep[i] = False
+            else:
+                self.slot[i] = slot
+        self._keep(keep)
+        rows = pods.node[self.slot].astype(np.intp)
+        sample = sample_s[rows]
+        counted = np.isfinite(sample) & (self.time_s > sample - interval_s)
+        r = rows[counted]
+        out[:, 0] = np.bincount(r, weights=self.cpu[counted], minlength=n)
+        out[:, 1] = np.bincount(r, weights=self.memory[counted], minlength=n)
+        return out
 
 
 class LoadAwarePredictive:
@@ -630,7 +714,7 @@ class LoadAwarePredictive:
             self.provider = PrometheusNodeMetricsProvider(
                 self.args.prometheus, horizon_s=self.args.horizon_s
             )
-        self._assigned: dict[str, _Assigned] = {}
+        self._assigned = _AssignedPods()
         self._warned = False
         a = self.args
         self._weights = np.array([a.resource_weights.get(r, 0) for r in RESOURCES], dtype=np.int64)
@@ -644,7 +728,7 @@ class LoadAwarePredictive:
         """Attach (or detach, with None) the metrics source; it replaces the one built
         from ``args.prometheus`` (the twin attaches its simulated usage this way)."""
         self.provider = provider
-        self._assigned.clear()
+        self._assigned = _AssignedPods()
 
     # ----------------------------------------------------------------- estimates
 
@@ -700,32 +784,9 @@ class LoadAwarePredictive:
 
         Also forgets pods no longer bound and entries too old to count again.
         """
-        n = snapshot.num_nodes
-        out = np.zeros((n, 2))
-        if not self._assigned:
-            return out
-        horizon = self.args.max_metric_age_s + self.args.report_interval_s
-        rows: list[int] = []
-        times: list[float] = []
-        cpu: list[float] = []
-        mem: list[float] = []
-        for key, info in list(self._assigned.items()):
-            bound = snapshot.pods.get(key)
-            if bound is None or info.time_s < now - horizon:
-                del self._assigned[key]
-                continue
-            rows.append(bound.node_row)
-            times.append(info.time_s)
-            cpu.append(info.cpu)
-            mem.append(info.memory)
-        if not rows:
-            return out
-        r = np.asarray(rows, dtype=np.intp)
-        counted = np.asarray(times) > sample_s[r] - self.args.report_interval_s
-        counted &= np.isfinite(sample_s[r])
-        np.add.at(out[:, 0], r[counted], np.asarray(cpu)[counted])
-        np.add.at(out[:, 1], r[counted], np.asarray(mem)[counted])
-        return out
+        a = self.args
+        oldest = now - (a.max_metric_age_s + a.report_interval_s)
+        return self._assigned.usage(snapshot, sample_s, oldest, a.report_interval_s)
 
     def load_state(self, pod: Pod, snapshot: Snapshot) -> LoadState:
         """Compute the cycle's :class:`LoadState` (what PreFilter stores), all nodes at once."""
@@ -849,9 +910,9 @@ class LoadAwarePredictive:
             except BosunError:
                 return Status.success()
             cpu, mem = self.estimate(pod)
-            self._assigned[pod.key] = _Assigned(node_name, now, cpu, mem)
+            self._assigned.add(pod.key, now, cpu, mem)
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         """Forget the assignment (the binding failed)."""
-        self._assigned.pop(pod.key, None)
+        self._assigned.forget(pod.key)
