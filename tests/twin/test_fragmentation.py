@@ -344,23 +344,25 @@ def test_placement_cache_is_refreshed_for_changed_nodes() -> None:
 
 
 def test_prewarm_caches_every_class_shape_most_popular_last() -> None:
-    """``prewarm`` fills the placement cache for the classes' distinct shapes on every node
-    when the tracker first sees the cluster, the most popular shape most recently used; the
-    values are the ones a tracker without prewarming computes for a pod of that shape."""
+    """``prewarm`` fills the placement cache for the classes' distinct shapes on every
+    node, the most popular shape (popularity summed over the classes sharing it) most
+    recently used; the values are the ones a tracker without prewarming computes for a pod
+    of that shape."""
     workload = classes(
-        (1000, GI, 1, 500, 0.5),
+        (1000, GI, 1, 500, 0.15),
         (0, 0, 1, 1000, 0.2),
-        (1000, GI, 1, 500, 0.1),  # the first shape again (another GPU model)
-        (2000, 0, 0, 0, 0.2),
+        (1000, GI, 1, 500, 0.1),  # the first shape again (another GPU model): 0.25 in all
+        (2000, 0, 0, 0, 0.55),
         models=[("A",), (), ("B",), ()],
     )
     snap = snapshot_of(node_with([0, 300], name="n1"), node_with([700], name="n2"))
-    warm = FragmentationTracker(workload, prewarm="FGD")
-    warm.refresh(snap)
+    warm = FragmentationTracker(workload)
+    warm.prewarm(snap)
+    # least popular first: 0.2, then 0.15 + 0.1 = 0.25, then 0.55
     assert list(warm._shapes) == [
-        (2000, 0, 0, 0, "FGD"),
         (0, 0, 1, 1000, "FGD"),
         (1000, GI, 1, 500, "FGD"),
+        (2000, 0, 0, 0, "FGD"),
     ]
     rows = np.arange(2)
     for pod in (
@@ -387,14 +389,29 @@ def test_prewarm_caches_every_class_shape_most_popular_last() -> None:
 def test_prewarm_keeps_the_most_popular_shapes(max_shapes: int, expected: list[Any]) -> None:
     workload = classes((1000, GI, 1, 500, 0.5), (0, 0, 1, 1000, 0.3), (2000, 0, 0, 0, 0.2))
     snap = snapshot_of(node_with([0], name="n1"))
-    warm = FragmentationTracker(workload, max_shapes=max_shapes, prewarm="BestFit")
-    warm.refresh(snap)
+    warm = FragmentationTracker(workload, max_shapes=max_shapes)
+    warm.prewarm(snap, device_choice="BestFit")
     assert list(warm._shapes) == expected
 
 
 def test_prewarm_rejects_an_unknown_device_choice() -> None:
-    with pytest.raises(ValueError, match="prewarm: expected None, 'FGD' or 'BestFit', found 'fgd'"):
-        FragmentationTracker(classes((0, 0, 1, 500, 1.0)), prewarm="fgd")
+    snap = snapshot_of(node_with([0], name="n1"))
+    with pytest.raises(ValueError, match="device_choice: expected 'FGD' or 'BestFit', found 'fgd'"):
+        FragmentationTracker(classes((0, 0, 1, 500, 1.0))).prewarm(snap, device_choice="fgd")
+
+
+def test_a_start_over_empties_the_cache() -> None:
+    """Nodes added: the cache starts over and shapes are recomputed as pods ask."""
+    workload = classes((1000, GI, 1, 500, 0.5), (0, 0, 1, 1000, 0.5))
+    snap = snapshot_of(node_with([0], name="n1"))
+    tracker = FragmentationTracker(workload)
+    tracker.prewarm(snap)
+    assert len(tracker._shapes) == 2
+    snap.add_node(make_node("n2", cpu="8", memory="16Gi", extra={WHOLE: 2}))
+    delta, _ = tracker.placement(snap, gpu_pod("p", 1000), np.arange(2))
+    assert list(tracker._shapes) == [(0, 0, 1, 1000, "FGD")]
+    want, _ = FragmentationTracker(workload).placement(snap, gpu_pod("p", 1000), np.arange(2))
+    np.testing.assert_array_equal(delta, want)
 
 
 # ------------------------------------------------- invariants against a slow reference
@@ -582,7 +599,7 @@ def test_a_kept_tracker_equals_a_fresh_one(
     """One tracker kept across pods added and removed, GPU-model relabels, resized nodes and
     nodes added and removed (the incremental refresh reads only the rows whose
     ``Snapshot.row_version`` moved) gives, after every step, exactly what a new tracker
-    computes from scratch."""
+    computes from scratch; so does one prewarmed at every step."""
     snap = Snapshot(
         [
             make_node(
@@ -592,7 +609,7 @@ def test_a_kept_tracker_equals_a_fresh_one(
         ]
     )
     kept = FragmentationTracker(workload)
-    warm = FragmentationTracker(workload, prewarm="FGD")
+    warm = FragmentationTracker(workload)
     placed: list[str] = []
     for k, (kind, i, amount) in enumerate(steps):
         names = snap.node_names
@@ -625,6 +642,7 @@ def test_a_kept_tracker_equals_a_fresh_one(
             kept.node_fragmentation_milli(snap), fresh.node_fragmentation_milli(snap)
         )
         want, want_dev = fresh.placement(snap, pod, rows)
+        warm.prewarm(snap)
         for tracker in (kept, warm):
             got, got_dev = tracker.placement(snap, pod, rows)
             np.testing.assert_array_equal(got, want)

@@ -747,9 +747,8 @@ class Encoder:
         classes: FGD's task classes (the target workload); with them the encoder fills
             ``fgd_increase`` (module docstring) through a
             :class:`bosun.twin.fragmentation.FragmentationTracker` that recomputes only the
-            nodes changed since the last call, and that computes every class shape on every
-            node when it first sees the cluster (and after nodes are added or removed:
-            ``prewarm``), not on the first pod of each shape; None leaves that feature 0.
+            nodes changed since the last call (:meth:`warm` computes every class shape on
+            every node ahead of the first pod); None leaves that feature 0.
     """
 
     __slots__ = ("_static", "classes", "tracker")
@@ -757,12 +756,14 @@ class Encoder:
     def __init__(self, classes: TaskClasses | None = None) -> None:
         self._static: _Static | None = None
         self.classes = classes
-        self.tracker = FragmentationTracker(classes, prewarm="FGD") if classes is not None else None
+        self.tracker = FragmentationTracker(classes) if classes is not None else None
 
     def warm(self, snapshot: Snapshot, spec: ObservationSpec) -> None:
         """Do now the work that depends only on the cluster: the capacity-only part of the
-        observation and FGD's placement of every class shape on every node (the class
-        docstring), so that the first pod of ``snapshot`` costs what any pod costs.
+        observation and FGD's placement of every class shape on every node
+        (:meth:`~bosun.twin.fragmentation.FragmentationTracker.prewarm`), so that the first
+        pods on ``snapshot`` cost what any pod costs. The RL env does not call it: an
+        episode asks for a fraction of the shapes, computed as its pods come.
 
         Raises:
             FeatureError: more nodes than ``spec.max_nodes``.
@@ -771,7 +772,7 @@ class Encoder:
         if self._static is None or not _static_valid(self._static, snapshot):
             self._static = _static(snapshot, spec)
         if self.tracker is not None:
-            self.tracker.refresh(snapshot)
+            self.tracker.prewarm(snapshot, device_choice="FGD")
 
     def __call__(
         self,

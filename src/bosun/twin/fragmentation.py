@@ -523,6 +523,14 @@ def _allowed_codes(snapshot: Snapshot, t: _Tables) -> list[tuple[int, IntArray]]
 # ------------------------------------------------------------------------ node state
 
 
+def _shape_key(
+    cpu: int, memory: int, count: int, share: int, device_choice: str
+) -> tuple[Any, ...]:
+    """The placement cache's key of a pod shape: milli-CPU, bytes, GPU count, per-GPU
+    share (0 without GPUs) and device choice."""
+    return (cpu, memory, count, share if count else 0, device_choice)
+
+
 def _changed(new: npt.NDArray[Any], old: npt.NDArray[Any], width: int) -> IndexArray:
     """Row indices where ``new`` and ``old`` (same shape, rows of ``width`` values) differ.
 
@@ -556,34 +564,21 @@ class FragmentationTracker:
     it only for rows whose state changed since (at most ``max_shapes`` shapes, least
     recently used first out).
 
-    With ``prewarm`` set to a device choice, every time the tracker starts over (its first
-    snapshot, or a change in the number of nodes or device columns) it also fills that
-    cache for the target workload's own shapes (the classes' distinct CPU, memory, GPU
-    count and share, the most popular ``max_shapes``) on every node, with that device
-    choice. A scheduler then pays for every shape's first full computation once, when it
-    sees the cluster, instead of on the first pod of each shape (about 1 ms per shape at
-    1,000 nodes, docs/results.md). The cached values are the ones :meth:`placement` would
-    compute: the same per-row formula on the same state.
+    :meth:`prewarm` fills that cache for the target workload's own shapes on every node at
+    once, so that a scheduler pays for each shape's first full computation (about 1 ms per
+    shape at 1,000 nodes, docs/results.md) when it chooses to, e.g. when it is built,
+    instead of on the first pod of each shape. A start-over (the number of nodes or of
+    device columns changed) empties the cache; shapes are then recomputed as pods ask.
 
     Args:
         classes: the target workload.
         max_shapes: how many pod shapes to keep placement results for.
-        prewarm: ``"FGD"`` or ``"BestFit"``: the device choice to fill the cache for on a
-            start-over; None (default): no prewarming.
-
-    Raises:
-        ValueError: ``prewarm`` is not None, ``"FGD"`` or ``"BestFit"``.
     """
 
-    def __init__(
-        self, classes: TaskClasses, *, max_shapes: int = 256, prewarm: str | None = None
-    ) -> None:
+    def __init__(self, classes: TaskClasses, *, max_shapes: int = 256) -> None:
         self.classes = classes
         self._t = classes._tables
         self.max_shapes = max_shapes
-        if prewarm not in (None, "FGD", "BestFit"):
-            raise ValueError(f"prewarm: expected None, 'FGD' or 'BestFit', found {prewarm!r}")
-        self.prewarm = prewarm
         self._seen: weakref.ref[Snapshot] | None = None
         self._seen_generation = -1
         self._clock = 0
@@ -639,8 +634,6 @@ class FragmentationTracker:
             self._count = np.zeros((n, q), dtype=np.int64)
             self._shapes.clear()
             self._recompute(np.arange(n, dtype=np.intp))
-            if self.prewarm is not None:
-                self._prewarm(self.prewarm)
         else:
             parts = [
                 _changed(cpu, self._cpu, 1),
@@ -728,31 +721,46 @@ class FragmentationTracker:
             for a pod without GPUs or an impossible placement).
         """
         self.refresh(snapshot)
-        cnt = pod.gpu_count
-        key = (
+        key = _shape_key(
             int(pod.requests.get(CPU, 0)),
             int(pod.requests.get(MEMORY, 0)),
-            cnt,
-            pod.gpu_milli if cnt else 0,
+            pod.gpu_count,
+            pod.gpu_milli,
             device_choice,
         )
         return self._shape_placement(key, np.asarray(rows, dtype=np.intp))
 
-    def _prewarm(self, device_choice: str) -> None:
-        """Cache the placement of the classes' distinct shapes on every row (class docstring),
-        the least popular first, so that the most popular are the most recently used."""
+    def prewarm(self, snapshot: Snapshot, *, device_choice: str = "FGD") -> None:
+        """Compute now, on every node of ``snapshot``, the placement of each of the target
+        workload's distinct shapes (the classes' CPU, memory, GPU count and share; their
+        popularity summed over the classes sharing a shape, e.g. with different GPU
+        models), the ``max_shapes`` most popular, with ``device_choice``.
+
+        The cached values are the ones :meth:`placement` would compute for a pod of that
+        shape (the same per-row formula on the same state), so no result changes; the most
+        popular shape ends the most recently used. Rows already current are not recomputed.
+
+        Raises:
+            ValueError: ``device_choice`` is not ``"FGD"`` or ``"BestFit"``.
+        """
+        if device_choice not in ("FGD", "BestFit"):
+            raise ValueError(f"device_choice: expected 'FGD' or 'BestFit', found {device_choice!r}")
+        self.refresh(snapshot)
         cl = self.classes
-        order = np.argsort(-cl.popularity, kind="stable")
-        keys: dict[tuple[Any, ...], None] = {}
-        for k in order:
-            cnt = int(cl.gpu_count[k])
-            share = int(cl.gpu_milli[k]) if cnt else 0
-            key = (int(cl.milli_cpu[k]), int(cl.memory_bytes[k]), cnt, share, device_choice)
-            keys[key] = None
-            if len(keys) == self.max_shapes:
-                break
+        weight: dict[tuple[Any, ...], float] = {}
+        for k in range(len(cl)):
+            key = _shape_key(
+                int(cl.milli_cpu[k]),
+                int(cl.memory_bytes[k]),
+                int(cl.gpu_count[k]),
+                int(cl.gpu_milli[k]),
+                device_choice,
+            )
+            weight[key] = weight.get(key, 0.0) + float(cl.popularity[k])
+        # most popular first, first seen first among equals; then least popular computed first
+        ranked = sorted(weight, key=lambda key: -weight[key])[: self.max_shapes]
         rows = np.arange(self._n, dtype=np.intp)
-        for key in reversed(list(keys)):
+        for key in reversed(ranked):
             self._shape_placement(key, rows)
 
     def _shape_placement(
