@@ -620,7 +620,20 @@ def _reference_usage(
 
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(("reserve", "assume", "remove", "readd", "unreserve", "tick")),
+        st.sampled_from(
+            (
+                "reserve",
+                "assume",
+                "remove",
+                "readd",
+                "unreserve",
+                "tick",
+                "remove-node",
+                "add-node",
+                "dry-run",
+                "other-snapshot",
+            )
+        ),
         st.integers(0, 5),  # pod
         st.integers(0, 2),  # node
     ),
@@ -644,10 +657,13 @@ def test_assigned_pods_follow_the_reference(
     """The plugin's reservations of assigned pods (columns checked with numpy, pods looked
     up by key only when their slot no longer holds them) count exactly what the
     one-at-a-time rule counts, through Reserve, assume, deletion, a pod removed and added
-    back on another node or slot (the live informer's echo of a bound pod), Unreserve and
-    time passing, compared after every step. The sample times, the 20 s report interval,
-    the 40 s metric age and the 15 s ticks put reservations exactly on both boundaries
-    (made at ``sample - interval``: not counted; at ``now - age - interval``: kept)."""
+    back on another node or slot (the live informer's echo of a bound pod), Unreserve,
+    time passing, nodes removed (rows renumbered) and added, a preemption-style dry run
+    (a node's pods removed, a cycle, the pods added back last-in first-out) and a cycle on
+    another snapshot holding the same pods in other slots, compared after every step. The
+    sample times, the 20 s report interval, the 40 s metric age and the 15 s ticks put
+    reservations exactly on both boundaries (made at ``sample - interval``: not counted;
+    at ``now - age - interval``: kept)."""
     from bosun.plugins.load_aware_predictive import _AssignedPods
 
     snap = cluster(3)
@@ -656,34 +672,54 @@ def test_assigned_pods_follow_the_reference(
     sample = np.asarray(samples)
     now, interval, age = 60.0, 20.0, 40.0
     filler = 0
-    for kind, i, node in ops:
+
+    def compare() -> None:
+        oldest = now - (age + interval)
+        want = _reference_usage(book, snap, sample[: snap.num_nodes], oldest, interval)
+        got = mine.usage(snap, sample[: snap.num_nodes], oldest, interval)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+        assert len(mine) == len(book)
+
+    for step, (kind, i, node) in enumerate(ops):
         key = f"default/p{i}"
         pod = make_pod(f"p{i}", cpu="1")
+        names = snap.node_names
         if kind == "reserve":
             est = (float(100 * (i + 1)), float(i + 1))
             book.pop(key, None)
             book[key] = (now, *est)
-            mine.add(key, now, *est)
+            mine.add(key, now, *est, now - (age + interval))
         elif kind == "assume" and snap.pods.get(key) is None:
-            snap.add_pod(pod, f"n{node}")
+            snap.add_pod(pod, names[node % len(names)])
         elif kind == "remove" and snap.pods.get(key) is not None:
             snap.remove_pod(key)
         elif kind == "readd" and snap.pods.get(key) is not None:
             snap.remove_pod(key)
             # another pod takes the freed slot first, so the pod comes back in a new one
-            snap.add_pod(make_pod(f"f{filler}", cpu="1"), "n0")
+            snap.add_pod(make_pod(f"f{filler}", cpu="1"), names[0])
             filler += 1
-            snap.add_pod(pod, f"n{node}")
+            snap.add_pod(pod, names[node % len(names)])
         elif kind == "unreserve":
             book.pop(key, None)
             mine.forget(key)
         elif kind == "tick":
             now += 15.0
-        oldest = now - (age + interval)
-        want = _reference_usage(book, snap, sample, oldest, interval)
-        got = mine.usage(snap, sample, oldest, interval)
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
-        assert len(mine) == len(book)
+        elif kind == "remove-node" and len(names) > 1:
+            snap.remove_node(names[node % len(names)])
+        elif kind == "add-node" and len(names) < 3:
+            snap.add_node(make_node(f"x{step}", cpu=10, memory="100Gi"))
+        elif kind == "dry-run":
+            row = node % len(names)
+            removed = [snap.remove_pod(e.pod.key) for e in snap.pods.on(row)]
+            compare()  # a cycle in the middle of the dry run
+            for e in reversed(removed):
+                snap.add_pod(e.pod, row, e.gpu_devices)
+        elif kind == "other-snapshot":
+            other = Snapshot(list(snap.nodes))
+            for e in reversed([e for r in range(snap.num_nodes) for e in snap.pods.on(r)]):
+                other.add_pod(e.pod, e.node_row, e.gpu_devices)
+            snap = other
+        compare()
 
 
 def test_assigned_pod_moved_to_another_slot_keeps_counting() -> None:
@@ -706,3 +742,41 @@ def test_assigned_pod_moved_to_another_slot_keeps_counting() -> None:
     _, again = run(plugin, make_pod("p", cpu="1"), snap)
     assert first.tolist()[0] == (53 + 99) // 2
     assert again.tolist()[0] == first.tolist()[0]
+
+
+def test_assigned_pods_served_on_another_snapshot() -> None:
+    """Reservations found in one snapshot's pod table at slots past the end of another
+    snapshot's table are looked up by key there (no IndexError): 100 pods on n0, the one
+    reserved last (estimate 850m) sits at slot 100 of the first table and at slot 0 of the
+    second, on n1."""
+    from bosun.plugins.load_aware_predictive import _AssignedPods
+
+    first = cluster(2)
+    for i in range(100):
+        first.add_pod(make_pod(f"q{i}", cpu="1"), "n0")
+    last = make_pod("last", cpu="1")
+    first.add_pod(last, "n0")
+    book = _AssignedPods()
+    book.add(last.key, 10.0, 850.0, 1.0, 0.0)
+    sample = np.array([0.0, 0.0])
+    # counted after the sample (10 > 0 - 60) on n0 of the first snapshot
+    assert book.usage(first, sample, 0.0, 60.0).tolist() == [[850.0, 1.0], [0.0, 0.0]]
+    second = cluster(2)
+    second.add_pod(last, "n1")
+    assert second.pods.by_key[last.key] == 0
+    assert book.usage(second, sample, 0.0, 60.0).tolist() == [[0.0, 0.0], [850.0, 1.0]]
+
+
+def test_pending_reservations_do_not_pile_up_without_cycles() -> None:
+    """While no cycle runs (every node's metrics stale), Reserve trims expired pending
+    reservations once there are 1,024: one Reserve per second with a 240 s window never
+    holds more than 1,024, and the newest 240 s survive."""
+    from bosun.plugins.load_aware_predictive import _AssignedPods
+
+    book = _AssignedPods()
+    most = 0
+    for t in range(5000):
+        book.add(f"default/p{t}", float(t), 850.0, 1.0, float(t) - 240.0)
+        most = max(most, len(book))
+    assert most <= 1024
+    assert all(f"default/p{t}" in book.pending for t in range(5000 - 241, 5000))

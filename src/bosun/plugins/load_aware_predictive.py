@@ -597,50 +597,92 @@ class LoadState:
     degraded: bool
 
 
+#: Pending reservations (not yet seen by a cycle) above which Reserve trims the expired.
+_PENDING_TRIM = 1024
+_COLUMNS = ("keys", "hashes", "slot", "time_s", "cpu", "memory", "alive")
+
+
 class _AssignedPods:
     """Pods assigned by Reserve, as columns, and their estimated usage.
 
     A reservation waits in :attr:`pending` (key -> ``(time_s, cpu, memory)``) until the
     next cycle finds the pod in the snapshot's :class:`~bosun.framework.snapshot.PodTable`
-    (or forgets it, if the pod is not there). From then on it is a row of the columns with
-    the slot the pod was found in, and a cycle checks every reservation with numpy: the
-    pod is still there while its slot is occupied with the same key hash
-    (``PodTable.key_hash``). Only a reservation whose slot fails that check is looked up by
-    key (the pod was removed, or removed and added back in another slot, as the live
-    informer does when a bound pod comes back); it follows the pod to its new slot or is
-    dropped. The Python work per cycle is the reservations made since the last cycle and
-    the pods that moved, not every reservation in the window.
+    (or forgets it, if the pod is not there). From then on it is a row of the columns (the
+    first :attr:`n` rows of buffers that double when full) with the slot the pod was found
+    in, and a cycle checks every reservation with numpy: the pod is still there while its
+    slot is occupied with the same key hash (``PodTable.key_hash``). Only a reservation
+    whose slot fails that check is looked up by key (the pod was removed, or removed and
+    added back in another slot, as the live informer does when a bound pod comes back); it
+    follows the pod to its new slot or is marked dead. Dead rows (expired, gone, forgotten)
+    are dropped when they are more than half of the rows. So the Python work per cycle is
+    the reservations made since the last cycle and the pods that moved, and the numpy work
+    is linear in the live reservations, without copies in the steady state.
+
+    A cycle on another snapshot is served the same way: a slot that does not hold the pod
+    there (or lies past its pod table's end) is looked up by key. While no cycle runs
+    (every node's metrics stale), Reserve drops expired pending reservations once there
+    are more than :data:`_PENDING_TRIM`, so they do not pile up.
     """
 
-    __slots__ = ("cpu", "hashes", "keys", "memory", "pending", "slot", "time_s")
+    __slots__ = (*_COLUMNS, "_pending_limit", "n", "pending")
 
     def __init__(self) -> None:
         self.pending: dict[str, tuple[float, float, float]] = {}
+        self._pending_limit = _PENDING_TRIM
+        self.n = 0
         self.keys = np.empty(0, dtype=object)
         self.hashes = np.empty(0, dtype=np.int64)
         self.slot = np.empty(0, dtype=np.intp)
         self.time_s = np.empty(0, dtype=np.float64)
         self.cpu = np.empty(0, dtype=np.float64)
         self.memory = np.empty(0, dtype=np.float64)
+        self.alive = np.empty(0, dtype=bool)
 
     def __len__(self) -> int:
-        return len(self.pending) + len(self.slot)
+        """Reservations pending or alive (dead rows not yet dropped excluded)."""
+        return len(self.pending) + int(self.alive[: self.n].sum())
 
-    def add(self, key: str, time_s: float, cpu: float, memory: float) -> None:
-        """Reserve of ``key`` (replacing an earlier reservation of the same key)."""
+    def add(self, key: str, time_s: float, cpu: float, memory: float, oldest_s: float) -> None:
+        """Reserve of ``key`` at ``time_s`` (replacing an earlier reservation of the same
+        key); ``oldest_s``: reservations made before it no longer count."""
         self.forget(key)
         self.pending[key] = (time_s, cpu, memory)
+        if len(self.pending) >= self._pending_limit:
+            self.pending = {k: v for k, v in self.pending.items() if v[0] >= oldest_s}
+            self._pending_limit = max(_PENDING_TRIM, 2 * len(self.pending))
 
     def forget(self, key: str) -> None:
-        """Unreserve of ``key``: drop its reservation (a scan of the columns; rare)."""
+        """Unreserve of ``key``: drop its reservation (one numpy pass over the key hashes)."""
         self.pending.pop(key, None)
-        if len(self.keys):
-            self._keep(self.hashes != hash(key))
+        if self.n:
+            self.alive[: self.n] &= self.hashes[: self.n] != hash(key)
 
-    def _keep(self, keep: npt.NDArray[np.bool_]) -> None:
-        if not keep.all():
-            for name in ("keys", "hashes", "slot", "time_s", "cpu", "memory"):
-                setattr(self, name, getattr(self, name)[keep])
+    def _append(self, new: list[tuple[str, int, float, float, float]]) -> None:
+        m = self.n + len(new)
+        if m > len(self.slot):
+            cap = max(64, 2 * m)
+            for name in _COLUMNS:
+                old = getattr(self, name)
+                grown = np.empty(cap, dtype=old.dtype)
+                grown[: self.n] = old[: self.n]
+                setattr(self, name, grown)
+        keys, slots, times, cpus, mems = zip(*new, strict=True)
+        sl = slice(self.n, m)
+        self.keys[sl] = keys
+        self.hashes[sl] = [hash(k) for k in keys]
+        self.slot[sl] = slots
+        self.time_s[sl] = times
+        self.cpu[sl] = cpus
+        self.memory[sl] = mems
+        self.alive[sl] = True
+        self.n = m
+
+    def _compact(self) -> None:
+        keep = np.flatnonzero(self.alive[: self.n])
+        for name in _COLUMNS:
+            col = getattr(self, name)
+            col[: len(keep)] = col[keep]
+        self.n = len(keep)
 
     def usage(
         self, snapshot: Snapshot, sample_s: FloatArray, oldest_s: float, interval_s: float
@@ -650,42 +692,43 @@ class _AssignedPods:
         is not finite), on the node the pod is on now; reservations made before
         ``oldest_s``, or whose pod has left the snapshot, are dropped for good."""
         pods = snapshot.pods
+        by_key = pods.by_key
         if self.pending:
             new = [
                 (key, slot, t, c, m)
                 for key, (t, c, m) in self.pending.items()
-                if t >= oldest_s and (slot := pods.by_key.get(key)) is not None
+                if t >= oldest_s and (slot := by_key.get(key)) is not None
             ]
             self.pending.clear()
+            self._pending_limit = _PENDING_TRIM
             if new:
-                keys, slots, times, cpus, mems = zip(*new, strict=True)
-                added = np.empty(len(keys), dtype=object)
-                added[:] = keys
-                self.keys = np.concatenate([self.keys, added])
-                self.hashes = np.concatenate([self.hashes, [hash(k) for k in keys]])
-                self.slot = np.concatenate([self.slot, np.asarray(slots, dtype=np.intp)])
-                self.time_s = np.concatenate([self.time_s, times])
-                self.cpu = np.concatenate([self.cpu, cpus])
-                self.memory = np.concatenate([self.memory, mems])
-        n = snapshot.num_nodes
-        out = np.zeros((n, 2))
-        if not len(self.slot):
+                self._append(new)
+        n_nodes = snapshot.num_nodes
+        out = np.zeros((n_nodes, 2))
+        n = self.n
+        if not n:
             return out
-        keep = self.time_s >= oldest_s
-        there = (pods.node[self.slot] >= 0) & (pods.key_hash[self.slot] == self.hashes)
-        for i in np.flatnonzero(keep & ~there):
-            slot = pods.by_key.get(self.keys[i])
-            if slot is None:
-                keep[i] = False
+        slots, alive = self.slot[:n], self.alive[:n]
+        alive &= self.time_s[:n] >= oldest_s
+        # a slot past this table's end (a cycle on another snapshot) is looked up by key
+        inside = slots < len(pods.node)
+        at = np.where(inside, slots, 0)
+        there = inside & (pods.node[at] >= 0) & (pods.key_hash[at] == self.hashes[:n])
+        for i in np.flatnonzero(alive & ~there):
+            found = by_key.get(self.keys[i])
+            if found is None:
+                alive[i] = False
             else:
-                self.slot[i] = slot
-        self._keep(keep)
-        rows = pods.node[self.slot].astype(np.intp)
+                slots[i] = found
+        live = np.flatnonzero(alive)
+        rows = pods.node[slots[live]].astype(np.intp)
         sample = sample_s[rows]
-        counted = np.isfinite(sample) & (self.time_s > sample - interval_s)
-        r = rows[counted]
-        out[:, 0] = np.bincount(r, weights=self.cpu[counted], minlength=n)
-        out[:, 1] = np.bincount(r, weights=self.memory[counted], minlength=n)
+        counted = np.isfinite(sample) & (self.time_s[live] > sample - interval_s)
+        r, picked = rows[counted], live[counted]
+        out[:, 0] = np.bincount(r, weights=self.cpu[picked], minlength=n_nodes)
+        out[:, 1] = np.bincount(r, weights=self.memory[picked], minlength=n_nodes)
+        if 2 * len(live) < n:
+            self._compact()
         return out
 
 
@@ -910,7 +953,9 @@ class LoadAwarePredictive:
             except BosunError:
                 return Status.success()
             cpu, mem = self.estimate(pod)
-            self._assigned.add(pod.key, now, cpu, mem)
+            a = self.args
+            oldest = now - (a.max_metric_age_s + a.report_interval_s)
+            self._assigned.add(pod.key, now, cpu, mem, oldest)
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
