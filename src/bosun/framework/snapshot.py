@@ -178,8 +178,9 @@ class PodTable:
     Columns: ``node`` int32 (``-1`` = free slot), ``namespace`` int32 codes into
     :attr:`namespaces`, ``priority`` int64, ``key_hash`` int64 (Python's ``hash`` of the
     pod's ``namespace/name``, 0 for a free slot: with ``node >= 0`` it tells with numpy,
-    up to a 64-bit hash collision, whether a slot still holds a given pod), and
-    :attr:`labels`.
+    up to a 64-bit hash collision, whether a slot still holds a given pod; string hashes
+    are salted per process, so a table unpickled in another process holds the first
+    process's hashes), and :attr:`labels`.
     """
 
     def __init__(self) -> None:
