@@ -827,9 +827,16 @@ class LoadAwarePredictive:
 
         Also forgets pods no longer bound and entries too old to count again.
         """
+        return self._assigned.usage(
+            snapshot, sample_s, self._oldest_counted(now), self.args.report_interval_s
+        )
+
+    def _oldest_counted(self, now: float) -> float:
+        """Reservations made before this time (seconds) can no longer count: a node's sample
+        counts only while younger than ``nodeMetricExpirationSeconds``, and a reservation
+        only if made after that sample's time minus ``reportIntervalSeconds``."""
         a = self.args
-        oldest = now - (a.max_metric_age_s + a.report_interval_s)
-        return self._assigned.usage(snapshot, sample_s, oldest, a.report_interval_s)
+        return now - (a.max_metric_age_s + a.report_interval_s)
 
     def load_state(self, pod: Pod, snapshot: Snapshot) -> LoadState:
         """Compute the cycle's :class:`LoadState` (what PreFilter stores), all nodes at once."""
@@ -953,9 +960,7 @@ class LoadAwarePredictive:
             except BosunError:
                 return Status.success()
             cpu, mem = self.estimate(pod)
-            a = self.args
-            oldest = now - (a.max_metric_age_s + a.report_interval_s)
-            self._assigned.add(pod.key, now, cpu, mem, oldest)
+            self._assigned.add(pod.key, now, cpu, mem, self._oldest_counted(now))
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
