@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -308,9 +309,15 @@ class Clock:
 
 
 def fake_provider(
-    refresh_s: float = 30.0, window_s: float = 300.0, now: float = 6000.0
+    refresh_s: float = 30.0,
+    window_s: float = 300.0,
+    now: float = 6000.0,
+    background: bool = False,
+    source: FakeSource | None = None,
 ) -> tuple[PrometheusNodeMetricsProvider, FakeSource, Clock]:
-    src = FakeSource()
+    """A provider on a fake source and clock; refreshes in the calling thread unless
+    ``background``."""
+    src = source if source is not None else FakeSource()
     clock = Clock(now)
     cfg = PrometheusProviderConfig(
         "http://fake:9090",
@@ -319,8 +326,26 @@ def fake_provider(
         step_s=60.0,
         window_s=window_s,
         refresh_s=refresh_s,
+        background=background,
     )
     return PrometheusNodeMetricsProvider(cfg, horizon_s=120.0, clock=clock, source=src), src, clock
+
+
+class GatedSource(FakeSource):
+    """A FakeSource whose requests wait for :attr:`gate` (as a Prometheus that stopped
+    answering does, up to the timeout) while :attr:`hold` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.hold = False
+        self.waiting = threading.Event()
+
+    def query_range_raw(self, query: str, start_s: float, end_s: float, step_s: float) -> Any:
+        if self.hold:
+            self.waiting.set()
+            assert self.gate.wait(10.0), "the test never opened the gate"
+        return super().query_range_raw(query, start_s, end_s, step_s)
 
 
 def constant(nodes: dict[str, str]) -> Any:
@@ -408,6 +433,63 @@ def test_a_failure_is_remembered_for_refresh_seconds() -> None:
     src.replies["mem"] = constant({"a": "1"})
     clock.t = 6030.0
     assert provider.node_metrics(snap, 120.0, 0.95).cpu_milli[0] == 1000.0
+
+
+def test_background_refresh_serves_the_last_answer_until_the_next_arrives() -> None:
+    """backgroundRefresh: the first refresh answers in the calling thread; once the answer
+    is 30 s old a call starts the next refresh in a thread and returns the old answer at
+    once, even while Prometheus does not answer; one refresh runs at a time; the new
+    answer is served when it arrives."""
+    provider, src, clock = fake_provider(refresh_s=30.0, background=True, source=GatedSource())
+    assert isinstance(src, GatedSource)
+    src.replies = {"cpu": constant({"a": "0.25"}), "mem": constant({"a": "1024"})}
+    snap = cluster("a")
+    assert provider.node_metrics(snap, 120.0, 0.95).cpu_milli[0] == 250.0  # 0.25 cores
+    src.replies = {"cpu": constant({"a": "1"}), "mem": constant({"a": "1024"})}
+    src.hold = True
+    clock.t = 6030.0
+    t0 = time.monotonic()
+    for _ in range(3):
+        assert provider.node_metrics(snap, 120.0, 0.95).cpu_milli[0] == 250.0
+    assert src.waiting.wait(5.0)  # the refresh thread is waiting on the server
+    assert time.monotonic() - t0 < 5.0  # no call waited for it
+    assert provider.refreshes == 2  # one refresh in flight, not one per call
+    assert not provider.wait(0.05)
+    src.gate.set()
+    assert provider.wait(5.0)
+    assert provider.node_metrics(snap, 120.0, 0.95).cpu_milli[0] == 1000.0
+    assert provider.refreshes == 2 and provider.failures == 0
+
+
+def test_background_refresh_failure_is_served_when_it_arrives() -> None:
+    """A background refresh that fails (a timeout) leaves the old answer served while it
+    runs; then its failure is served for refreshSeconds, as a synchronous one is."""
+    provider, src, clock = fake_provider(refresh_s=30.0, background=True, source=GatedSource())
+    assert isinstance(src, GatedSource)
+    src.replies = {"cpu": constant({"a": "0.5"}), "mem": constant({"a": "1"})}
+    snap = cluster("a")
+    assert provider.node_metrics(snap, 120.0, 0.95).cpu_milli[0] == 500.0
+    src.replies["cpu"] = SourceUnavailable("timed out after 5 s")
+    src.hold = True
+    clock.t = 6030.0
+    assert provider.node_metrics(snap, 120.0, 0.95).cpu_milli[0] == 500.0
+    src.gate.set()
+    assert provider.wait(5.0)
+    clock.t = 6059.0
+    with pytest.raises(MetricsUnavailableError, match="timed out after 5 s"):
+        provider.node_metrics(snap, 120.0, 0.95)
+    assert provider.failures == 1 and provider.refreshes == 2
+
+
+def test_no_background_refresh_when_refreshing_every_call() -> None:
+    """refreshSeconds 0 refreshes in the calling thread even with backgroundRefresh: each
+    call sees the reply of its own request."""
+    provider, src, _ = fake_provider(refresh_s=0.0, background=True)
+    snap = cluster("a")
+    for cores, milli in (("1", 1000.0), ("2", 2000.0)):
+        src.replies = {"cpu": constant({"a": cores}), "mem": constant({"a": "1"})}
+        assert provider.node_metrics(snap, 120.0, 0.95).cpu_milli[0] == milli
+    assert provider._thread is None
 
 
 @pytest.mark.parametrize(
@@ -617,6 +699,7 @@ def test_a_simulation_never_queries_prometheus(caplog: pytest.LogCaptureFixture)
         ({"url": "http://p:9090", "memoryQuery": 1}, "prometheus.memoryQuery"),
         ({"url": "http://p:9090", "nodeLabel": "node-name"}, "prometheus.nodeLabel"),
         ({"url": "http://p:9090", "bogus": 1}, "prometheus.bogus"),
+        ({"url": "http://p:9090", "backgroundRefresh": "yes"}, "prometheus.backgroundRefresh"),
         ("http://p:9090", "prometheus"),
     ],
     ids=[
@@ -633,6 +716,7 @@ def test_a_simulation_never_queries_prometheus(caplog: pytest.LogCaptureFixture)
         "memory-query-number",
         "label-name",
         "unknown-field",
+        "background-not-bool",
         "not-an-object",
     ],
 )
@@ -664,4 +748,7 @@ def test_prometheus_args_defaults() -> None:
         60,
     )
     assert cfg.cpu_query == DEFAULT_CPU_QUERY and cfg.node_label == "node"
+    assert cfg.background is True
+    off = {"url": "http://p:9090/prom", "backgroundRefresh": False}
+    assert LoadAwareArgs.parse({"prometheus": off}).prometheus.background is False  # type: ignore[union-attr]
     assert LoadAwareArgs.parse(None).prometheus is None

@@ -53,8 +53,18 @@ that ``bosun schedule`` and ``bosun serve`` use when ``LoadAwarePredictive``'s a
 horizon and quantile, so that scheduling one pod per cycle does not query Prometheus per
 pod; snapshot rows are mapped by name on every call (nodes added since the refresh are
 missing until the next one). A failed refresh is remembered as long: for ``refresh_s``
-seconds every call raises the same failure again without a request, so an unreachable
-server costs one timeout per refresh, not one per pod.
+seconds every call raises the same failure again without a request.
+
+**Refreshing in the background** (``background``, the default). The first refresh runs in
+the calling thread (there is nothing to serve yet). After that, a call that finds the
+answer older than ``refresh_s`` starts the next refresh in a thread of its own and is
+served the answer (or failure) it has, at once; the new one replaces it when it arrives,
+and one refresh runs at a time. So a Prometheus that stops answering (a dropped
+connection waits ``timeout_s`` per request) stalls no scheduling cycle after the first;
+the answer it keeps serving grows old, and the plugin treats nodes whose sample time is
+older than ``nodeMetricExpirationSeconds`` as having stale metrics. With ``refresh_s``
+0, or ``background`` False, or when the horizon or quantile asked for changes, the call
+refreshes in its own thread (after waiting for a refresh in flight).
 
 **Failures.** Anything that keeps a refresh from answering (refused connection, timeout,
 an HTTP or API error reply, a reply that is not the API's matrix, samples that are not
@@ -75,6 +85,7 @@ from __future__ import annotations
 import heapq
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -134,6 +145,8 @@ class PrometheusProviderConfig:
         window_s: seconds of history per refresh; ``window_s / step_s`` samples (whole).
         refresh_s: seconds an answer (or a failure) is reused; 0 refreshes every call.
         timeout_s: seconds to wait for the connection and again for each reply.
+        background: refresh in a thread of its own after the first refresh (module
+            docstring), serving the previous answer meanwhile.
     """
 
     url: str
@@ -144,6 +157,7 @@ class PrometheusProviderConfig:
     window_s: float = DEFAULT_WINDOW_S
     refresh_s: float = DEFAULT_REFRESH_S
     timeout_s: float = DEFAULT_TIMEOUT_S
+    background: bool = True
 
     @property
     def window(self) -> int:
@@ -210,6 +224,9 @@ class PrometheusNodeMetricsProvider:
         refreshes: refreshes attempted (requests sent), for tests and reports.
         failures: refreshes that failed.
 
+    Thread safety: one scheduling thread calls :meth:`node_metrics`; a background
+    refresh (module docstring) swaps in its answer under a lock.
+
     Raises:
         InputError: a URL that is not ``http(s)://...``, or a bad timeout.
         ForecastError: a window that does not fit the step and horizon
@@ -245,6 +262,8 @@ class PrometheusNodeMetricsProvider:
         self._layout: tuple[_Answer, list[str], IntArray] | None = None
         self._fetched_at = -math.inf
         self._key: tuple[float, float] | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
         self.refreshes = 0
         self.failures = 0
 
@@ -269,33 +288,71 @@ class PrometheusNodeMetricsProvider:
         """
         now = self.now_s()
         key = (float(horizon_s), float(quantile))
-        if (
-            now - self._fetched_at >= self.config.refresh_s
-            or now < self._fetched_at
-            or (self._error is None and key != self._key)
-        ):
+        cfg = self.config
+        with self._lock:
+            answer, error = self._answer, self._error
+        if key != self._key and error is None:
+            self.wait()
             self._refresh(now, key)
-        if self._error is not None:
-            raise MetricsUnavailableError(self._error)
-        assert self._answer is not None
+        elif now - self._fetched_at >= cfg.refresh_s or now < self._fetched_at:
+            if cfg.background and cfg.refresh_s > 0 and (answer is not None or error is not None):
+                if self._thread is None or not self._thread.is_alive():
+                    self._fetched_at = now  # claimed: the next calls serve what there is
+                    self._thread = threading.Thread(
+                        target=self._refresh_in_background,
+                        args=(now, key),
+                        name="bosun-prometheus-refresh",
+                        daemon=True,
+                    )
+                    self._thread.start()
+            else:
+                self.wait()
+                self._refresh(now, key)
+        with self._lock:
+            answer, error = self._answer, self._error
+        if error is not None:
+            raise MetricsUnavailableError(error)
+        assert answer is not None
         names = snapshot.node_names
-        if self._layout is None or self._layout[0] is not self._answer or self._layout[1] != names:
+        if self._layout is None or self._layout[0] is not answer or self._layout[1] != names:
             # the snapshot rows' positions in the answer, kept until the answer or the node
             # list changes: a scheduling cycle then costs no per-node Python work
-            self._layout = (self._answer, list(names), _positions(self._answer, names))
-        return _rows_for(self._answer, self._layout[2])
+            self._layout = (answer, list(names), _positions(answer, names))
+        return _rows_for(answer, self._layout[2])
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait for a background refresh in flight, at most ``timeout_s`` seconds (None:
+        as long as it takes); True when none is left running."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+            return not thread.is_alive()
+        return True
 
     def _refresh(self, now: float, key: tuple[float, float]) -> None:
         self.refreshes += 1
         self._fetched_at = now
         self._key = key
+        answer: _Answer | None = None
         try:
-            self._answer = self._compute(now, *key)
-            self._error = None
+            answer = self._compute(now, *key)
+            error = None
         except MetricsUnavailableError as e:
             self.failures += 1
-            self._answer = None
-            self._error = str(e)
+            error = str(e)
+        with self._lock:
+            self._answer, self._error = answer, error
+
+    def _refresh_in_background(self, now: float, key: tuple[float, float]) -> None:
+        """:meth:`_refresh` in the refresh thread, where an unexpected error (a bug) must
+        not vanish with the thread: it is logged and served as a failed refresh."""
+        try:
+            self._refresh(now, key)
+        except Exception as e:
+            _log.exception("Prometheus node metrics: the background refresh failed")
+            self.failures += 1
+            with self._lock:
+                self._answer, self._error = None, f"background refresh failed: {e!r}"
 
     def _compute(self, now: float, horizon_s: float, quantile: float) -> _Answer:
         cfg = self.config

@@ -83,12 +83,14 @@ Args (``pluginConfig[LoadAwarePredictive].args``; validated in :meth:`LoadAwareA
 ({cpu, memory} 1..100), ``targetUtilization`` (40, 1..99), ``defaultRequestsMilliCpu``
 (1000), ``defaultRequestsMultiplier`` (1.5, a number or a numeric string as TLP takes it),
 ``neutralScore`` (0..100), and ``prometheus``: ``{url, cpuQuery, memoryQuery, nodeLabel,
-stepSeconds, windowSeconds, refreshSeconds, timeoutSeconds}``
+stepSeconds, windowSeconds, refreshSeconds, timeoutSeconds, backgroundRefresh}``
 (:class:`bosun.forecast.prometheus_provider.PrometheusProviderConfig`; ``url`` an
 ``http(s)://`` URL, required; queries non-empty PromQL, CPU in cores, memory in bytes;
 ``nodeLabel`` a Prometheus label name (``node``); ``stepSeconds`` (60) in (0, 3600];
 ``windowSeconds`` (3600) a whole number of steps, 2..11000 of them, covering
-``horizonSeconds``; ``refreshSeconds`` (30) in [0, 3600]; ``timeoutSeconds`` (5) in (0, 300]).
+``horizonSeconds``; ``refreshSeconds`` (30) in [0, 3600]; ``timeoutSeconds`` (5) in (0, 300];
+``backgroundRefresh`` (true): after the first, refresh in a thread of its own and serve the
+previous answer meanwhile, so an unresponsive Prometheus stalls no scheduling cycle).
 
 Extension points: PreFilter, Filter, PreScore, Score, Reserve; EnqueueExtensions.
 """
@@ -192,6 +194,7 @@ _PROMETHEUS_FIELDS = (
     "windowSeconds",
     "refreshSeconds",
     "timeoutSeconds",
+    "backgroundRefresh",
 )
 #: Prometheus label names (https://prometheus.io/docs/concepts/data_model/).
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -236,6 +239,18 @@ def _number(
         bracket = "(" if low_open else "["
         raise PluginArgsError(path, f"must be in {bracket}{low:g}, {high:g}], got {raw!r}")
     return value
+
+
+def _bool(raw: Any, path: str) -> bool:
+    """``raw`` as a boolean (YAML ``true``/``false``; a string or number is rejected, as
+    kube's strict decoding of a bool field does).
+
+    Raises:
+        PluginArgsError: not a boolean.
+    """
+    if not isinstance(raw, bool):
+        raise PluginArgsError(path, f"must be true or false, got {raw!r}")
+    return raw
 
 
 def _int(raw: Any, path: str, *, low: int, high: int) -> int:
@@ -349,6 +364,7 @@ def _prometheus_config(raw: Any, path: str, horizon_s: float) -> PrometheusProvi
         window_s=window,
         refresh_s=sub(_number, "refreshSeconds", DEFAULT_REFRESH_S, low=0, high=3600),
         timeout_s=sub(_number, "timeoutSeconds", DEFAULT_TIMEOUT_S, low=0, high=300, low_open=True),
+        background=sub(_bool, "backgroundRefresh", True),
     )
     if not found.problems:
         problem = window_problem(window, step, horizon_s)
