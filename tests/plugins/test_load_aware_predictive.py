@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -596,22 +597,32 @@ def test_scores_are_ints_in_range_whatever_the_metrics(
 
 
 def _reference_usage(
-    book: dict[str, tuple[float, float, float]],
+    book: dict[str, list[Any]],
     snap: Snapshot,
     sample: np.ndarray,
+    now: float,
     oldest: float,
     interval: float,
 ) -> np.ndarray:
-    """The documented rule, one reservation at a time: a reservation whose pod is not in
-    the snapshot, or made before ``oldest``, is forgotten; one made after its node's sample
-    time minus ``interval`` (a finite sample time) adds its estimate to the node the pod is
-    on now."""
+    """The documented rule, one reservation ``[time, cpu, memory, seen, missing since]``
+    at a time: one made before ``oldest`` is forgotten; one whose pod is not in the
+    snapshot is not counted, and is forgotten if it was never seen there, or has been
+    missing for 1 s (MISSING_GRACE_S); one made after its node's sample time minus
+    ``interval`` (a finite sample time) adds its estimate to the node the pod is on now."""
     out = np.zeros((snap.num_nodes, 2))
-    for key, (t, cpu, mem) in list(book.items()):
+    for key, entry in list(book.items()):
+        t, cpu, mem, seen, missing = entry
         bound = snap.pods.get(key)
-        if bound is None or t < oldest:
+        if t < oldest:
             del book[key]
             continue
+        if bound is None:
+            if not seen or (missing is not None and now - missing >= 1.0):
+                del book[key]
+            elif missing is None:
+                entry[4] = now
+            continue
+        entry[3], entry[4] = True, None
         s = sample[bound.node_row]
         if math.isfinite(s) and t > s - interval:
             out[bound.node_row] += (cpu, mem)
@@ -628,6 +639,7 @@ OPS = st.lists(
                 "readd",
                 "unreserve",
                 "tick",
+                "nudge",
                 "remove-node",
                 "add-node",
                 "dry-run",
@@ -651,6 +663,34 @@ OPS = st.lists(
 # removed and added back on n1 in another slot: counted on n1
 @example([("assume", 0, 0), ("reserve", 0, 0), ("readd", 0, 1)], [0.0, 0.0, 0.0])
 @example([("assume", 0, 0), ("reserve", 0, 0), ("unreserve", 0, 0)], [0.0, 0.0, 0.0])
+# removed and added back within the grace: counted again
+@example([("assume", 0, 0), ("reserve", 0, 0), ("remove", 0, 0), ("assume", 0, 1)], [0.0] * 3)
+# back within the grace, then missing again 1 s later: the grace starts again
+@example(
+    [
+        ("assume", 0, 0),
+        ("reserve", 0, 0),
+        ("remove", 0, 0),
+        ("assume", 0, 0),
+        ("nudge", 0, 0),
+        ("nudge", 0, 0),
+        ("remove", 0, 0),
+        ("assume", 0, 0),
+    ],
+    [0.0] * 3,
+)
+# missing for 1 s (two nudges of 0.5 s): forgotten, not counted when added back
+@example(
+    [
+        ("assume", 0, 0),
+        ("reserve", 0, 0),
+        ("remove", 0, 0),
+        ("nudge", 0, 0),
+        ("nudge", 0, 0),
+        ("assume", 0, 0),
+    ],
+    [0.0] * 3,
+)
 def test_assigned_pods_follow_the_reference(
     ops: list[tuple[str, int, int]], samples: list[float]
 ) -> None:
@@ -668,15 +708,15 @@ def test_assigned_pods_follow_the_reference(
 
     snap = cluster(3)
     mine = _AssignedPods()
-    book: dict[str, tuple[float, float, float]] = {}
+    book: dict[str, list[Any]] = {}
     sample = np.asarray(samples)
     now, interval, age = 60.0, 20.0, 40.0
     filler = 0
 
     def compare() -> None:
         oldest = now - (age + interval)
-        want = _reference_usage(book, snap, sample[: snap.num_nodes], oldest, interval)
-        got = mine.usage(snap, sample[: snap.num_nodes], oldest, interval)
+        want = _reference_usage(book, snap, sample[: snap.num_nodes], now, oldest, interval)
+        got = mine.usage(snap, sample[: snap.num_nodes], now, oldest, interval)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
         assert len(mine) == len(book)
 
@@ -687,7 +727,7 @@ def test_assigned_pods_follow_the_reference(
         if kind == "reserve":
             est = (float(100 * (i + 1)), float(i + 1))
             book.pop(key, None)
-            book[key] = (now, *est)
+            book[key] = [now, *est, False, None]
             mine.add(key, now, *est, now - (age + interval))
         elif kind == "assume" and snap.pods.get(key) is None:
             snap.add_pod(pod, names[node % len(names)])
@@ -704,6 +744,8 @@ def test_assigned_pods_follow_the_reference(
             mine.forget(key)
         elif kind == "tick":
             now += 15.0
+        elif kind == "nudge":
+            now += 0.5  # less than MISSING_GRACE_S
         elif kind == "remove-node" and len(names) > 1:
             snap.remove_node(names[node % len(names)])
         elif kind == "add-node" and len(names) < 3:
@@ -760,11 +802,11 @@ def test_assigned_pods_served_on_another_snapshot() -> None:
     book.add(last.key, 10.0, 850.0, 1.0, 0.0)
     sample = np.array([0.0, 0.0])
     # counted after the sample (10 > 0 - 60) on n0 of the first snapshot
-    assert book.usage(first, sample, 0.0, 60.0).tolist() == [[850.0, 1.0], [0.0, 0.0]]
+    assert book.usage(first, sample, 10.0, 0.0, 60.0).tolist() == [[850.0, 1.0], [0.0, 0.0]]
     second = cluster(2)
     second.add_pod(last, "n1")
     assert second.pods.by_key[last.key] == 0
-    assert book.usage(second, sample, 0.0, 60.0).tolist() == [[0.0, 0.0], [850.0, 1.0]]
+    assert book.usage(second, sample, 10.0, 0.0, 60.0).tolist() == [[0.0, 0.0], [850.0, 1.0]]
 
 
 def test_pending_reservations_do_not_pile_up_without_cycles() -> None:
@@ -780,3 +822,29 @@ def test_pending_reservations_do_not_pile_up_without_cycles() -> None:
         most = max(most, len(book))
     assert most <= 1024
     assert all(f"default/p{t}" in book.pending for t in range(5000 - 241, 5000))
+
+
+def test_a_preemption_dry_run_keeps_the_victims_reservations() -> None:
+    """Koordinator mode, n0 at 3000m sampled at t = 100, a 1-CPU pod reserved there at
+    t = 130 (850m): n0's used CPU for a 1-CPU probe is 3000 + 850 + 850 = 4700. A
+    preemption dry run removes the pod, runs PreFilter, and puts it back in the same
+    cycle (same clock): the reservation still counts, 4700 again."""
+    snap = cluster()
+    prov = FakeProvider(metrics([3000, 3000], [0, 0], [100.0, 100.0]), now=130.0)
+    plugin = plugin_with({"mode": KOORDINATOR}, prov)
+    victim = make_pod("victim", cpu="1")
+    plugin.reserve(CycleState(), victim, "n0")
+    snap.add_pod(victim, "n0")
+    probe = make_pod("p", cpu="1")
+    assert plugin.load_state(probe, snap).used[0, 0] == 4700.0
+    entry = snap.remove_pod(victim.key)
+    assert plugin.load_state(probe, snap).used[0, 0] == 3850.0  # not counted while out
+    snap.add_pod(entry.pod, entry.node_row, entry.gpu_devices)
+    assert plugin.load_state(probe, snap).used[0, 0] == 4700.0
+    # gone for good: forgotten once missing for MISSING_GRACE_S (1 s)
+    snap.remove_pod(victim.key)
+    plugin.load_state(probe, snap)
+    prov.now = 131.0
+    plugin.load_state(probe, snap)
+    snap.add_pod(victim, "n0")
+    assert plugin.load_state(probe, snap).used[0, 0] == 3850.0

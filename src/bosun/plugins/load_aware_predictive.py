@@ -615,7 +615,10 @@ class LoadState:
 
 #: Pending reservations (not yet seen by a cycle) above which Reserve trims the expired.
 _PENDING_TRIM = 1024
-_COLUMNS = ("keys", "hashes", "slot", "time_s", "cpu", "memory", "alive")
+#: Seconds (the provider's clock) a reserved pod may be missing from the snapshot before
+#: its reservation is forgotten: a preemption dry run removes pods for a moment.
+MISSING_GRACE_S = 1.0
+_COLUMNS = ("keys", "hashes", "slot", "time_s", "cpu", "memory", "alive", "missing_s")
 
 
 class _AssignedPods:
@@ -629,8 +632,11 @@ class _AssignedPods:
     slot is occupied with the same key hash (``PodTable.key_hash``). Only a reservation
     whose slot fails that check is looked up by key (the pod was removed, or removed and
     added back in another slot, as the live informer does when a bound pod comes back); it
-    follows the pod to its new slot or is marked dead. Dead rows (expired, gone, forgotten)
-    are dropped when they are more than half of the rows. So the Python work per cycle is
+    follows the pod to its new slot. A pod not found is not counted, and its reservation is
+    forgotten once it has been missing for :data:`MISSING_GRACE_S` (a preemption dry run
+    removes a node's lower-priority pods for a moment, within one scheduling cycle, and
+    puts them back). Dead rows (expired, gone, forgotten) are dropped when they are more
+    than half of the rows. So the Python work per cycle is
     the reservations made since the last cycle and the pods that moved, and the numpy work
     is linear in the live reservations, without copies in the steady state.
 
@@ -653,6 +659,7 @@ class _AssignedPods:
         self.cpu = np.empty(0, dtype=np.float64)
         self.memory = np.empty(0, dtype=np.float64)
         self.alive = np.empty(0, dtype=bool)
+        self.missing_s = np.empty(0, dtype=np.float64)  # NaN: the pod was there last time
 
     def __len__(self) -> int:
         """Reservations pending or alive (dead rows not yet dropped excluded)."""
@@ -691,6 +698,7 @@ class _AssignedPods:
         self.cpu[sl] = cpus
         self.memory[sl] = mems
         self.alive[sl] = True
+        self.missing_s[sl] = np.nan
         self.n = m
 
     def _compact(self) -> None:
@@ -701,12 +709,19 @@ class _AssignedPods:
         self.n = len(keep)
 
     def usage(
-        self, snapshot: Snapshot, sample_s: FloatArray, oldest_s: float, interval_s: float
+        self,
+        snapshot: Snapshot,
+        sample_s: FloatArray,
+        now_s: float,
+        oldest_s: float,
+        interval_s: float,
     ) -> FloatArray:
         """float64 ``(N, 2)``: per node, the summed ``(cpu, memory)`` estimates of the live
         reservations made after ``sample_s[node] - interval_s`` (none where the sample time
-        is not finite), on the node the pod is on now; reservations made before
-        ``oldest_s``, or whose pod has left the snapshot, are dropped for good."""
+        is not finite), on the node the pod is on now (a pod not in ``snapshot`` counts
+        nowhere); reservations made before ``oldest_s``, pending ones whose pod is not in
+        ``snapshot``, and ones whose pod has been missing since ``now_s - MISSING_GRACE_S``
+        or earlier are dropped for good."""
         pods = snapshot.pods
         by_key = pods.by_key
         if self.pending:
@@ -724,7 +739,7 @@ class _AssignedPods:
         n = self.n
         if not n:
             return out
-        slots, alive = self.slot[:n], self.alive[:n]
+        slots, alive, missing = self.slot[:n], self.alive[:n], self.missing_s[:n]
         alive &= self.time_s[:n] >= oldest_s
         # a slot past this table's end (a cycle on another snapshot) is looked up by key
         inside = slots < len(pods.node)
@@ -732,18 +747,22 @@ class _AssignedPods:
         there = inside & (pods.node[at] >= 0) & (pods.key_hash[at] == self.hashes[:n])
         for i in np.flatnonzero(alive & ~there):
             found = by_key.get(self.keys[i])
-            if found is None:
-                alive[i] = False
-            else:
+            if found is not None:
                 slots[i] = found
-        live = np.flatnonzero(alive)
+                there[i] = True
+            elif math.isnan(missing[i]):
+                missing[i] = now_s
+            elif now_s - missing[i] >= MISSING_GRACE_S:
+                alive[i] = False
+        missing[there] = np.nan
+        live = np.flatnonzero(alive & there)
         rows = pods.node[slots[live]].astype(np.intp)
         sample = sample_s[rows]
         counted = np.isfinite(sample) & (self.time_s[live] > sample - interval_s)
         r, picked = rows[counted], live[counted]
         out[:, 0] = np.bincount(r, weights=self.cpu[picked], minlength=n_nodes)
         out[:, 1] = np.bincount(r, weights=self.memory[picked], minlength=n_nodes)
-        if 2 * len(live) < n:
+        if 2 * int(alive.sum()) < n:
             self._compact()
         return out
 
@@ -844,7 +863,7 @@ class LoadAwarePredictive:
         Also forgets pods no longer bound and entries too old to count again.
         """
         return self._assigned.usage(
-            snapshot, sample_s, self._oldest_counted(now), self.args.report_interval_s
+            snapshot, sample_s, now, self._oldest_counted(now), self.args.report_interval_s
         )
 
     def _oldest_counted(self, now: float) -> float:
