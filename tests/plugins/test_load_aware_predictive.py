@@ -604,25 +604,25 @@ def _reference_usage(
     oldest: float,
     interval: float,
 ) -> np.ndarray:
-    """The documented rule, one reservation ``[time, cpu, memory, seen, missing since]``
-    at a time: one made before ``oldest`` is forgotten; one whose pod is not in the
-    snapshot is not counted, and is forgotten if it was never seen there, or has been
-    missing for 1 s (MISSING_GRACE_S); one made after its node's sample time minus
-    ``interval`` (a finite sample time) adds its estimate to the node the pod is on now."""
+    """The documented rule, one reservation ``[time, cpu, memory, missing since]`` at a
+    time: one made before ``oldest`` is forgotten; one whose pod is not in the snapshot is
+    not counted, and is forgotten once the pod has been missing for 1 s (MISSING_GRACE_S);
+    one made after its node's sample time minus ``interval`` (a finite sample time) adds
+    its estimate to the node the pod is on now."""
     out = np.zeros((snap.num_nodes, 2))
     for key, entry in list(book.items()):
-        t, cpu, mem, seen, missing = entry
+        t, cpu, mem, missing = entry
         bound = snap.pods.get(key)
         if t < oldest:
             del book[key]
             continue
         if bound is None:
-            if not seen or (missing is not None and now - missing >= 1.0):
+            if missing is None:
+                entry[3] = now
+            elif now - missing >= 1.0:
                 del book[key]
-            elif missing is None:
-                entry[4] = now
             continue
-        entry[3], entry[4] = True, None
+        entry[3] = None
         s = sample[bound.node_row]
         if math.isfinite(s) and t > s - interval:
             out[bound.node_row] += (cpu, mem)
@@ -663,6 +663,8 @@ OPS = st.lists(
 # removed and added back on n1 in another slot: counted on n1
 @example([("assume", 0, 0), ("reserve", 0, 0), ("readd", 0, 1)], [0.0, 0.0, 0.0])
 @example([("assume", 0, 0), ("reserve", 0, 0), ("unreserve", 0, 0)], [0.0, 0.0, 0.0])
+# reserved before its pod is in the snapshot, added within the grace: counted
+@example([("reserve", 0, 0), ("nudge", 0, 0), ("assume", 0, 0)], [0.0] * 3)
 # removed and added back within the grace: counted again
 @example([("assume", 0, 0), ("reserve", 0, 0), ("remove", 0, 0), ("assume", 0, 1)], [0.0] * 3)
 # back within the grace, then missing again 1 s later: the grace starts again
@@ -727,7 +729,7 @@ def test_assigned_pods_follow_the_reference(
         if kind == "reserve":
             est = (float(100 * (i + 1)), float(i + 1))
             book.pop(key, None)
-            book[key] = [now, *est, False, None]
+            book[key] = [now, *est, None]
             mine.add(key, now, *est, now - (age + interval))
         elif kind == "assume" and snap.pods.get(key) is None:
             snap.add_pod(pod, names[node % len(names)])

@@ -264,12 +264,14 @@ class PrometheusNodeMetricsProvider:
         self._key: tuple[float, float] | None = None
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._started = 0.0  # time.monotonic() when the refresh in flight started
         self.refreshes = 0
         self.failures = 0
 
     @property
     def rows(self) -> dict[str, int]:
-        """The forecaster row of each node with a CPU series at the last refresh (a copy)."""
+        """The forecaster row of each node with a CPU series at the last refresh (a copy;
+        with background refresh, read it after :meth:`wait`: a refresh changes it)."""
         return dict(self._row_of)
 
     def now_s(self) -> float:
@@ -284,32 +286,34 @@ class PrometheusNodeMetricsProvider:
 
         Raises:
             MetricsUnavailableError: this refresh failed, or the last one did less than
-                ``refresh_s`` seconds ago.
+                ``refresh_s`` seconds ago; or a refresh in flight has run longer than
+                ``4 * timeout_s + 1`` seconds (a server trickling its reply).
         """
         now = self.now_s()
         key = (float(horizon_s), float(quantile))
         cfg = self.config
         with self._lock:
             answer, error = self._answer, self._error
-        if key != self._key and error is None:
-            self.wait()
+        self._check_stall()
+        due = now - self._fetched_at >= cfg.refresh_s or now < self._fetched_at
+        behind = cfg.background and cfg.refresh_s > 0 and (answer is not None or error is not None)
+        if (key != self._key and error is None) or (due and not behind):
+            if not self.wait(self._stall_s - self._in_flight_s()):
+                raise self._stalled(self._in_flight_s())
             self._refresh(now, key)
-        elif now - self._fetched_at >= cfg.refresh_s or now < self._fetched_at:
-            if cfg.background and cfg.refresh_s > 0 and (answer is not None or error is not None):
-                if self._thread is None or not self._thread.is_alive():
-                    self._fetched_at = now  # claimed: the next calls serve what there is
-                    self._thread = threading.Thread(
-                        target=self._refresh_in_background,
-                        args=(now, key),
-                        name="bosun-prometheus-refresh",
-                        daemon=True,
-                    )
-                    self._thread.start()
-            else:
-                self.wait()
-                self._refresh(now, key)
-        with self._lock:
-            answer, error = self._answer, self._error
+            with self._lock:
+                answer, error = self._answer, self._error
+        elif due and (self._thread is None or not self._thread.is_alive()):
+            self._fetched_at = now  # claimed: the next calls serve what there is
+            self._started = time.monotonic()
+            self._thread = threading.Thread(
+                target=self._refresh_in_background,
+                args=(now, key),
+                name="bosun-prometheus-refresh",
+                daemon=True,
+            )
+            self._thread.start()
+        # served: the answer (or failure) read before any refresh started in the background
         if error is not None:
             raise MetricsUnavailableError(error)
         assert answer is not None
@@ -320,12 +324,44 @@ class PrometheusNodeMetricsProvider:
             self._layout = (answer, list(names), _positions(answer, names))
         return _rows_for(answer, self._layout[2])
 
+    @property
+    def _stall_s(self) -> float:
+        """Seconds after which a refresh in flight counts as stalled: each of its two
+        requests may wait ``timeout_s`` to connect and ``timeout_s`` for the reply to
+        start, plus 1 s; a server that trickles its reply (``timeout_s`` bounds only each
+        wait for the next bytes) can hold a request longer."""
+        return 4 * self.config.timeout_s + 1.0
+
+    def _in_flight_s(self) -> float:
+        """Seconds the refresh in flight has run (0 when none runs)."""
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            return 0.0
+        return time.monotonic() - self._started
+
+    def _check_stall(self) -> None:
+        """Raise when the refresh in flight has run longer than :attr:`_stall_s`.
+
+        Raises:
+            MetricsUnavailableError: naming how long it has run.
+        """
+        ran = self._in_flight_s()
+        if ran > self._stall_s:
+            raise self._stalled(ran)
+
+    def _stalled(self, ran: float) -> MetricsUnavailableError:
+        return MetricsUnavailableError(
+            f"the Prometheus refresh started {ran:.1f} s ago has not finished "
+            f"(4 x timeoutSeconds + 1 s = {self._stall_s:g} s); serving no metrics "
+            "until it does"
+        )
+
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait for a background refresh in flight, at most ``timeout_s`` seconds (None:
         as long as it takes); True when none is left running."""
         thread = self._thread
         if thread is not None:
-            thread.join(timeout_s)
+            thread.join(None if timeout_s is None else max(0.0, timeout_s))
             return not thread.is_alive()
         return True
 

@@ -625,20 +625,20 @@ class _AssignedPods:
     """Pods assigned by Reserve, as columns, and their estimated usage.
 
     A reservation waits in :attr:`pending` (key -> ``(time_s, cpu, memory)``) until the
-    next cycle finds the pod in the snapshot's :class:`~bosun.framework.snapshot.PodTable`
-    (or forgets it, if the pod is not there). From then on it is a row of the columns (the
-    first :attr:`n` rows of buffers that double when full) with the slot the pod was found
-    in, and a cycle checks every reservation with numpy: the pod is still there while its
-    slot is occupied with the same key hash (``PodTable.key_hash``). Only a reservation
-    whose slot fails that check is looked up by key (the pod was removed, or removed and
-    added back in another slot, as the live informer does when a bound pod comes back); it
-    follows the pod to its new slot. A pod not found is not counted, and its reservation is
-    forgotten once it has been missing for :data:`MISSING_GRACE_S` (a preemption dry run
-    removes a node's lower-priority pods for a moment, within one scheduling cycle, and
-    puts them back). Dead rows (expired, gone, forgotten) are dropped when they are more
-    than half of the rows. So the Python work per cycle is
-    the reservations made since the last cycle and the pods that moved, and the numpy work
-    is linear in the live reservations, without copies in the steady state.
+    next cycle looks the pod up in the snapshot's
+    :class:`~bosun.framework.snapshot.PodTable`. From then on it is a row of the columns
+    (the first :attr:`n` rows of buffers that double when full) with the slot the pod was
+    found in (-1: not found), and a cycle checks every reservation with numpy: the pod is
+    still there while its slot is occupied with the same key hash (``PodTable.key_hash``).
+    Only a reservation whose slot fails that check is looked up by key (the pod was
+    removed, or removed and added back in another slot, as the live informer does when a
+    bound pod comes back); it follows the pod to its new slot. A pod not found is not
+    counted, and its reservation is forgotten once it has been missing for
+    :data:`MISSING_GRACE_S` (a preemption dry run removes a node's lower-priority pods for
+    a moment, within one scheduling cycle, and puts them back). Dead rows (expired, gone,
+    forgotten) are dropped when they are more than half of the rows. So the Python work
+    per cycle is the reservations made since the last cycle and the pods that moved, and
+    the numpy work is linear in the live reservations, without copies in the steady state.
 
     A cycle on another snapshot is served the same way: a slot that does not hold the pod
     there (or lies past its pod table's end) is looked up by key. While no cycle runs
@@ -719,16 +719,16 @@ class _AssignedPods:
         """float64 ``(N, 2)``: per node, the summed ``(cpu, memory)`` estimates of the live
         reservations made after ``sample_s[node] - interval_s`` (none where the sample time
         is not finite), on the node the pod is on now (a pod not in ``snapshot`` counts
-        nowhere); reservations made before ``oldest_s``, pending ones whose pod is not in
-        ``snapshot``, and ones whose pod has been missing since ``now_s - MISSING_GRACE_S``
-        or earlier are dropped for good."""
+        nowhere); reservations made before ``oldest_s``, and ones whose pod has been
+        missing since ``now_s - MISSING_GRACE_S`` or earlier, are dropped for good."""
         pods = snapshot.pods
         by_key = pods.by_key
         if self.pending:
+            # a pod not found yet gets slot -1 and the same grace as one that left
             new = [
-                (key, slot, t, c, m)
+                (key, by_key.get(key, -1), t, c, m)
                 for key, (t, c, m) in self.pending.items()
-                if t >= oldest_s and (slot := by_key.get(key)) is not None
+                if t >= oldest_s
             ]
             self.pending.clear()
             self._pending_limit = _PENDING_TRIM
@@ -742,7 +742,7 @@ class _AssignedPods:
         slots, alive, missing = self.slot[:n], self.alive[:n], self.missing_s[:n]
         alive &= self.time_s[:n] >= oldest_s
         # a slot past this table's end (a cycle on another snapshot) is looked up by key
-        inside = slots < len(pods.node)
+        inside = (slots >= 0) & (slots < len(pods.node))
         at = np.where(inside, slots, 0)
         there = inside & (pods.node[at] >= 0) & (pods.key_hash[at] == self.hashes[:n])
         for i in np.flatnonzero(alive & ~there):
@@ -860,7 +860,8 @@ class LoadAwarePredictive:
     def _assigned_usage(self, snapshot: Snapshot, sample_s: FloatArray, now: float) -> FloatArray:
         """float64 ``(N, 2)``: estimates of the pods assigned since each node's sample.
 
-        Also forgets pods no longer bound and entries too old to count again.
+        Also forgets entries too old to count again, and pods missing from the snapshot
+        for :data:`MISSING_GRACE_S`.
         """
         return self._assigned.usage(
             snapshot, sample_s, now, self._oldest_counted(now), self.args.report_interval_s
