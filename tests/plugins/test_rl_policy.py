@@ -322,21 +322,15 @@ def test_plugin_in_the_twin_replays_the_env_episode(tmp_path: Path, fgd_prior: b
     from bosun.twin.engine import Simulator
 
     spec = ObservationSpec(4, 8)
-    folder = tmp_path / "policy"
     trace = _tiny_trace()
     env = SchedulingEnv(trace, seed=0, record_metrics=True)
-    init_policy(
-        folder,
-        ObsLayout(spec.max_nodes, spec.node_features, spec.global_features),
+    folder = _prior_policy(
+        tmp_path / "policy",
+        env.task_classes,
+        spec=spec,
         seed=11,
-        meta_fields={
-            "features_version": FEATURES_VERSION,
-            "history_len": spec.history_len,
-            "reward_weights": {},
-            "trace": "tiny",
-        },
         fgd_prior=fgd_prior,
-        task_classes=env.task_classes,
+        trace="tiny",
     )
     actor = OnnxActor(folder / ONNX_FILE)
 
@@ -451,18 +445,28 @@ def test_larger_cluster_at_construction(
     assert str(path) in str(err.value)
 
 
-def _prior_policy(out: Path, classes: Any) -> Path:
+def _prior_policy(
+    out: Path,
+    classes: Any,
+    *,
+    spec: ObservationSpec = SPEC,
+    seed: int = 0,
+    fgd_prior: bool = True,
+    trace: str = "test",
+) -> Path:
+    """An untrained policy folder with ``classes`` kept in its meta (the FGD prior on
+    unless ``fgd_prior`` is False)."""
     init_policy(
         out,
-        ObsLayout(SPEC.max_nodes, SPEC.node_features, SPEC.global_features),
-        seed=0,
+        ObsLayout(spec.max_nodes, spec.node_features, spec.global_features),
+        seed=seed,
         meta_fields={
             "features_version": FEATURES_VERSION,
-            "history_len": SPEC.history_len,
+            "history_len": spec.history_len,
             "reward_weights": {},
-            "trace": "test",
+            "trace": trace,
         },
-        fgd_prior=True,
+        fgd_prior=fgd_prior,
         task_classes=classes,
     )
     return out

@@ -4,6 +4,7 @@ folder need no torch)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from bosun.rl.features import FEATURES_VERSION, ObservationSpec
 from bosun.rl.policy import ObsLayout
@@ -16,7 +17,17 @@ def layout_of(spec: ObservationSpec) -> ObsLayout:
     return ObsLayout(spec.max_nodes, spec.node_features, spec.global_features)
 
 
-def write_policy(out: Path, spec: ObservationSpec, seed: int = 0) -> Path:
+def write_policy(
+    out: Path,
+    spec: ObservationSpec,
+    seed: int = 0,
+    *,
+    trace: str = "test",
+    reward_weights: dict[str, float] | None = None,
+    **policy: Any,
+) -> Path:
+    """An untrained policy folder for ``spec`` (``init_policy``; ``policy``: its
+    ``fgd_prior``, ``task_classes``, ``prior_scale``, ``hidden``)."""
     init_policy(
         out,
         layout_of(spec),
@@ -24,8 +35,9 @@ def write_policy(out: Path, spec: ObservationSpec, seed: int = 0) -> Path:
         meta_fields={
             "features_version": FEATURES_VERSION,
             "history_len": spec.history_len,
-            "reward_weights": WEIGHTS,
-            "trace": "test",
+            "reward_weights": WEIGHTS if reward_weights is None else reward_weights,
+            "trace": trace,
         },
+        **policy,
     )
     return out

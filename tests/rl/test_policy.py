@@ -244,7 +244,6 @@ def test_untrained_prior_policy_chooses_as_fgd(tmp_path: Path, scale: float) -> 
     from bosun.rl.env import SchedulingEnv
     from bosun.rl.export import OnnxActor
     from bosun.rl.policy import ONNX_FILE
-    from bosun.rl.train import init_policy
     from bosun.twin.trace import PodArrival, Trace
 
     share = "alibabacloud.com/gpu-milli"
@@ -269,17 +268,11 @@ def test_untrained_prior_policy_chooses_as_fgd(tmp_path: Path, scale: float) -> 
     ]
     env = SchedulingEnv(Trace("shares", nodes, arrivals), seed=0)
     spec = env.obs_spec
-    folder = tmp_path / "p"
-    init_policy(
-        folder,
-        ObsLayout(spec.max_nodes, spec.node_features, spec.global_features),
-        seed=0,
-        meta_fields={
-            "features_version": FEATURES_VERSION,
-            "history_len": spec.history_len,
-            "reward_weights": {},
-            "trace": "shares",
-        },
+    folder = write_policy(
+        tmp_path / "p",
+        spec,
+        trace="shares",
+        reward_weights={},
         fgd_prior=True,
         task_classes=env.task_classes,
         prior_scale=scale,
