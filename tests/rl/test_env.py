@@ -85,27 +85,41 @@ def test_registered_with_gymnasium() -> None:
 
 
 @pytest.mark.parametrize(
-    ("third", "actions", "want"),
+    ("third", "actions", "forced", "want"),
     [
         # pack: p0 -> n0 (util 500/2000; frag: n0 has 500 free, unusable by the whole-GPU
         # class (1/3): 166.7 milli of 1.5 free GPUs = 1/9): 0.4*0.25 + 0.3 - 0.1/9
         # p1 -> n0 (n0 full, n1 free: util 0.5, frag 0): 0.4*0.5 + 0.3 = 0.5;
-        # p2 fits n1 alone at t=20: placed without a decision, no SLA violation
-        (1, [0, 0], [0.1 + 0.3 - 0.1 / 9, 0.5]),
+        # p2 fits n1 alone at t=20: placed without a decision, no SLA violation; its own
+        # placement (util 2000/2000 = 1, no wait, no free GPU so frag 0) earns
+        # 0.4*1 + 0.3 = 0.7 in step 2
+        (1, [0, 0], True, [0.1 + 0.3 - 0.1 / 9, 0.5 + 0.7]),
+        # the same without crediting p2 (reward_forced=False): step 2 is p1's alone
+        (1, [0, 0], False, [0.1 + 0.3 - 0.1 / 9, 0.5]),
         # spread: p0 -> n0 as above; p1 -> n1 (each node 500 free, 1/3 * 500 each:
         # 333.3 milli of 1.0 free GPU): 0.2 + 0.3 - 0.1/3; p2 waits from t=20 to the end
-        # of p0 at t=100 (80 s > the 50-s deadline): one violation in step 2: -0.2
-        (1, [0, 1], [0.1 + 0.3 - 0.1 / 9, 0.2 + 0.3 - 0.2 - 0.1 / 3]),
+        # of p0 at t=100 (80 s > the 50-s deadline): one violation in step 2: -0.2; it is
+        # then placed on n0 (p0 gone) without a decision: util (1000 + p1's 500) / 2000,
+        # waited 80 s (speed 0), frag: n1's 500 free, 1/3 unusable = 1/3: 0.4*0.75 - 0.1/3
+        # more in step 2
+        (
+            1,
+            [0, 1],
+            True,
+            [0.1 + 0.3 - 0.1 / 9, 0.2 + 0.3 - 0.2 - 0.1 / 3 + 0.4 * 0.75 - 0.1 / 3],
+        ),
         # p2 asks 2 GPUs (fits no node): classes 2/3 share, 1/3 two-GPU, which fits nowhere,
         # so its F_n is every free GPU. pack: step 1 frag (500 + 1000)/3 milli of 1.5 GPUs
         # = 1/3: 0.1 + 0.3 - 0.1/3; step 2: n1's 1000 free, 1/3 unusable = 1/3 of 1 GPU,
         # and p2 still pending when the trace ends: one violation: 0.2 + 0.3 - 0.2 - 0.1/3
-        (2, [0, 0], [0.1 + 0.3 - 0.1 / 3, 0.2 + 0.3 - 0.2 - 0.1 / 3]),
+        (2, [0, 0], True, [0.1 + 0.3 - 0.1 / 3, 0.2 + 0.3 - 0.2 - 0.1 / 3]),
     ],
-    ids=["pack", "spread-late-pod", "never-fits"],
+    ids=["pack", "pack-not-forced", "spread-late-pod", "never-fits"],
 )
-def test_reward_by_hand(third: int, actions: list[int], want: list[float]) -> None:
-    env = SchedulingEnv(_gpu_trace(third), reward=RewardConfig(sla_wait_s=50.0))
+def test_reward_by_hand(third: int, actions: list[int], forced: bool, want: list[float]) -> None:
+    env = SchedulingEnv(
+        _gpu_trace(third), reward=RewardConfig(sla_wait_s=50.0), reward_forced=forced
+    )
     obs, info = env.reset(seed=0)
     assert info["pod"] == "default/p0"
     assert env.action_masks().tolist() == [True, True, False]  # c has no GPU
@@ -117,6 +131,9 @@ def test_reward_by_hand(third: int, actions: list[int], want: list[float]) -> No
         assert info["node"] == f"n{a}"
         assert trunc is False
         assert term is (k == len(actions) - 1)  # p2 never asks: it has <= 1 feasible node
+    # p2 is placed after step 2 unless it fits nowhere
+    assert info["forced_placements"] == (1 if forced and third == 1 else 0)
+    assert info["episode_forced_placements"] == info["forced_placements"]
     assert rewards == pytest.approx(want)
     assert not obs.any()  # the terminal observation
     assert not env.action_masks().any()

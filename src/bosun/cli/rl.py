@@ -435,8 +435,10 @@ def evaluate_cmd(
         header_style="bold",
     )
     cols = [
-        ("reward/decision", "reward_mean", 4),
         ("reward total", "reward_total", 1),
+        ("reward/placement", "reward_per_placement", 4),
+        ("reward/decision", "reward_mean", 4),
+        ("placements", "placements", 1),
         ("GPU alloc. at decisions", "gpu_alloc_at_decisions", 4),
         ("GPU frag. ratio", "gpu_fragmentation_ratio_mean", 4),
         ("GPU alloc. end", "gpu_alloc_end", 4),

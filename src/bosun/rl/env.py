@@ -41,6 +41,14 @@ w_sla*SLAViolation - w_frag*Fragmentation`` (defaults 0.4, 0.3, 0.2, 0.1; each t
 after the pod is bound, SchedulingSpeed from its queue wait, and SLAViolation counts the
 pods that missed their deadline from that bind up to the next decision (at the end of a
 trace-exhausted episode: every pod still pending). ``info["reward_terms"]`` holds the terms.
+A pod of the window placed without a decision in that interval (one feasible node, a
+nominated node) earns its own placement reward, ``w_util*U + w_speed*S - w_frag*F``
+measured at its bind (its missed SLA, if any, is in the step's SLAViolation), added to the
+step's reward (``reward_forced``, default on): the episode's return then sums the reward of
+every pod placed, whether or not it needed a decision, so a policy is not paid for
+leaving more pods with a choice. A step's reward is therefore not bounded by the terms'
+range when such pods follow it; ``info["forced_placements"]`` and ``info["forced_reward"]``
+give their count and reward.
 
 Episode end: ``terminated`` when the trace is exhausted (the simulator's own end: no
 arrival, completion, deletion or node event left and nothing in activeQ or backoffQ);
@@ -87,14 +95,18 @@ Arguments:
   placements are the same; only the FailedScheduling messages and the RNG stream the
   dry runs draw from differ).
 * ``invalid_action_penalty``: subtracted from the reward of a masked-out action (>= 0).
+* ``reward_forced``: credit the pods placed without a decision (Reward, above); False
+  gives each step its own placement's reward alone.
 * ``record_metrics``: keep the twin's per-time-step metrics; the ``info`` of the step that
   terminates has ``"result"``, the episode's :class:`~bosun.twin.results.SimulationResult`
   (costs time).
 
 ``info`` of a step: ``pod`` (``namespace/name``), ``node`` (where it went), ``time_s`` and
 ``wait_s`` (simulated seconds), ``invalid_action``, ``reward_terms``, ``sla_violations`` (in
+the step), ``forced_placements`` and ``forced_reward`` (pods placed without a decision in
 the step), ``next`` (the next decision's ``pod``, ``time_s``, ``feasible_nodes``) and, on the
-last step, ``episode_decisions`` and ``episode_sla_violations``. ``reset`` returns the first
+last step, ``episode_decisions``, ``episode_sla_violations`` and
+``episode_forced_placements``. ``reset`` returns the first
 decision's ``pod``, ``time_s`` and ``feasible_nodes``.
 
 Baselines: :meth:`SchedulingEnv.heuristic_action` gives the node a heuristic
@@ -152,6 +164,7 @@ from bosun.rl.reward import (
     RewardConfig,
     RewardTerms,
     fragmentation_ratio,
+    placement_terms,
     resource_util,
     scheduling_speed,
     sla_violation,
@@ -579,8 +592,10 @@ class _Episode:
         record: bool,
         warmup_keys: frozenset[str] = frozenset(),
         warmup_policy: str | None = None,
+        reward_forced: bool = True,
     ) -> None:
         self.obs_spec = spec
+        self.reward_forced = reward_forced
         self.warmup_keys = warmup_keys
         self.warmup_policy = warmup_policy
         self._warmup: Heuristic | None = None
@@ -614,6 +629,9 @@ class _Episode:
         self.violations_total = 0
         #: (ResourceUtil, Fragmentation) right after the agent's pod was bound
         self.placed: tuple[float, float] | None = None
+        #: rewards of the window's pods placed without a decision since the last hand-over
+        self.forced: list[float] = []
+        self.forced_total = 0
         self.decisions = 0
 
     # ----------------------------------------------------------------- worker side
@@ -694,15 +712,33 @@ class _Episode:
         return self._warmup
 
     def bound(self, pod: Pod, node_name: str) -> None:
-        """PostBind: a pod was placed; record it, settle its SLA, measure the agent's."""
+        """PostBind: a pod was placed; record it, settle its SLA, measure the agent's, and
+        the reward of a window pod placed without a decision (``reward_forced``)."""
         snap = self.sim.snapshot
         self.history.record(snap, pod, snap.node_index[node_name])
         entry = self._pending.pop(pod.key, None)
-        if entry is not None and not entry[2] and self._now() - entry[1] > self.reward.sla_wait_s:
+        now = self._now()
+        if entry is not None and not entry[2] and now - entry[1] > self.reward.sla_wait_s:
             self._violate()
         d = self.decision
-        if d is not None and d.pod.key == pod.key and self.placed is None:
-            self.placed = (resource_util(snap), fragmentation_ratio(snap, self.sim.task_classes))
+        if d is not None and d.pod.key == pod.key:
+            if self.placed is None:
+                self.placed = (
+                    resource_util(snap),
+                    fragmentation_ratio(snap, self.sim.task_classes),
+                )
+        elif self.reward_forced and pod.key not in self.warmup_keys:
+            # one feasible node or a nominated node: no decision, but the same reward
+            # for the placement (its SLA, if missed, is already counted above)
+            terms = placement_terms(
+                snap,
+                self.sim.task_classes,
+                wait_s=now - entry[1] if entry is not None else 0.0,
+                violations=0,
+                config=self.reward,
+            )
+            self.forced.append(terms.reward(self.reward))
+            self.forced_total += 1
 
     def _run(self) -> None:
         try:
@@ -725,7 +761,10 @@ class _Episode:
         self._thread.start()
         self._go_env.acquire()
         self._raise_error()
-        self.violations = 0  # nothing before the first decision is the agent's doing
+        # nothing before the first decision is the agent's doing
+        self.violations = 0
+        self.forced = []
+        self.forced_total = 0
 
     def act(self, row: int) -> None:
         """Give the worker ``row`` and run until the next decision or the end."""
@@ -818,6 +857,7 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
         record_metrics: bool = False,
         departures: bool = True,
         warmup: str | None = None,
+        reward_forced: bool = True,
     ) -> None:
         problems: list[InputProblem] = []
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -835,6 +875,10 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
             or not (math.isfinite(p) and p >= 0)
         ):
             problems.append(_arg("invalid_action_penalty", f"expected a number >= 0, found {p!r}"))
+        if not isinstance(reward_forced, bool):
+            problems.append(
+                _arg("reward_forced", f"expected True or False, found {reward_forced!r}")
+            )
         if reward is not None and not isinstance(reward, RewardConfig):
             problems.append(_arg("reward", f"expected a RewardConfig, found {reward!r}"))
         if warmup is not None and (
@@ -893,6 +937,7 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
         self.max_steps = max_steps
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.record_metrics = record_metrics
+        self.reward_forced = reward_forced
         self.config = agent_configuration(config, preemption=not single_priority(self.trace))
         low, high = observation_bounds(self.obs_spec)
         self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)
@@ -947,6 +992,7 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
             record=self.record_metrics,
             warmup_keys=self._warmup_keys,
             warmup_policy=self.warmup,
+            reward_forced=self.reward_forced,
         )
 
         def factory(args: Mapping[str, Any], handle: Any) -> _AgentPlugin:
@@ -1003,7 +1049,12 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
         )
         violations = ep.violations
         ep.violations = 0
-        reward = terms.reward(cfg) - (self.invalid_action_penalty if invalid else 0.0)
+        forced, ep.forced = ep.forced, []
+        reward = (
+            terms.reward(cfg)
+            + math.fsum(forced)
+            - (self.invalid_action_penalty if invalid else 0.0)
+        )
         self._steps += 1
         terminated = ep.done
         truncated = not terminated and self.max_steps is not None and self._steps >= self.max_steps
@@ -1015,10 +1066,13 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
             "invalid_action": invalid,
             "reward_terms": terms.as_dict(),
             "sla_violations": violations,
+            "forced_placements": len(forced),
+            "forced_reward": math.fsum(forced),
         }
         if terminated or truncated:
             info["episode_decisions"] = self._steps
             info["episode_sla_violations"] = ep.violations_total
+            info["episode_forced_placements"] = ep.forced_total
             if terminated and ep.result is not None and self.record_metrics:
                 info["result"] = ep.result
         if truncated:

@@ -24,7 +24,10 @@ Protocol, per seed ``s`` (``seeds`` of them):
 
    A heuristic's choice is the highest score, ties broken uniformly at random by a
    generator seeded with ``s`` (kube's ``selectHost``).
-4. **Measures** (per policy and seed): the mean reward per decision and its four terms;
+4. **Measures** (per policy and seed): the episode's total reward (its return: every step's
+   reward, which includes the pods of the window placed without a decision, the env's
+   ``reward_forced``), the pods of the window placed (decisions plus those), the reward
+   per placement (total / placements), the mean reward per decision and its four terms;
    the twin's time-weighted GPU allocation ratio and GPU fragmentation ratio
    (:mod:`bosun.twin.metrics`) and the mean GPU allocation right after each placement (the
    ResourceUtil term: the allocation when the cluster is busy enough to ask for a
@@ -82,8 +85,10 @@ RUN_COLUMNS = (
     "policy",
     "seed",
     "decisions",
+    "placements",
     "reward_mean",
     "reward_total",
+    "reward_per_placement",
     "resource_util",
     "scheduling_speed",
     "sla_violation",
@@ -311,6 +316,7 @@ def run_policy(env: Any, choose: Chooser, seed: int) -> dict[str, Any]:
     first = env.unwrapped.pending
     alloc_start = resource_util(first.snapshot) if first is not None else math.nan
     rewards: list[float] = []
+    forced = 0
     terms: list[list[float]] = []
     times: list[float] = []
     info: dict[str, Any] = {}
@@ -323,6 +329,7 @@ def run_policy(env: Any, choose: Chooser, seed: int) -> dict[str, Any]:
         times.append(choose.last_s if isinstance(choose, PolicyChooser) else elapsed)
         obs, reward, terminated, truncated, info = env.step(row)
         rewards.append(float(reward))
+        forced += int(info.get("forced_placements", 0))
         rt = info["reward_terms"]
         terms.append(
             [rt["resource_util"], rt["scheduling_speed"], rt["sla_violation"], rt["fragmentation"]]
@@ -336,10 +343,13 @@ def run_policy(env: Any, choose: Chooser, seed: int) -> dict[str, Any]:
         end = result.timeseries.iloc[-1].to_dict()
     t = np.asarray(terms)
     ms = np.asarray(times) * 1000.0
+    total = float(np.sum(rewards))
     return {
         "decisions": len(rewards),
+        "placements": len(rewards) + forced,
         "reward_mean": float(np.mean(rewards)),
-        "reward_total": float(np.sum(rewards)),
+        "reward_total": total,
+        "reward_per_placement": total / (len(rewards) + forced),
         "resource_util": float(t[:, 0].mean()),
         "scheduling_speed": float(t[:, 1].mean()),
         "sla_violation": float(t[:, 2].mean()),
@@ -398,8 +408,10 @@ class Evaluation:
         """The summary as a Markdown table (mean ± 95 % CI half-width)."""
         s = self.summary()
         cols = [
-            ("reward / decision", "reward_mean", 4),
             ("reward (total)", "reward_total", 1),
+            ("reward / placement", "reward_per_placement", 4),
+            ("reward / decision", "reward_mean", 4),
+            ("placements", "placements", 1),
             ("decisions", "decisions", 0),
             ("GPU alloc. at decisions", "gpu_alloc_at_decisions", 4),
             ("GPU alloc. (time mean)", "gpu_alloc_ratio_mean", 5),

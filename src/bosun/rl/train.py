@@ -662,6 +662,8 @@ class EnvSettings:
         departures: False: pods never finish (FGD's saturation setting, see the env).
         warmup: None, or the policy that places the arrivals before the window (see the
             env's ``warmup``).
+        reward_forced: pods placed without a decision earn their placement reward (see
+            the env's ``reward_forced``).
     """
 
     nodes: int | None = None
@@ -672,6 +674,7 @@ class EnvSettings:
     invalid_action_penalty: float = 1.0
     departures: bool = True
     warmup: str | None = None
+    reward_forced: bool = True
 
 
 def make_env(trace: Any, settings: EnvSettings, seed: int, record_metrics: bool = False) -> Any:
@@ -695,6 +698,7 @@ def make_env(trace: Any, settings: EnvSettings, seed: int, record_metrics: bool 
         record_metrics=record_metrics,
         departures=settings.departures,
         warmup=settings.warmup,
+        reward_forced=settings.reward_forced,
     )
 
 
@@ -785,5 +789,8 @@ def train(
         ray_address=ray_address,
         use_ray=use_ray,
         show_progress=show_progress,
-        extra={"task_classes": classes.to_args()} if classes is not None else None,
+        extra={
+            "reward_forced": es.reward_forced,
+            **({"task_classes": classes.to_args()} if classes is not None else {}),
+        },
     )
