@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 import gymnasium as gym
@@ -14,7 +15,8 @@ from gymnasium.utils.env_checker import check_env
 import bosun.rl
 from bosun.api.build import make_node, make_pod
 from bosun.errors import InputError
-from bosun.framework.interface import CycleState
+from bosun.framework.config import PluginRef
+from bosun.framework.interface import CycleState, Status
 from bosun.rl.env import (
     ENV_ID,
     EnvError,
@@ -25,7 +27,7 @@ from bosun.rl.env import (
     split_trace,
 )
 from bosun.rl.reward import RewardConfig
-from bosun.twin.trace import PodArrival, Trace
+from bosun.twin.trace import NodeEvent, NodeEventKind, PodArrival, Trace
 from bosun.twin.traces import synthetic_trace
 
 GPU = "nvidia.com/gpu"
@@ -131,8 +133,8 @@ def test_reward_by_hand(third: int, actions: list[int], forced: bool, want: list
         assert info["node"] == f"n{a}"
         assert trunc is False
         assert term is (k == len(actions) - 1)  # p2 never asks: it has <= 1 feasible node
-    # p2 is placed after step 2 unless it fits nowhere
-    assert info["forced_placements"] == (1 if forced and third == 1 else 0)
+    # p2 is placed after step 2 unless it fits nowhere (counted also when not credited)
+    assert info["forced_placements"] == (1 if third == 1 else 0)
     assert info["episode_forced_placements"] == info["forced_placements"]
     assert rewards == pytest.approx(want)
     assert not obs.any()  # the terminal observation
@@ -140,6 +142,131 @@ def test_reward_by_hand(third: int, actions: list[int], forced: bool, want: list
     with pytest.raises(EnvError, match="reset"):
         env.step(0)
     env.close()
+
+
+def _cpu_nodes(*cores: int) -> list[Any]:
+    return [
+        make_node(name, cpu=str(c), memory="16Gi") for name, c in zip("abc", cores, strict=False)
+    ]
+
+
+def _episode(env: SchedulingEnv, actions: dict[str, int]) -> list[dict[str, Any]]:
+    """Run an episode choosing ``actions[pod]``; each step's reward, placed flag and forced
+    count."""
+    _, info = env.reset(seed=0)
+    pod = info["pod"]
+    out = []
+    while True:
+        _, r, term, trunc, info = env.step(actions[pod])
+        out.append(
+            {
+                "pod": info["pod"],
+                "r": r,
+                "placed": info["placed"],
+                "forced": info["forced_placements"],
+            }
+        )
+        if term or trunc:
+            return out
+        pod = info["next"]["pod"]
+
+
+@pytest.mark.parametrize("between", [False, True], ids=["no-decision-between", "decision-between"])
+def test_pod_replaced_after_a_drain_is_credited_once(between: bool) -> None:
+    """p0 (3 cores) decided onto a; a drains at t=5 and p0 (a new incarnation, queued at 5)
+    fits only b (c has 2 cores): it is placed without a decision, whether or not another
+    decision (q, 1 core, t=2, onto c) came between. No GPU, so ResourceUtil is the CPU
+    allocation over the schedulable nodes."""
+    arrivals = [PodArrival(make_pod("p0", cpu="3", memory="1Gi"), 0.0)]
+    if between:
+        arrivals.append(PodArrival(make_pod("q", cpu="1", memory="1Gi"), 2.0))
+    arrivals.append(PodArrival(make_pod("p1", cpu="1", memory="1Gi"), 10.0))
+    trace = Trace(
+        name="drain",
+        nodes=_cpu_nodes(4, 4, 2),
+        arrivals=arrivals,
+        node_events=[NodeEvent(5.0, NodeEventKind.DRAIN, "a")],
+    )
+    env = SchedulingEnv(trace)
+    steps = _episode(env, {"default/p0": 0, "default/q": 2, "default/p1": 2})
+    env.close()
+    # p0 on a: 3000 of 10000 milli-CPU: 0.4 * 0.3 + 0.3
+    first = 0.4 * 0.3 + 0.3
+    if between:
+        # q on c: 4000 / 10000; then, a cordoned, p0 on b: (3000 + 1000) / 6000, no wait
+        want = [first, 0.4 * 0.4 + 0.3 + 0.4 * 4 / 6 + 0.3, 0.4 * 5 / 6 + 0.3]
+    else:
+        # p0 again on b: 3000 / 6000, no wait; p1 on c: 4000 / 6000
+        want = [first + 0.4 * 0.5 + 0.3, 0.4 * 4 / 6 + 0.3]
+    assert [s["r"] for s in steps] == pytest.approx(want)
+    assert sum(s["forced"] for s in steps) == 1
+    assert all(s["placed"] for s in steps)
+
+
+class _FailOnce:
+    """A Reserve plugin that fails p1's first bind (then goes quiet)."""
+
+    name = "FailOnce"
+
+    def __init__(self, args: Any, handle: Any) -> None:
+        self.failed = False
+
+    def reserve(self, state: Any, pod: Any, node_name: str) -> Status:
+        if pod.name == "p1" and not self.failed:
+            self.failed = True
+            return Status.error("transient reserve failure")
+        return Status.success()
+
+    def unreserve(self, state: Any, pod: Any, node_name: str) -> None:
+        return None
+
+
+def test_failed_bind_is_paid_once() -> None:
+    """p1's bind fails; its step is rewarded with the cluster after the failure. p2 then
+    takes b, p1's retry fits a alone and is placed without a decision: counted as placed,
+    but not paid again."""
+    trace = Trace(
+        name="failbind",
+        nodes=_cpu_nodes(4, 4),
+        arrivals=[
+            PodArrival(make_pod("p0", cpu="1", memory="1Gi"), 0.0),
+            PodArrival(make_pod("p1", cpu="3", memory="1Gi"), 10.0),
+            PodArrival(make_pod("p2", cpu="3", memory="1Gi"), 10.5),
+        ],
+    )
+    env = SchedulingEnv(trace)
+    env._registry["FailOnce"] = _FailOnce
+    prof = env.config.profiles[0]
+    plugins = dict(prof.plugins)
+    plugins["reserve"] = (*plugins.get("reserve", ()), PluginRef("FailOnce"))
+    env.config = replace(env.config, profiles=(replace(prof, plugins=MappingProxyType(plugins)),))
+    steps = _episode(env, {"default/p0": 0, "default/p1": 0, "default/p2": 1})
+    env.close()
+    # p0 on a: 1000 / 8000; p1 failed: the same cluster; p2 on b: 4000 / 8000 (p1's later
+    # placement earns nothing)
+    assert [s["r"] for s in steps] == pytest.approx([0.05 + 0.3, 0.05 + 0.3, 0.2 + 0.3])
+    assert [s["placed"] for s in steps] == [True, False, True]
+    assert [s["forced"] for s in steps] == [0, 0, 1]
+
+
+def test_every_window_pod_placed_or_pending_is_counted() -> None:
+    """Pods never finish: each pod of the window is either placed (by a decision that
+    bound, or without one) or still pending at the end, whatever the actions."""
+    env = SchedulingEnv(
+        synthetic_trace(nodes=6, pods=60, seed=0), departures=False, record_metrics=True
+    )
+    rng = np.random.default_rng(0)
+    for seed in range(3):
+        _, info = env.reset(seed=seed)
+        placed = 0
+        while True:
+            rows = np.flatnonzero(env.action_masks())
+            _, _, term, trunc, info = env.step(int(rng.choice(rows)))
+            placed += int(info["placed"]) + info["forced_placements"]
+            if term or trunc:
+                break
+        pending = info["result"].summary["unschedulable_at_end"]
+        assert placed + pending == env.window_arrivals
 
 
 def test_invalid_action_takes_first_feasible_node_with_penalty() -> None:

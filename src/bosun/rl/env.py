@@ -42,13 +42,17 @@ after the pod is bound, SchedulingSpeed from its queue wait, and SLAViolation co
 pods that missed their deadline from that bind up to the next decision (at the end of a
 trace-exhausted episode: every pod still pending). ``info["reward_terms"]`` holds the terms.
 A pod of the window placed without a decision in that interval (one feasible node, a
-nominated node) earns its own placement reward, ``w_util*U + w_speed*S - w_frag*F``
-measured at its bind (its missed SLA, if any, is in the step's SLAViolation), added to the
-step's reward (``reward_forced``, default on): the episode's return then sums the reward of
-every pod placed, whether or not it needed a decision, so a policy is not paid for
-leaving more pods with a choice. A step's reward is therefore not bounded by the terms'
-range when such pods follow it; ``info["forced_placements"]`` and ``info["forced_reward"]``
-give their count and reward.
+nominated node, or again after an eviction) earns its own placement reward,
+``w_util*U + w_speed*S - w_frag*F`` measured at its bind (its missed SLA, if any, is in the
+step's SLAViolation), added to the step's reward (``reward_forced``, default on): from the
+first decision on, the episode's return sums the reward of every pod placed, whether or
+not it needed a decision, so a policy is not paid for leaving more pods with a choice
+(pods placed before the first decision are nobody's doing and earn nothing). A decision
+whose bind failed (Reserve, Permit) is rewarded with the terms measured after the failure,
+and its pod earns nothing more when it is placed later without a decision. A step's
+reward is therefore not bounded by the terms' range when such pods follow it;
+``info["forced_placements"]`` and ``info["forced_reward"]`` give their count (every such
+pod, also with ``reward_forced`` off) and reward.
 
 Episode end: ``terminated`` when the trace is exhausted (the simulator's own end: no
 arrival, completion, deletion or node event left and nothing in activeQ or backoffQ);
@@ -102,7 +106,8 @@ Arguments:
   (costs time).
 
 ``info`` of a step: ``pod`` (``namespace/name``), ``node`` (where it went), ``time_s`` and
-``wait_s`` (simulated seconds), ``invalid_action``, ``reward_terms``, ``sla_violations`` (in
+``wait_s`` (simulated seconds), ``invalid_action``, ``placed`` (False when the bind of
+the decided pod failed), ``reward_terms``, ``sla_violations`` (in
 the step), ``forced_placements`` and ``forced_reward`` (pods placed without a decision in
 the step), ``next`` (the next decision's ``pod``, ``time_s``, ``feasible_nodes``) and, on the
 last step, ``episode_decisions``, ``episode_sla_violations`` and
@@ -629,7 +634,13 @@ class _Episode:
         self.violations_total = 0
         #: (ResourceUtil, Fragmentation) right after the agent's pod was bound
         self.placed: tuple[float, float] | None = None
+        #: the pod of the pending decision, until it is bound
+        self.in_flight: str | None = None
+        #: pods whose decision's bind failed: their step was paid (ResourceUtil, Fragmentation
+        #: measured after the failure), so a later placement without a decision earns nothing
+        self.paid: set[str] = set()
         #: rewards of the window's pods placed without a decision since the last hand-over
+        #: (0.0 for those that earn none), one per pod
         self.forced: list[float] = []
         self.forced_total = 0
         self.decisions = 0
@@ -681,6 +692,7 @@ class _Episode:
         obs = self.encoder(snapshot, pod, rows, self.history, self.obs_spec)
         mask = action_mask(rows, self.obs_spec, snapshot.num_nodes)
         self.decision = _Decision(pod, rows, mask, obs, now, wait)
+        self.in_flight = pod.key
         self._go_env.release()
         self._go_worker.acquire()
         if self._aborted:
@@ -720,24 +732,28 @@ class _Episode:
         now = self._now()
         if entry is not None and not entry[2] and now - entry[1] > self.reward.sla_wait_s:
             self._violate()
-        d = self.decision
-        if d is not None and d.pod.key == pod.key:
-            if self.placed is None:
-                self.placed = (
-                    resource_util(snap),
-                    fragmentation_ratio(snap, self.sim.task_classes),
+        key = pod.key
+        if key == self.in_flight:  # the pod of the step being taken
+            self.in_flight = None
+            self.placed = (resource_util(snap), fragmentation_ratio(snap, self.sim.task_classes))
+        elif key not in self.warmup_keys:
+            # placed without a decision (one feasible node, a nominated node, or again
+            # after an eviction): the same reward as a decision's placement, its SLA (if
+            # missed) already counted above; nothing for a pod whose failed bind's step
+            # was paid, nor when reward_forced is off (still counted as placed)
+            value = 0.0
+            if key in self.paid:
+                self.paid.discard(key)
+            elif self.reward_forced:
+                terms = placement_terms(
+                    snap,
+                    self.sim.task_classes,
+                    wait_s=now - entry[1] if entry is not None else 0.0,
+                    violations=0,
+                    config=self.reward,
                 )
-        elif self.reward_forced and pod.key not in self.warmup_keys:
-            # one feasible node or a nominated node: no decision, but the same reward
-            # for the placement (its SLA, if missed, is already counted above)
-            terms = placement_terms(
-                snap,
-                self.sim.task_classes,
-                wait_s=now - entry[1] if entry is not None else 0.0,
-                violations=0,
-                config=self.reward,
-            )
-            self.forced.append(terms.reward(self.reward))
+                value = terms.reward(self.reward)
+            self.forced.append(value)
             self.forced_total += 1
 
     def _run(self) -> None:
@@ -1036,7 +1052,11 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
         ep.placed = None
         ep.act(row)
         placed = ep.placed
+        bound = placed is not None
         if placed is None:  # the bind failed (Reserve/Permit): measure now
+            if ep.in_flight == d.pod.key:  # (else the next decision's pod is in flight)
+                ep.in_flight = None
+            ep.paid.add(d.pod.key)
             snap = ep.sim.snapshot
             placed = (resource_util(snap), fragmentation_ratio(snap, ep.sim.task_classes))
         util, frag = placed
@@ -1064,6 +1084,7 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
             "time_s": d.time_s,
             "wait_s": d.wait_s,
             "invalid_action": invalid,
+            "placed": bound,
             "reward_terms": terms.as_dict(),
             "sla_violations": violations,
             "forced_placements": len(forced),

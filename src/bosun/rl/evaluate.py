@@ -26,8 +26,9 @@ Protocol, per seed ``s`` (``seeds`` of them):
    generator seeded with ``s`` (kube's ``selectHost``).
 4. **Measures** (per policy and seed): the episode's total reward (its return: every step's
    reward, which includes the pods of the window placed without a decision, the env's
-   ``reward_forced``), the pods of the window placed (decisions plus those), the reward
-   per placement (total / placements), the mean reward per decision and its four terms;
+   ``reward_forced``), the pods of the window placed from the first decision on (those of
+   the decisions that bound, plus those), the reward per placement (total / placements),
+   the mean reward per decision and its four terms;
    the twin's time-weighted GPU allocation ratio and GPU fragmentation ratio
    (:mod:`bosun.twin.metrics`) and the mean GPU allocation right after each placement (the
    ResourceUtil term: the allocation when the cluster is busy enough to ask for a
@@ -49,7 +50,8 @@ Two settings (``env_settings``, ``scale_pods``; docs/rl.md, docs/results.md):
   with a node subset ``k``, ``scale_pods=True`` (:func:`bosun.rl.env.scale_trace`: the
   arrivals in proportion ``k / N``, so the small cluster gets the full load per node).
   Policies then place different numbers of pods before the cluster is full, so the total
-  reward and the decision count matter as much as the reward per decision.
+  reward (every pod placed earns its reward) is the measure; the reward per decision is
+  not comparable across policies (leaving more pods a single feasible node raises it).
 
 Deviations, on purpose: the heuristics run as the agent of the env, whose profile has no
 GPU-device plugin, so FGD's own choice of a sharing pod's GPU device is not applied (the
@@ -316,7 +318,7 @@ def run_policy(env: Any, choose: Chooser, seed: int) -> dict[str, Any]:
     first = env.unwrapped.pending
     alloc_start = resource_util(first.snapshot) if first is not None else math.nan
     rewards: list[float] = []
-    forced = 0
+    placed = 0
     terms: list[list[float]] = []
     times: list[float] = []
     info: dict[str, Any] = {}
@@ -329,7 +331,7 @@ def run_policy(env: Any, choose: Chooser, seed: int) -> dict[str, Any]:
         times.append(choose.last_s if isinstance(choose, PolicyChooser) else elapsed)
         obs, reward, terminated, truncated, info = env.step(row)
         rewards.append(float(reward))
-        forced += int(info.get("forced_placements", 0))
+        placed += int(info.get("placed", True)) + int(info.get("forced_placements", 0))
         rt = info["reward_terms"]
         terms.append(
             [rt["resource_util"], rt["scheduling_speed"], rt["sla_violation"], rt["fragmentation"]]
@@ -346,10 +348,10 @@ def run_policy(env: Any, choose: Chooser, seed: int) -> dict[str, Any]:
     total = float(np.sum(rewards))
     return {
         "decisions": len(rewards),
-        "placements": len(rewards) + forced,
+        "placements": placed,
         "reward_mean": float(np.mean(rewards)),
         "reward_total": total,
-        "reward_per_placement": total / (len(rewards) + forced),
+        "reward_per_placement": total / placed if placed else math.nan,
         "resource_util": float(t[:, 0].mean()),
         "scheduling_speed": float(t[:, 1].mean()),
         "sla_violation": float(t[:, 2].mean()),
@@ -647,8 +649,9 @@ def evaluate(
             rows.append({"policy": policy, "seed": seed, **row, "plugin_agrees": agrees})
             if progress is not None:
                 progress(
-                    f"seed {seed} {policy}: reward/decision {row['reward_mean']:.4f}, "
-                    f"{row['decisions']} decisions, {row['wall_s']:.1f} s"
+                    f"seed {seed} {policy}: reward total {row['reward_total']:.2f}, "
+                    f"{row['placements']} pods placed, {row['decisions']} decisions, "
+                    f"{row['wall_s']:.1f} s"
                 )
     runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
     settings = {
@@ -662,6 +665,7 @@ def evaluate(
         "train_fraction": train_fraction,
         "train_load": train_load,
         "reward_weights": list(base.reward_weights),
+        "reward_forced": base.reward_forced,
         "algo": algo,
     }
     return Evaluation(str(name), runs, settings, dirs)
