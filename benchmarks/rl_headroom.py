@@ -18,13 +18,15 @@ hindsight reference, not a schedulable policy.
 
 **What it shows.** Rollout never does worse than its base policy (the cost-improvement
 property: the value of the chosen candidate never falls from one decision to the next,
-since the base policy's own choice is always a candidate), so its margin over FGD is a
-lower bound on the headroom of one-decision deviations from FGD. It is not an upper bound:
-deviating at several decisions at once, or with nodes outside the candidates, may do
-better.
+since the base policy's own choice is always a candidate). It departs from FGD at many
+decisions, one at a time, each judged by its whole future; its total is what *some*
+sequence of placements earns on this window, so its margin over FGD is a lower bound on
+the hindsight headroom (what a policy that knew the arrivals could gain), not an upper
+bound: other sequences may do better. The margin is worth comparing with the spread of
+FGD's own tie-breaks, which moves its total by a few units too.
 
 Cost: about ``(top + 1) x decisions`` episode replays per seed, about 1 s each on openb's
-128 nodes here (6 to 10 minutes a seed).
+128 nodes here (13 to 16 minutes a seed, two seeds at once on 2 cores).
 
 Usage::
 
