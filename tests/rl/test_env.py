@@ -221,6 +221,16 @@ class _FailOnce:
         return None
 
 
+def _with_fail_once(env: SchedulingEnv) -> SchedulingEnv:
+    """``env`` with :class:`_FailOnce` as a Reserve plugin of its profile."""
+    env._registry["FailOnce"] = _FailOnce
+    prof = env.config.profiles[0]
+    plugins = dict(prof.plugins)
+    plugins["reserve"] = (*plugins.get("reserve", ()), PluginRef("FailOnce"))
+    env.config = replace(env.config, profiles=(replace(prof, plugins=MappingProxyType(plugins)),))
+    return env
+
+
 def test_failed_bind_is_paid_once() -> None:
     """p1's bind fails; its step is rewarded with the cluster after the failure. p2 then
     takes b, p1's retry fits a alone and is placed without a decision: counted as placed,
@@ -234,12 +244,7 @@ def test_failed_bind_is_paid_once() -> None:
             PodArrival(make_pod("p2", cpu="3", memory="1Gi"), 10.5),
         ],
     )
-    env = SchedulingEnv(trace)
-    env._registry["FailOnce"] = _FailOnce
-    prof = env.config.profiles[0]
-    plugins = dict(prof.plugins)
-    plugins["reserve"] = (*plugins.get("reserve", ()), PluginRef("FailOnce"))
-    env.config = replace(env.config, profiles=(replace(prof, plugins=MappingProxyType(plugins)),))
+    env = _with_fail_once(SchedulingEnv(trace))
     steps = _episode(env, {"default/p0": 0, "default/p1": 0, "default/p2": 1})
     env.close()
     # p0 on a: 1000 / 8000; p1 failed: the same cluster; p2 on b: 4000 / 8000 (p1's later
@@ -247,6 +252,40 @@ def test_failed_bind_is_paid_once() -> None:
     assert [s["r"] for s in steps] == pytest.approx([0.05 + 0.3, 0.05 + 0.3, 0.2 + 0.3])
     assert [s["placed"] for s in steps] == [True, False, True]
     assert [s["forced"] for s in steps] == [0, 0, 1]
+
+
+def test_pod_decided_again_after_a_failed_bind_is_paid_when_replaced() -> None:
+    """p1's first bind fails; retried at t=1 it has two feasible nodes, so it is decided
+    again (onto a) and bound. a drains at t=5: p1, placed again without a decision on b
+    (c is too small), earns its reward as any such pod (the failed bind was settled by the
+    second decision)."""
+    trace = Trace(
+        name="failbind-drain",
+        nodes=_cpu_nodes(4, 4, 2),
+        arrivals=[
+            PodArrival(make_pod("p1", cpu="3", memory="1Gi"), 0.0),
+            PodArrival(make_pod("q", cpu="1", memory="1Gi"), 10.0),
+        ],
+        node_events=[NodeEvent(5.0, NodeEventKind.DRAIN, "a")],
+    )
+    env = _with_fail_once(SchedulingEnv(trace))
+    _, info = env.reset(seed=0)
+    steps = []
+    for row in (0, 0, 2):
+        _, r, term, _, info = env.step(row)
+        steps.append((info["pod"], r, info["placed"], info["forced_placements"]))
+    env.close()
+    assert term
+    # failed: nothing bound, 0.3 for the wait; p1 on a after 1 s: 0.4 * 3000 / 10000 +
+    # 0.3 * (1 - 1/300), then again on b after the drain: 0.4 * 3000 / 6000 + 0.3; q on c:
+    # 0.4 * 4000 / 6000 + 0.3
+    want = [0.3, 0.12 + 0.3 * (1 - 1 / 300) + 0.5, 0.4 * 4 / 6 + 0.3]
+    assert [x[1] for x in steps] == pytest.approx(want)
+    assert [(x[0], x[2], x[3]) for x in steps] == [
+        ("default/p1", False, 0),
+        ("default/p1", True, 1),
+        ("default/q", True, 0),
+    ]
 
 
 def test_every_window_pod_placed_or_pending_is_counted() -> None:

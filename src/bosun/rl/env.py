@@ -634,8 +634,8 @@ class _Episode:
         self.violations_total = 0
         #: (ResourceUtil, Fragmentation) right after the agent's pod was bound
         self.placed: tuple[float, float] | None = None
-        #: the pod of the pending decision, until it is bound
-        self.in_flight: str | None = None
+        #: the last decision, until its pod is bound
+        self.in_flight: _Decision | None = None
         #: pods whose decision's bind failed: their step was paid (ResourceUtil, Fragmentation
         #: measured after the failure), so a later placement without a decision earns nothing
         self.paid: set[str] = set()
@@ -692,7 +692,9 @@ class _Episode:
         obs = self.encoder(snapshot, pod, rows, self.history, self.obs_spec)
         mask = action_mask(rows, self.obs_spec, snapshot.num_nodes)
         self.decision = _Decision(pod, rows, mask, obs, now, wait)
-        self.in_flight = pod.key
+        self.in_flight = self.decision
+        # decided again after a failed bind: this decision's step pays its placement
+        self.paid.discard(pod.key)
         self._go_env.release()
         self._go_worker.acquire()
         if self._aborted:
@@ -733,7 +735,7 @@ class _Episode:
         if entry is not None and not entry[2] and now - entry[1] > self.reward.sla_wait_s:
             self._violate()
         key = pod.key
-        if key == self.in_flight:  # the pod of the step being taken
+        if self.in_flight is not None and self.in_flight.pod.key == key:  # the step's pod
             self.in_flight = None
             self.placed = (resource_util(snap), fragmentation_ratio(snap, self.sim.task_classes))
         elif key not in self.warmup_keys:
@@ -1054,9 +1056,13 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
         placed = ep.placed
         bound = placed is not None
         if placed is None:  # the bind failed (Reserve/Permit): measure now
-            if ep.in_flight == d.pod.key:  # (else the next decision's pod is in flight)
+            if ep.in_flight is d:  # (else the next decision is in flight)
                 ep.in_flight = None
-            ep.paid.add(d.pod.key)
+            nxt = ep.decision
+            if nxt is None or nxt.pod.key != d.pod.key:
+                # placed later without a decision, it earns nothing more; decided again,
+                # that decision's step pays
+                ep.paid.add(d.pod.key)
             snap = ep.sim.snapshot
             placed = (resource_util(snap), fragmentation_ratio(snap, ep.sim.task_classes))
         util, frag = placed
