@@ -231,10 +231,10 @@ def _with_fail_once(env: SchedulingEnv) -> SchedulingEnv:
     return env
 
 
-def test_failed_bind_is_paid_once() -> None:
-    """p1's bind fails; its step is rewarded with the cluster after the failure. p2 then
-    takes b, p1's retry fits a alone and is placed without a decision: counted as placed,
-    but not paid again."""
+def test_failed_bind_earns_nothing_until_placed() -> None:
+    """p1's bind fails: its step placed nothing and earns no ResourceUtil nor
+    SchedulingSpeed. p2 then takes b, and p1's retry (t=11, after its 1-s backoff) fits a
+    alone: placed without a decision, it earns its reward then."""
     trace = Trace(
         name="failbind",
         nodes=_cpu_nodes(4, 4),
@@ -247,18 +247,18 @@ def test_failed_bind_is_paid_once() -> None:
     env = _with_fail_once(SchedulingEnv(trace))
     steps = _episode(env, {"default/p0": 0, "default/p1": 0, "default/p2": 1})
     env.close()
-    # p0 on a: 1000 / 8000; p1 failed: the same cluster; p2 on b: 4000 / 8000 (p1's later
-    # placement earns nothing)
-    assert [s["r"] for s in steps] == pytest.approx([0.05 + 0.3, 0.05 + 0.3, 0.2 + 0.3])
+    # p0 on a: 0.4 * 1000 / 8000 + 0.3; p1 failed: 0 (no GPU, so no fragmentation); p2 on
+    # b: 0.4 * 4000 / 8000 + 0.3, then p1 on a: 0.4 * 7000 / 8000 + 0.3 * (1 - 1/300)
+    want = [0.05 + 0.3, 0.0, 0.2 + 0.3 + 0.35 + 0.3 * (1 - 1 / 300)]
+    assert [s["r"] for s in steps] == pytest.approx(want)
     assert [s["placed"] for s in steps] == [True, False, True]
     assert [s["forced"] for s in steps] == [0, 0, 1]
 
 
-def test_pod_decided_again_after_a_failed_bind_is_paid_when_replaced() -> None:
+def test_pod_decided_again_after_a_failed_bind() -> None:
     """p1's first bind fails; retried at t=1 it has two feasible nodes, so it is decided
-    again (onto a) and bound. a drains at t=5: p1, placed again without a decision on b
-    (c is too small), earns its reward as any such pod (the failed bind was settled by the
-    second decision)."""
+    again (onto a) and bound: that step pays its placement. a drains at t=5: p1, placed
+    again without a decision on b (c is too small), earns its reward as any such pod."""
     trace = Trace(
         name="failbind-drain",
         nodes=_cpu_nodes(4, 4, 2),
@@ -276,10 +276,10 @@ def test_pod_decided_again_after_a_failed_bind_is_paid_when_replaced() -> None:
         steps.append((info["pod"], r, info["placed"], info["forced_placements"]))
     env.close()
     assert term
-    # failed: nothing bound, 0.3 for the wait; p1 on a after 1 s: 0.4 * 3000 / 10000 +
-    # 0.3 * (1 - 1/300), then again on b after the drain: 0.4 * 3000 / 6000 + 0.3; q on c:
-    # 0.4 * 4000 / 6000 + 0.3
-    want = [0.3, 0.12 + 0.3 * (1 - 1 / 300) + 0.5, 0.4 * 4 / 6 + 0.3]
+    # failed: nothing bound, 0; p1 on a after 1 s: 0.4 * 3000 / 10000 + 0.3 * (1 - 1/300),
+    # then again on b after the drain: 0.4 * 3000 / 6000 + 0.3; q on c: 0.4 * 4000 / 6000
+    # + 0.3
+    want = [0.0, 0.12 + 0.3 * (1 - 1 / 300) + 0.5, 0.4 * 4 / 6 + 0.3]
     assert [x[1] for x in steps] == pytest.approx(want)
     assert [(x[0], x[2], x[3]) for x in steps] == [
         ("default/p1", False, 0),

@@ -48,9 +48,10 @@ step's SLAViolation), added to the step's reward (``reward_forced``, default on)
 first decision on, the episode's return sums the reward of every pod placed, whether or
 not it needed a decision, so a policy is not paid for leaving more pods with a choice
 (pods placed before the first decision are nobody's doing and earn nothing). A decision
-whose bind failed (Reserve, Permit) is rewarded with the terms measured after the failure,
-and its pod earns nothing more when it is placed later without a decision. A step's
-reward is therefore not bounded by the terms' range when such pods follow it;
+whose bind failed (Reserve, Permit) placed nothing: its ResourceUtil and SchedulingSpeed
+are 0 (its SLAViolation and Fragmentation count as usual), and the pod earns its reward
+when it is placed later, by a decision or without one. A step's reward is therefore not
+bounded by the terms' range when such pods follow it;
 ``info["forced_placements"]`` and ``info["forced_reward"]`` give their count (every such
 pod, also with ``reward_forced`` off) and reward.
 
@@ -636,11 +637,8 @@ class _Episode:
         self.placed: tuple[float, float] | None = None
         #: the last decision, until its pod is bound
         self.in_flight: _Decision | None = None
-        #: pods whose decision's bind failed: their step was paid (ResourceUtil, Fragmentation
-        #: measured after the failure), so a later placement without a decision earns nothing
-        self.paid: set[str] = set()
         #: rewards of the window's pods placed without a decision since the last hand-over
-        #: (0.0 for those that earn none), one per pod
+        #: (0.0 with reward_forced off), one per placement
         self.forced: list[float] = []
         self.forced_total = 0
         self.decisions = 0
@@ -693,8 +691,6 @@ class _Episode:
         mask = action_mask(rows, self.obs_spec, snapshot.num_nodes)
         self.decision = _Decision(pod, rows, mask, obs, now, wait)
         self.in_flight = self.decision
-        # decided again after a failed bind: this decision's step pays its placement
-        self.paid.discard(pod.key)
         self._go_env.release()
         self._go_worker.acquire()
         if self._aborted:
@@ -739,14 +735,12 @@ class _Episode:
             self.in_flight = None
             self.placed = (resource_util(snap), fragmentation_ratio(snap, self.sim.task_classes))
         elif key not in self.warmup_keys:
-            # placed without a decision (one feasible node, a nominated node, or again
-            # after an eviction): the same reward as a decision's placement, its SLA (if
-            # missed) already counted above; nothing for a pod whose failed bind's step
-            # was paid, nor when reward_forced is off (still counted as placed)
+            # placed without a decision (one feasible node, a nominated node, again after
+            # an eviction or a failed bind): the same reward as a decision's placement,
+            # its SLA (if missed) already counted above; nothing when reward_forced is off
+            # (still counted as placed)
             value = 0.0
-            if key in self.paid:
-                self.paid.discard(key)
-            elif self.reward_forced:
+            if self.reward_forced:
                 terms = placement_terms(
                     snap,
                     self.sim.task_classes,
@@ -1055,21 +1049,18 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
         ep.act(row)
         placed = ep.placed
         bound = placed is not None
-        if placed is None:  # the bind failed (Reserve/Permit): measure now
+        if placed is None:
+            # the bind failed (Reserve, Permit): nothing placed, so no ResourceUtil nor
+            # SchedulingSpeed; the pod earns its reward when it is placed later
             if ep.in_flight is d:  # (else the next decision is in flight)
                 ep.in_flight = None
-            nxt = ep.decision
-            if nxt is None or nxt.pod.key != d.pod.key:
-                # placed later without a decision, it earns nothing more; decided again,
-                # that decision's step pays
-                ep.paid.add(d.pod.key)
             snap = ep.sim.snapshot
-            placed = (resource_util(snap), fragmentation_ratio(snap, ep.sim.task_classes))
+            placed = (0.0, fragmentation_ratio(snap, ep.sim.task_classes))
         util, frag = placed
         cfg = self.reward_config
         terms = RewardTerms(
             resource_util=util,
-            scheduling_speed=scheduling_speed(d.wait_s, cfg.sla_wait_s),
+            scheduling_speed=scheduling_speed(d.wait_s, cfg.sla_wait_s) if bound else 0.0,
             sla_violation=sla_violation(ep.violations, cfg.sla_violation_cap),
             fragmentation=frag,
         )

@@ -26,8 +26,9 @@ Protocol, per seed ``s`` (``seeds`` of them):
    generator seeded with ``s`` (kube's ``selectHost``).
 4. **Measures** (per policy and seed): the episode's total reward (its return: every step's
    reward, which includes the pods of the window placed without a decision, the env's
-   ``reward_forced``), the pods of the window placed from the first decision on (those of
-   the decisions that bound, plus those), the reward per placement (total / placements),
+   ``reward_forced``), the placements of the window's pods from the first decision on (by
+   the decisions that bound, plus those without one; a pod placed again after an eviction
+   counts again), the reward per placement (total / placements),
    the mean reward per decision and its four terms;
    the twin's time-weighted GPU allocation ratio and GPU fragmentation ratio
    (:mod:`bosun.twin.metrics`) and the mean GPU allocation right after each placement (the
