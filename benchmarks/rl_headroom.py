@@ -41,30 +41,25 @@ from typing import Any
 
 import numpy as np
 
-from bosun.framework.interface import CycleState
-from bosun.rl.env import scale_trace
+from bosun.rl.env import Heuristic, scale_trace
 from bosun.rl.evaluate import HeuristicChooser, _Handle, current_decision
 from bosun.rl.train import EnvSettings, make_env
 from bosun.twin.traces import load_trace
 
 
 class _FGDRanker:
-    """FGD's normalized scores of the feasible rows (the plugin built once per episode)."""
+    """FGD's normalized scores of the feasible rows (:class:`bosun.rl.env.Heuristic`, the
+    plugin built once per episode)."""
 
     def __init__(self) -> None:
-        self.plugin: Any = None
+        self.fgd: Heuristic | None = None
 
     def rows_by_score(self, d: Any) -> np.ndarray:
         """The feasible rows, best FGD score first, ties by the lowest row."""
-        from bosun.plugins.fgd import FGD
-
-        if self.plugin is None:
+        if self.fgd is None:
             handle = _Handle(d.snapshot, np.random.default_rng(0))
-            self.plugin = FGD({"taskClasses": d.task_classes.to_args()}, handle)  # type: ignore[arg-type]
-        p, state = self.plugin, CycleState()
-        p.pre_score(state, d.pod, d.snapshot, d.rows)
-        scores = np.asarray(p.score(state, d.pod, d.snapshot, d.rows), dtype=np.int64)
-        scores = np.asarray(p.normalize_score(state, d.pod, d.snapshot, scores), dtype=np.int64)
+            self.fgd = Heuristic("fgd", handle, d.task_classes)
+        scores, _ = self.fgd.scores(d.pod, d.snapshot, d.rows)
         order = np.lexsort((d.rows, -scores))
         return np.asarray(d.rows)[order]
 

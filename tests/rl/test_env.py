@@ -269,19 +269,14 @@ def test_pod_decided_again_after_a_failed_bind() -> None:
         node_events=[NodeEvent(5.0, NodeEventKind.DRAIN, "a")],
     )
     env = _with_fail_once(SchedulingEnv(trace))
-    _, info = env.reset(seed=0)
-    steps = []
-    for row in (0, 0, 2):
-        _, r, term, _, info = env.step(row)
-        steps.append((info["pod"], r, info["placed"], info["forced_placements"]))
+    steps = _episode(env, {"default/p1": 0, "default/q": 2})
     env.close()
-    assert term
     # failed: nothing bound, 0; p1 on a after 1 s: 0.4 * 3000 / 10000 + 0.3 * (1 - 1/300),
     # then again on b after the drain: 0.4 * 3000 / 6000 + 0.3; q on c: 0.4 * 4000 / 6000
-    # + 0.3
+    # + 0.3 (the episode ends with q's step)
     want = [0.0, 0.12 + 0.3 * (1 - 1 / 300) + 0.5, 0.4 * 4 / 6 + 0.3]
-    assert [x[1] for x in steps] == pytest.approx(want)
-    assert [(x[0], x[2], x[3]) for x in steps] == [
+    assert [x["r"] for x in steps] == pytest.approx(want)
+    assert [(x["pod"], x["placed"], x["forced"]) for x in steps] == [
         ("default/p1", False, 0),
         ("default/p1", True, 1),
         ("default/q", True, 0),

@@ -501,24 +501,27 @@ class Heuristic:
         args = dict(cfg.profiles[0].plugin_args.get(pol.plugin, {}))
         self.plugin = registry[pol.plugin](args, handle)
 
+    def scores(self, pod: Pod, snapshot: Snapshot, rows: IndexArray) -> tuple[IntArray, CycleState]:
+        """int64 ``(len(rows),)``: the policy's normalized scores of ``rows`` (all 0 when
+        its PreScore skips), and the cycle state it scored with."""
+        state = CycleState()
+        p = self.plugin
+        pre = getattr(p, "pre_score", None)
+        if pre is not None:
+            status: Status = pre(state, pod, snapshot, rows)
+            if status.code == Code.SKIP:
+                return np.zeros(len(rows), dtype=np.int64), state
+        scores = np.asarray(p.score(state, pod, snapshot, rows), dtype=np.int64)
+        normalize = getattr(p, "normalize_score", None)
+        if normalize is not None:
+            scores = np.asarray(normalize(state, pod, snapshot, scores), dtype=np.int64)
+        return scores, state
+
     def choose(
         self, pod: Pod, snapshot: Snapshot, rows: IndexArray, rng: np.random.Generator
     ) -> tuple[int, CycleState]:
         """The row the policy picks among ``rows``, and the cycle state it scored with."""
-        state = CycleState()
-        p = self.plugin
-        pre = getattr(p, "pre_score", None)
-        skipped = False
-        if pre is not None:
-            status: Status = pre(state, pod, snapshot, rows)
-            skipped = status.code == Code.SKIP
-        if skipped:
-            scores = np.zeros(len(rows), dtype=np.int64)
-        else:
-            scores = np.asarray(p.score(state, pod, snapshot, rows), dtype=np.int64)
-            normalize = getattr(p, "normalize_score", None)
-            if normalize is not None:
-                scores = np.asarray(normalize(state, pod, snapshot, scores), dtype=np.int64)
+        scores, state = self.scores(pod, snapshot, rows)
         ties = np.flatnonzero(scores == scores.max())
         pick = ties[0] if len(ties) == 1 else ties[int(rng.integers(len(ties)))]
         return int(rows[pick]), state

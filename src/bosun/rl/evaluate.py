@@ -332,7 +332,7 @@ def run_policy(env: Any, choose: Chooser, seed: int) -> dict[str, Any]:
         times.append(choose.last_s if isinstance(choose, PolicyChooser) else elapsed)
         obs, reward, terminated, truncated, info = env.step(row)
         rewards.append(float(reward))
-        placed += int(info.get("placed", True)) + int(info.get("forced_placements", 0))
+        placed += int(info["placed"]) + int(info["forced_placements"])
         rt = info["reward_terms"]
         terms.append(
             [rt["resource_util"], rt["scheduling_speed"], rt["sla_violation"], rt["fragmentation"]]
