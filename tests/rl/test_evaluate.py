@@ -12,9 +12,12 @@ from tiny_trace import tiny_trace
 
 from bosun.api.build import make_node, make_pod
 from bosun.errors import InputError
+from bosun.framework.snapshot import Snapshot
 from bosun.rl.evaluate import (
     POLICIES,
     RUN_COLUMNS,
+    Decision,
+    HeuristicChooser,
     check_split,
     confidence_interval,
     evaluate,
@@ -95,6 +98,47 @@ def test_too_short_to_split(pods: int, fraction: float, expected: list[str]) -> 
         evaluate(
             trace, timesteps=10, seeds=[0], train_fraction=fraction, work_dir=Path("/nonexistent")
         )
+
+
+def _decision_on(loads_milli_cpu: list[int]) -> Decision:
+    """Nodes of 4 CPUs and 8 GiB, node ``i`` running a pod of ``loads_milli_cpu[i]``
+    milli-CPU and as many MiB times 2; a pending pod of 1 CPU and 2 GiB; every node
+    feasible."""
+    snap = Snapshot(
+        [make_node(f"n{i}", cpu="4", memory="8Gi") for i in range(len(loads_milli_cpu))]
+    )
+    for i, m in enumerate(loads_milli_cpu):
+        if m:
+            snap.add_pod(make_pod(f"run{i}", cpu=f"{m}m", memory=f"{2 * m}Mi"), i)
+    rows = np.arange(len(loads_milli_cpu), dtype=np.intp)
+    pod = make_pod("new", cpu="1", memory="2Gi")
+    return Decision(pod, snap, rows, None, None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("policy", "loads", "expected"),
+    [
+        # after the pod, CPU is 3/4, 1/4, 2/4 requested on n0, n1, n2 (memory about the same)
+        # (LeastAllocated scores 25, 75, 50; MostAllocated 75, 25, 50)
+        ("leastallocated", [2000, 0, 1000], 1),
+        ("mostallocated", [2000, 0, 1000], 0),
+        # a node the pod would fill exactly is MostAllocated's best (100)
+        ("mostallocated", [1000, 3000, 2000], 1),
+        ("leastallocated", [1000, 3000, 2000], 0),
+    ],
+    ids=["least-empty-node", "most-fullest-node", "most-fills-a-node", "least-avoids-full"],
+)
+def test_heuristic_chooser_by_hand(policy: str, loads: list[int], expected: int) -> None:
+    assert HeuristicChooser(policy, seed=0)(_decision_on(loads)) == expected
+
+
+def test_heuristic_chooser_breaks_ties_by_seed() -> None:
+    """Two empty nodes tie for LeastAllocated; the seed picks one, as kube's selectHost
+    picks uniformly among the best: over 40 seeds both are chosen, never the loaded one."""
+    picks = {
+        HeuristicChooser("leastallocated", seed)(_decision_on([0, 2000, 0])) for seed in range(40)
+    }
+    assert picks == {0, 2}
 
 
 def test_unknown_policy_and_no_seed() -> None:

@@ -77,12 +77,6 @@ from bosun.errors import BosunError, InputError, InputProblem
 #: Policies compared: the trained one first, then the heuristics.
 POLICIES = ("ppo", "leastallocated", "mostallocated", "fgd")
 HEURISTICS = ("leastallocated", "mostallocated", "fgd")
-#: NodeResourcesFit's resources in the heuristics (the fragmentation experiment's).
-_FIT_RESOURCES = (
-    {"name": "cpu", "weight": 1},
-    {"name": "memory", "weight": 1},
-    {"name": "nvidia.com/gpu", "weight": 1},
-)
 #: Columns of one run (one policy under one seed).
 RUN_COLUMNS = (
     "policy",
@@ -209,12 +203,17 @@ Chooser = Callable[[Decision], int]
 
 
 class HeuristicChooser:
-    """A Score plugin as a policy: PreScore, Score, NormalizeScore over the feasible rows,
-    the highest score, ties broken by a seeded generator (kube's ``selectHost``).
+    """A Score plugin as a policy: the env's :class:`bosun.rl.env.Heuristic` (PreScore,
+    Score, NormalizeScore over the feasible rows, as the policy's profile in the
+    fragmentation experiment), the highest score, ties broken by a seeded generator
+    (kube's ``selectHost``).
 
     Args:
         policy: ``leastallocated``, ``mostallocated`` or ``fgd``.
         seed: the tie-breaking seed.
+
+    Raises:
+        BosunError: an unknown policy.
     """
 
     def __init__(self, policy: str, seed: int) -> None:
@@ -222,39 +221,16 @@ class HeuristicChooser:
             raise BosunError(f"unknown heuristic {policy!r}; known: {', '.join(HEURISTICS)}")
         self.policy = policy
         self.rng = np.random.default_rng(seed)
-        self.plugin: Any = None
-
-    def _build(self, d: Decision) -> Any:
-        handle = _Handle(d.snapshot, self.rng)
-        if self.policy == "fgd":
-            from bosun.plugins.fgd import FGD
-
-            return FGD({"taskClasses": d.task_classes.to_args()}, handle)  # type: ignore[arg-type]
-        from bosun.plugins.node_resources_fit import NodeResourcesFit
-
-        strategy = "LeastAllocated" if self.policy == "leastallocated" else "MostAllocated"
-        args = {
-            "scoringStrategy": {"type": strategy, "resources": [dict(r) for r in _FIT_RESOURCES]}
-        }
-        return NodeResourcesFit(args, handle)  # type: ignore[arg-type]
+        self.heuristic: Any = None
 
     def __call__(self, d: Decision) -> int:
-        from bosun.framework.interface import CycleState
+        if self.heuristic is None:
+            from bosun.rl.env import Heuristic
 
-        if self.plugin is None:
-            self.plugin = self._build(d)
-        p = self.plugin
-        state = CycleState()
-        pre = getattr(p, "pre_score", None)
-        if pre is not None:
-            pre(state, d.pod, d.snapshot, d.rows)
-        scores = np.asarray(p.score(state, d.pod, d.snapshot, d.rows), dtype=np.int64)
-        norm = getattr(p, "normalize_score", None)
-        if norm is not None:
-            scores = np.asarray(norm(state, d.pod, d.snapshot, scores), dtype=np.int64)
-        ties = np.flatnonzero(scores == scores.max())
-        pick = ties[0] if len(ties) == 1 else ties[int(self.rng.integers(len(ties)))]
-        return int(d.rows[pick])
+            handle = _Handle(d.snapshot, self.rng)
+            self.heuristic = Heuristic(self.policy, handle, d.task_classes)
+        row, _ = self.heuristic.choose(d.pod, d.snapshot, d.rows, self.rng)
+        return int(row)
 
 
 class PolicyChooser:
