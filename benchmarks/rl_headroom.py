@@ -28,22 +28,49 @@ FGD's own tie-breaks, which moves its total by a few units too.
 Cost: about ``(top + 1) x decisions`` episode replays per seed, about 1 s each on openb's
 128 nodes here (13 to 16 minutes a seed, two seeds at once on 2 cores).
 
+**The causal lookahead** (``--lookahead``; model-predictive control with sampled futures,
+the Monte-Carlo rollout of Tesauro & Galperin with the future drawn instead of known):
+the same candidates, FGD *as evaluated* (``bosun rl evaluate``'s seeded tie-breaks)
+first, but each judged on ``--samples`` futures drawn from the past only: ``--horizon``
+pods drawn with replacement from the *training* arrivals (the trace's arrivals before the
+test window, those the warm-up placed; the test window's own pods are never drawn). A
+future is simulated from a copy of the cluster as it is now, the pod on the candidate,
+then FGD placing the drawn pods in order (kube-scheduler's queue, no departures, as in the
+protocol); its value is the number of drawn pods placed, the dominant term of the total
+reward at saturation (each placement earns about 0.58). Every candidate sees the same
+futures (common random numbers); the lookahead leaves FGD's choice only for a candidate
+whose mean gain over it is positive with a paired t statistic above ``--t-min``. It reads
+nothing the scheduler could not know, so it is a schedulable (if slow) policy, and what
+it gains over FGD bounds from below what a causal policy can gain. Cost: ``candidates x
+samples`` short simulations a decision (about 7 s a decision with the defaults, 22
+minutes a seed).
+
 Usage::
 
     python benchmarks/rl_headroom.py --seeds 0 1 --top 3
+    python benchmarks/rl_headroom.py --lookahead --seeds 0 1 --horizon 200 --samples 16
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import math
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from bosun.api.types import Pod
+from bosun.framework.queue import ManualClock
+from bosun.framework.scheduler import Scheduler
+from bosun.plugins.registry import in_tree_registry
 from bosun.rl.env import Heuristic, scale_trace
-from bosun.rl.evaluate import HeuristicChooser, _Handle, current_decision
+from bosun.rl.evaluate import HeuristicChooser, _Handle, current_decision, run_policy
 from bosun.rl.train import EnvSettings, make_env
+from bosun.twin.experiments.fragmentation import policy_configuration
 from bosun.twin.traces import load_trace
 
 
@@ -154,6 +181,142 @@ def rollout(
     }
 
 
+#: Offset of the lookahead's sampling seed from the episode's (apart from its tie-breaks).
+FUTURE_SEED_OFFSET = 10_000
+
+
+def sample_futures(
+    pool: Sequence[Pod], horizon: int, samples: int, rng: np.random.Generator
+) -> list[list[Pod]]:
+    """``samples`` futures of ``horizon`` pods each, drawn with replacement from ``pool``
+    (renamed ``lookahead-<k>-<j>`` so that no key repeats)."""
+    futures = []
+    for k in range(samples):
+        idx = rng.integers(0, len(pool), horizon)
+        futures.append(
+            [
+                replace(pool[i], name=f"lookahead-{k}-{j}", uid=f"lookahead-{k}-{j}")
+                for j, i in enumerate(idx)
+            ]
+        )
+    return futures
+
+
+def placed_after(
+    snapshot: Any, pod: Pod, row: int, future: Sequence[Pod], config: Any, seed: int
+) -> int:
+    """How many pods of ``future`` FGD places, in order, on a copy of ``snapshot`` with
+    ``pod`` bound on ``row`` (its GPUs by the snapshot's best fit, as the env binds a
+    decided pod). ``snapshot`` is left unchanged; ``seed`` breaks the copy's ties."""
+    snap = copy.deepcopy(snapshot)
+    snap.add_pod(pod, int(row))
+    sched = Scheduler(config, snap, registry=in_tree_registry(), seed=seed, clock=ManualClock())
+    return sum(1 for r in sched.run(future).values() if r.node_name)
+
+
+class Lookahead:
+    """The causal lookahead (module docstring) as a chooser of
+    :func:`bosun.rl.evaluate.run_policy`.
+
+    Args:
+        pool: the pods futures are drawn from (the training arrivals).
+        seed: the episode's seed: FGD's, LeastAllocated's and MostAllocated's tie-breaks
+            as ``bosun rl evaluate`` seeds them, and the futures' draws (``seed +``
+            :data:`FUTURE_SEED_OFFSET`).
+        horizon, samples: pods per future, futures per decision.
+        t_min: the paired t statistic a candidate's gain over FGD's choice must pass.
+        top: FGD's best nodes among the candidates.
+
+    Attributes:
+        decisions, deviations: decisions taken, and those where it left FGD's choice.
+    """
+
+    def __init__(
+        self,
+        pool: Sequence[Pod],
+        seed: int,
+        horizon: int = 200,
+        samples: int = 16,
+        t_min: float = 1.5,
+        top: int = 3,
+    ) -> None:
+        self.pool = list(pool)
+        self.fgd = HeuristicChooser("fgd", seed)
+        self.others = [HeuristicChooser(h, seed) for h in ("leastallocated", "mostallocated")]
+        self.rng = np.random.default_rng(seed + FUTURE_SEED_OFFSET)
+        self.horizon, self.samples, self.t_min, self.top = horizon, samples, t_min, top
+        self.ranker = _FGDRanker()
+        self.config: Any = None
+        self.decisions = 0
+        self.deviations = 0
+
+    def __call__(self, d: Any) -> int:
+        base = int(self.fgd(d))
+        if self.config is None:
+            self.config = policy_configuration("fgd", in_tree_registry(), d.task_classes)
+        ranked = [int(r) for r in self.ranker.rows_by_score(d)[: self.top]]
+        candidates = list(dict.fromkeys([base, *ranked, *(int(o(d)) for o in self.others)]))
+        self.decisions += 1
+        if len(candidates) == 1:
+            return base
+        futures = sample_futures(self.pool, self.horizon, self.samples, self.rng)
+        values = np.array(
+            [
+                [
+                    placed_after(d.snapshot, d.pod, c, f, self.config, k)
+                    for k, f in enumerate(futures)
+                ]
+                for c in candidates
+            ],
+            dtype=float,
+        )
+        gain = values - values[0]  # paired with FGD's choice, future by future
+        mean = gain.mean(axis=1)
+        sd = gain.std(axis=1, ddof=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(
+                sd > 0, mean / (sd / math.sqrt(self.samples)), np.where(mean > 0, np.inf, 0.0)
+            )
+        ok = (mean > 0) & (t > self.t_min)
+        if not ok.any():
+            return base
+        self.deviations += 1
+        return candidates[int(np.argmax(np.where(ok, mean, -np.inf)))]
+
+
+def lookahead_episode(
+    trace: Any, seed: int, settings: EnvSettings = SATURATION_TEST, **kwargs: Any
+) -> dict[str, Any]:
+    """The lookahead's and FGD's (as evaluated) episodes on ``seed``:
+    :func:`bosun.rl.evaluate.run_policy` measures of each (``fgd``, ``lookahead``), the
+    lookahead's ``decisions`` and ``deviations`` and the ``wall_s``. The pool is the
+    arrivals before ``settings.arrival_fraction[0]``; ``kwargs`` go to :class:`Lookahead`.
+
+    Raises:
+        ValueError: no arrival before the window to draw futures from.
+    """
+    lo = math.floor(settings.arrival_fraction[0] * len(trace.arrivals))
+    if lo == 0:
+        raise ValueError("the lookahead draws futures from the arrivals before the window: none")
+    pool = [a.pod for a in trace.arrivals[:lo]]
+    started = time.perf_counter()
+    env = make_env(trace, settings, seed, record_metrics=True)
+    try:
+        fgd = run_policy(env, HeuristicChooser("fgd", seed), seed)
+        chooser = Lookahead(pool, seed, **kwargs)
+        ahead = run_policy(env, chooser, seed)
+    finally:
+        env.close()
+    return {
+        "seed": seed,
+        "fgd": fgd,
+        "lookahead": ahead,
+        "decisions": chooser.decisions,
+        "deviations": chooser.deviations,
+        "wall_s": time.perf_counter() - started,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", default="openb")
@@ -161,8 +324,37 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--top", type=int, default=3, help="FGD's best nodes tried per decision")
     ap.add_argument("--deviations", action="store_true", help="list where rollout left FGD")
+    ap.add_argument("--lookahead", action="store_true", help="the causal lookahead instead")
+    ap.add_argument("--horizon", type=int, default=200, help="lookahead: pods per future")
+    ap.add_argument("--samples", type=int, default=16, help="lookahead: futures per decision")
+    ap.add_argument("--t-min", type=float, default=1.5, help="lookahead: paired t to deviate")
     args = ap.parse_args()
     trace = scale_trace(load_trace(args.trace), args.nodes)
+    if args.lookahead:
+        print(
+            "| seed | FGD total | lookahead total | FGD placements | lookahead placements "
+            "| FGD GPU alloc. end | lookahead GPU alloc. end | deviations / decisions "
+            "| decision p50 (s) | wall (s) |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for seed in args.seeds:
+            r = lookahead_episode(
+                trace,
+                seed,
+                horizon=args.horizon,
+                samples=args.samples,
+                t_min=args.t_min,
+                top=args.top,
+            )
+            f, o = r["fgd"], r["lookahead"]
+            print(
+                f"| {seed} | {f['reward_total']:.2f} | {o['reward_total']:.2f} "
+                f"| {f['placements']} | {o['placements']} | {f['gpu_alloc_end']:.4f} "
+                f"| {o['gpu_alloc_end']:.4f} | {r['deviations']} / {r['decisions']} "
+                f"| {o['decision_p50_ms'] / 1000:.2f} | {r['wall_s']:.0f} |",
+                flush=True,
+            )
+        return
     print(
         "| seed | FGD total | rollout total | FGD placements | rollout placements "
         "| FGD GPU alloc. end | rollout GPU alloc. end | simulations | wall (s) |"
