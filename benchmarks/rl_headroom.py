@@ -40,10 +40,16 @@ protocol); its value is the number of drawn pods placed, the dominant term of th
 reward at saturation (each placement earns about 0.58). Every candidate sees the same
 futures (common random numbers); the lookahead leaves FGD's choice only for a candidate
 whose mean gain over it is positive with a paired t statistic above ``--t-min``. It reads
-nothing the scheduler could not know, so it is a schedulable (if slow) policy, and what
-it gains over FGD bounds from below what a causal policy can gain. Cost: ``candidates x
-samples`` short simulations a decision (about 7 s a decision with the defaults, 22
-minutes a seed).
+no future arrival, so it is a schedulable (if slow) policy, and what it gains over FGD
+bounds from below what a causal policy can gain, with two caveats. FGD's target workload
+(its task classes), in the simulated futures as in FGD as evaluated and in PPO's
+observation, is the protocol's: the classes of the replayed trace's arrivals, the test
+window's included. And the simulated FGD places a GPU-sharing pod on the device FGD picks,
+where the env gives every window pod the snapshot's best fit; on openb's 128 nodes the
+two gave the same values for every candidate and future at the decisions checked.
+
+Cost of the lookahead: ``candidates x samples`` short simulations a decision (about 7 s
+a decision with the defaults, 22 minutes a seed).
 
 Usage::
 
@@ -214,6 +220,31 @@ def placed_after(
     return sum(1 for r in sched.run(future).values() if r.node_name)
 
 
+def best_gain(gains: np.ndarray, t_min: float) -> int | None:
+    """The candidate to leave the base choice for, from ``gains`` (float ``(candidates,
+    samples)``, each candidate's value minus the base's, future by future): among those
+    with a positive mean gain whose paired t statistic ``mean / (sd / sqrt(samples))``
+    (``sd`` with ``ddof = 1``) is above ``t_min``, the one of largest mean; None if none.
+    A gain equal in every future has ``sd = 0``: its t is infinite when its mean is
+    positive (it passes any finite ``t_min``), 0 otherwise.
+
+    Raises:
+        ValueError: fewer than two samples (no ``sd`` to test with).
+    """
+    if gains.ndim != 2 or gains.shape[1] < 2:
+        raise ValueError(f"expected gains of shape (candidates, samples >= 2), found {gains.shape}")
+    mean = gains.mean(axis=1)
+    sd = gains.std(axis=1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(
+            sd > 0, mean / (sd / math.sqrt(gains.shape[1])), np.where(mean > 0, np.inf, 0.0)
+        )
+    ok = (mean > 0) & (t > t_min)
+    if not ok.any():
+        return None
+    return int(np.argmax(np.where(ok, mean, -np.inf)))
+
+
 class Lookahead:
     """The causal lookahead (module docstring) as a chooser of
     :func:`bosun.rl.evaluate.run_policy`.
@@ -224,8 +255,12 @@ class Lookahead:
             as ``bosun rl evaluate`` seeds them, and the futures' draws (``seed +``
             :data:`FUTURE_SEED_OFFSET`).
         horizon, samples: pods per future, futures per decision.
-        t_min: the paired t statistic a candidate's gain over FGD's choice must pass.
+        t_min: the paired t statistic a candidate's gain over FGD's choice must pass
+            (:func:`best_gain`).
         top: FGD's best nodes among the candidates.
+
+    Raises:
+        ValueError: ``horizon < 1``, ``samples < 2`` or ``top < 1``.
 
     Attributes:
         decisions, deviations: decisions taken, and those where it left FGD's choice.
@@ -240,6 +275,10 @@ class Lookahead:
         t_min: float = 1.5,
         top: int = 3,
     ) -> None:
+        if horizon < 1 or samples < 2 or top < 1:
+            raise ValueError(
+                f"expected horizon >= 1, samples >= 2, top >= 1; found {horizon}, {samples}, {top}"
+            )
         self.pool = list(pool)
         self.fgd = HeuristicChooser("fgd", seed)
         self.others = [HeuristicChooser(h, seed) for h in ("leastallocated", "mostallocated")]
@@ -270,18 +309,11 @@ class Lookahead:
             ],
             dtype=float,
         )
-        gain = values - values[0]  # paired with FGD's choice, future by future
-        mean = gain.mean(axis=1)
-        sd = gain.std(axis=1, ddof=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.where(
-                sd > 0, mean / (sd / math.sqrt(self.samples)), np.where(mean > 0, np.inf, 0.0)
-            )
-        ok = (mean > 0) & (t > self.t_min)
-        if not ok.any():
+        pick = best_gain(values - values[0], self.t_min)  # paired with FGD's choice
+        if pick is None:
             return base
         self.deviations += 1
-        return candidates[int(np.argmax(np.where(ok, mean, -np.inf)))]
+        return candidates[pick]
 
 
 def lookahead_episode(
@@ -329,6 +361,8 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=16, help="lookahead: futures per decision")
     ap.add_argument("--t-min", type=float, default=1.5, help="lookahead: paired t to deviate")
     args = ap.parse_args()
+    if args.lookahead and (args.horizon < 1 or args.samples < 2 or args.top < 1):
+        ap.error("--lookahead needs --horizon >= 1, --samples >= 2 and --top >= 1")
     trace = scale_trace(load_trace(args.trace), args.nodes)
     if args.lookahead:
         print(

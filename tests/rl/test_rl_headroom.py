@@ -171,5 +171,39 @@ def test_lookahead_episode_is_fgd_without_deviations() -> None:
     assert strict["deviations"] == 0
     assert strict["lookahead"]["reward_total"] == pytest.approx(strict["fgd"]["reward_total"])
     assert strict["lookahead"]["placements"] == strict["fgd"]["placements"]
-    loose = HEADROOM.lookahead_episode(trace, 0, SETTINGS, horizon=10, samples=3)
-    assert 0 <= loose["deviations"] <= loose["decisions"] == loose["lookahead"]["decisions"]
+    # with no threshold it leaves FGD where its 3 futures favour another node (once here)
+    loose = HEADROOM.lookahead_episode(trace, 0, SETTINGS, horizon=10, samples=3, t_min=0.0)
+    assert 1 <= loose["deviations"] <= loose["decisions"] == loose["lookahead"]["decisions"]
+
+
+@pytest.mark.parametrize(
+    ("gains", "t_min", "expected"),
+    [
+        # mean 0.5, sd sqrt(1/3) = 0.577, t = 0.5 / (0.577 / 2) = 1.73
+        ([[0, 0, 0, 0], [1, 0, 1, 0]], 1.5, 1),
+        ([[0, 0, 0, 0], [1, 0, 1, 0]], 2.0, None),
+        # the same gain in every future: sd 0, t infinite
+        ([[0, 0], [1, 1]], 1e9, 1),
+        ([[0, 0, 0], [0, 0, 0]], 0.0, None),
+        ([[0, 0, 0], [-1, -2, -1]], -10.0, None),
+        # two pass: the larger mean wins
+        ([[0, 0, 0], [1, 1, 1], [2, 2, 2], [3, -3, 3]], 1.5, 2),
+    ],
+    ids=[
+        "t-1.73-passes-1.5",
+        "t-1.73-fails-2",
+        "constant-gain",
+        "no-gain",
+        "losses",
+        "largest-mean",
+    ],
+)
+def test_best_gain_by_hand(gains: list[list[float]], t_min: float, expected: int | None) -> None:
+    assert HEADROOM.best_gain(np.asarray(gains, dtype=float), t_min) == expected
+
+
+def test_best_gain_needs_two_samples() -> None:
+    with pytest.raises(ValueError, match="samples >= 2"):
+        HEADROOM.best_gain(np.asarray([[0.0], [1.0]]), 1.5)
+    with pytest.raises(ValueError, match="samples >= 2"):
+        HEADROOM.Lookahead([_gpu_pod("p", 1)], 0, samples=1)
