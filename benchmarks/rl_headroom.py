@@ -49,7 +49,7 @@ where the env gives every window pod the snapshot's best fit; on openb's 128 nod
 two gave the same values for every candidate and future at the decisions checked.
 
 Cost of the lookahead: ``candidates x samples`` short simulations a decision (about 7 s
-a decision with the defaults, 22 minutes a seed).
+a decision with the defaults, 19 to 27 minutes a seed here).
 
 Usage::
 
