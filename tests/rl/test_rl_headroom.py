@@ -162,8 +162,8 @@ def test_lookahead_leaves_room_for_the_drawn_pods() -> None:
 
 def test_lookahead_episode_is_fgd_without_deviations() -> None:
     """With a threshold no gain passes, the lookahead's episode is FGD's as evaluated,
-    decision for decision; with the default it may leave FGD, never at more decisions
-    than it took."""
+    decision for decision; with none (t_min = 0) it leaves FGD, at no more decisions than
+    it took."""
     trace = load_trace(TRACE, seed=0)
     strict = HEADROOM.lookahead_episode(
         trace, 0, SETTINGS, horizon=10, samples=3, t_min=float("inf")
@@ -186,8 +186,9 @@ def test_lookahead_episode_is_fgd_without_deviations() -> None:
         ([[0, 0], [1, 1]], 1e9, 1),
         ([[0, 0, 0], [0, 0, 0]], 0.0, None),
         ([[0, 0, 0], [-1, -2, -1]], -10.0, None),
-        # two pass: the larger mean wins
-        ([[0, 0, 0], [1, 1, 1], [2, 2, 2], [3, -3, 3]], 1.5, 2),
+        # two pass, the larger mean wins; the last has the largest mean (3) but sd
+        # sqrt((9 + 36 + 9) / 2) = 5.20, t = 3 / (5.20 / sqrt(3)) = 1.0: it fails
+        ([[0, 0, 0], [1, 1, 1], [2, 2, 2], [6, -3, 6]], 1.5, 2),
     ],
     ids=[
         "t-1.73-passes-1.5",
