@@ -98,32 +98,27 @@ class _FGDRanker:
 
 
 def replay(env: Any, seed: int, prefix: list[int]) -> tuple[float, list[int], dict[str, Any]]:
-    """Replay the window: ``prefix`` first, then FGD (lowest-row ties) to the end.
+    """Replay the window: ``prefix`` first, then FGD (lowest-row ties) to the end, measured
+    by :func:`bosun.rl.evaluate.run_policy` as the evaluation measures its runs.
 
     Returns:
         (total reward, every action taken, the end: placements, GPU allocation, unscheduled).
     """
     ranker = _FGDRanker()
-    obs, _ = env.reset(seed=seed)
     actions: list[int] = []
-    total, forced = 0.0, 0
-    while True:
-        d = current_decision(env, obs)
+
+    def choose(d: Any) -> int:
         k = len(actions)
-        row = prefix[k] if k < len(prefix) else int(ranker.rows_by_score(d)[0])
-        actions.append(row)
-        obs, reward, term, trunc, info = env.step(row)
-        total += float(reward)
-        forced += int(info.get("forced_placements", 0))
-        if term or trunc:
-            break
-    res = info["result"]
+        actions.append(prefix[k] if k < len(prefix) else int(ranker.rows_by_score(d)[0]))
+        return actions[-1]
+
+    run = run_policy(env, choose, seed)
     end = {
-        "placements": len(actions) + forced,
-        "gpu_alloc_end": float(res.timeseries.iloc[-1]["gpu_alloc_ratio"]),
-        "unscheduled": int(res.summary["unschedulable_at_end"]),
+        "placements": run["placements"],
+        "gpu_alloc_end": run["gpu_alloc_end"],
+        "unscheduled": run["unscheduled_pods"],
     }
-    return total, actions, end
+    return run["reward_total"], actions, end
 
 
 #: The saturation protocol's test window (docs/rl.md).
