@@ -60,41 +60,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import copy
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
-from bosun.api.types import Pod
-from bosun.framework.queue import ManualClock
-from bosun.framework.scheduler import Scheduler
-from bosun.plugins.registry import in_tree_registry
-from bosun.rl.env import Heuristic, scale_trace
-from bosun.rl.evaluate import HeuristicChooser, _Handle, current_decision, run_policy
+from bosun.rl.env import scale_trace
+from bosun.rl.evaluate import HeuristicChooser, current_decision, run_policy
+from bosun.rl.lookahead import FGDRanker, Lookahead
 from bosun.rl.train import EnvSettings, make_env
-from bosun.twin.experiments.fragmentation import policy_configuration
 from bosun.twin.traces import load_trace
-
-
-class _FGDRanker:
-    """FGD's normalized scores of the feasible rows (:class:`bosun.rl.env.Heuristic`, the
-    plugin built once per episode)."""
-
-    def __init__(self) -> None:
-        self.fgd: Heuristic | None = None
-
-    def rows_by_score(self, d: Any) -> np.ndarray:
-        """The feasible rows, best FGD score first, ties by the lowest row."""
-        if self.fgd is None:
-            handle = _Handle(d.snapshot, np.random.default_rng(0))
-            self.fgd = Heuristic("fgd", handle, d.task_classes)
-        scores, _ = self.fgd.scores(d.pod, d.snapshot, d.rows)
-        order = np.lexsort((d.rows, -scores))
-        return np.asarray(d.rows)[order]
 
 
 def replay(env: Any, seed: int, prefix: list[int]) -> tuple[float, list[int], dict[str, Any]]:
@@ -104,7 +78,7 @@ def replay(env: Any, seed: int, prefix: list[int]) -> tuple[float, list[int], di
     Returns:
         (total reward, every action taken, the end: placements, GPU allocation, unscheduled).
     """
-    ranker = _FGDRanker()
+    ranker = FGDRanker()
     actions: list[int] = []
 
     def choose(d: Any) -> int:
@@ -153,7 +127,7 @@ def rollout(
         for a in prefix:
             obs, *_ = env.step(a)
         d = current_decision(env, obs)
-        ranked = [int(r) for r in _FGDRanker().rows_by_score(d)[:top]]
+        ranked = [int(r) for r in FGDRanker().rows_by_score(d)[:top]]
         named = {c: f"fgd#{i + 1}" for i, c in enumerate(ranked)}
         for h, chooser in others.items():
             named.setdefault(int(chooser(d)), h)
@@ -180,135 +154,6 @@ def rollout(
         "deviations": deviations,
         "wall_s": time.perf_counter() - started,
     }
-
-
-#: Offset of the lookahead's sampling seed from the episode's (apart from its tie-breaks).
-FUTURE_SEED_OFFSET = 10_000
-
-
-def sample_futures(
-    pool: Sequence[Pod], horizon: int, samples: int, rng: np.random.Generator
-) -> list[list[Pod]]:
-    """``samples`` futures of ``horizon`` pods each, drawn with replacement from ``pool``
-    (renamed ``lookahead-<k>-<j>`` so that no key repeats)."""
-    futures = []
-    for k in range(samples):
-        idx = rng.integers(0, len(pool), horizon)
-        futures.append(
-            [
-                replace(pool[i], name=f"lookahead-{k}-{j}", uid=f"lookahead-{k}-{j}")
-                for j, i in enumerate(idx)
-            ]
-        )
-    return futures
-
-
-def placed_after(
-    snapshot: Any, pod: Pod, row: int, future: Sequence[Pod], config: Any, seed: int
-) -> int:
-    """How many pods of ``future`` FGD places, in order, on a copy of ``snapshot`` with
-    ``pod`` bound on ``row`` (its GPUs by the snapshot's best fit, as the env binds a
-    decided pod). ``snapshot`` is left unchanged; ``seed`` breaks the copy's ties."""
-    snap = copy.deepcopy(snapshot)
-    snap.add_pod(pod, int(row))
-    sched = Scheduler(config, snap, registry=in_tree_registry(), seed=seed, clock=ManualClock())
-    return sum(1 for r in sched.run(future).values() if r.node_name)
-
-
-def best_gain(gains: np.ndarray, t_min: float) -> int | None:
-    """The candidate to leave the base choice for, from ``gains`` (float ``(candidates,
-    samples)``, each candidate's value minus the base's, future by future): among those
-    with a positive mean gain whose paired t statistic ``mean / (sd / sqrt(samples))``
-    (``sd`` with ``ddof = 1``) is above ``t_min``, the one of largest mean; None if none.
-    A gain equal in every future has ``sd = 0``: its t is infinite when its mean is
-    positive (it passes any finite ``t_min``), 0 otherwise.
-
-    Raises:
-        ValueError: fewer than two samples (no ``sd`` to test with).
-    """
-    if gains.ndim != 2 or gains.shape[1] < 2:
-        raise ValueError(f"expected gains of shape (candidates, samples >= 2), found {gains.shape}")
-    mean = gains.mean(axis=1)
-    sd = gains.std(axis=1, ddof=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(
-            sd > 0, mean / (sd / math.sqrt(gains.shape[1])), np.where(mean > 0, np.inf, 0.0)
-        )
-    ok = (mean > 0) & (t > t_min)
-    if not ok.any():
-        return None
-    return int(np.argmax(np.where(ok, mean, -np.inf)))
-
-
-class Lookahead:
-    """The causal lookahead (module docstring) as a chooser of
-    :func:`bosun.rl.evaluate.run_policy`.
-
-    Args:
-        pool: the pods futures are drawn from (the training arrivals).
-        seed: the episode's seed: FGD's, LeastAllocated's and MostAllocated's tie-breaks
-            as ``bosun rl evaluate`` seeds them, and the futures' draws (``seed +``
-            :data:`FUTURE_SEED_OFFSET`).
-        horizon, samples: pods per future, futures per decision.
-        t_min: the paired t statistic a candidate's gain over FGD's choice must pass
-            (:func:`best_gain`).
-        top: FGD's best nodes among the candidates.
-
-    Raises:
-        ValueError: ``horizon < 1``, ``samples < 2`` or ``top < 1``.
-
-    Attributes:
-        decisions, deviations: decisions taken, and those where it left FGD's choice.
-    """
-
-    def __init__(
-        self,
-        pool: Sequence[Pod],
-        seed: int,
-        horizon: int = 200,
-        samples: int = 16,
-        t_min: float = 1.5,
-        top: int = 3,
-    ) -> None:
-        if horizon < 1 or samples < 2 or top < 1:
-            raise ValueError(
-                f"expected horizon >= 1, samples >= 2, top >= 1; found {horizon}, {samples}, {top}"
-            )
-        self.pool = list(pool)
-        self.fgd = HeuristicChooser("fgd", seed)
-        self.others = [HeuristicChooser(h, seed) for h in ("leastallocated", "mostallocated")]
-        self.rng = np.random.default_rng(seed + FUTURE_SEED_OFFSET)
-        self.horizon, self.samples, self.t_min, self.top = horizon, samples, t_min, top
-        self.ranker = _FGDRanker()
-        self.config: Any = None
-        self.decisions = 0
-        self.deviations = 0
-
-    def __call__(self, d: Any) -> int:
-        base = int(self.fgd(d))
-        if self.config is None:
-            self.config = policy_configuration("fgd", in_tree_registry(), d.task_classes)
-        ranked = [int(r) for r in self.ranker.rows_by_score(d)[: self.top]]
-        candidates = list(dict.fromkeys([base, *ranked, *(int(o(d)) for o in self.others)]))
-        self.decisions += 1
-        if len(candidates) == 1:
-            return base
-        futures = sample_futures(self.pool, self.horizon, self.samples, self.rng)
-        values = np.array(
-            [
-                [
-                    placed_after(d.snapshot, d.pod, c, f, self.config, k)
-                    for k, f in enumerate(futures)
-                ]
-                for c in candidates
-            ],
-            dtype=float,
-        )
-        pick = best_gain(values - values[0], self.t_min)  # paired with FGD's choice
-        if pick is None:
-            return base
-        self.deviations += 1
-        return candidates[pick]
 
 
 def lookahead_episode(

@@ -289,3 +289,80 @@ def test_help(command: str, wanted: list[str], unwanted: list[str]) -> None:
     if command != "export":
         for key in (*_INT_PARAMS, *_FLOAT_PARAMS):  # every synthetic trace key is listed
             assert key in text, key
+
+
+def test_label_distill_evaluate(tmp_path: Path) -> None:
+    """The imitation pipeline end to end on a small cluster: the lookahead labels two
+    proxy episodes (one per process), the network is distilled from them, and
+    ``evaluate --policy`` measures that folder, as a direct replay of it measures it."""
+    import pandas as pd
+
+    from bosun.rl.evaluate import PolicyChooser, run_policy
+    from bosun.rl.train import EnvSettings, make_env
+    from bosun.twin.traces import load_trace
+
+    labels, policy, out = tmp_path / "labels", tmp_path / "policy", tmp_path / "ev"
+    code, text = _run(
+        "label", "--trace", TRACE, "--episodes", "4:0,6:1", "--out", str(labels),
+        "--horizon", "10", "--samples", "3", "--jobs", "2",
+    )  # fmt: skip
+    assert code == 0, text
+    assert sorted(p.name for p in labels.iterdir()) == ["n4-s0.npz", "n6-s1.npz"]
+    # a second run keeps what is there
+    code, text = _run("label", "--trace", TRACE, "--episodes", "4:0", "--out", str(labels))
+    assert code == 0 and "n4-s0.npz: kept" in text, text
+    code, text = _run(
+        "distill", "--trace", TRACE, "--labels", str(labels), "--out", str(policy),
+        "--epochs", "20",
+    )  # fmt: skip
+    assert code == 0, text
+    assert "20 epochs: loss" in " ".join(text.split())
+    code, text = _run(
+        "evaluate", "--trace", TRACE, "--timesteps", "0", "--out", str(out), "--seeds", "1",
+        "--policies", "ppo,fgd", "--no-departures", "--warmup", "fgd", "--policy", str(policy),
+    )  # fmt: skip
+    assert code == 0, text
+    assert not (out / "policies").exists()  # nothing trained
+    row = pd.read_csv(out / "runs.csv").set_index("policy").loc["ppo"]
+    settings = EnvSettings(departures=False, warmup="fgd", arrival_fraction=(0.7, 1.0))
+    env = make_env(load_trace(TRACE), settings, 0, record_metrics=True)
+    direct = run_policy(env, PolicyChooser(policy), 0)
+    env.close()
+    assert row["reward_total"] == pytest.approx(direct["reward_total"])
+    assert row["placements"] == direct["placements"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["label", "--episodes", "4-0", "--out", "{tmp}/l"],
+            "--episodes: expected nodes:seed pairs like 94:0,84:1",
+        ),
+        (["label", "--episodes", "9:0", "--out", "{tmp}/l"], "expected node counts in 1..6"),
+        (
+            ["label", "--episodes", "4:0", "--jobs", "0", "--out", "{tmp}/l"],
+            "--jobs: expected >= 1",
+        ),
+        (
+            ["label", "--episodes", "4:0", "--samples", "1", "--out", "{tmp}/l"],
+            "expected >= 1, >= 2, >= 1; found 200, 1, 3",
+        ),
+        (
+            ["distill", "--labels", "{tmp}/none", "--out", "{tmp}/p"],
+            "none: labels file: path: expected a labels .npz file, found none",
+        ),
+        (
+            ["evaluate", "--timesteps", "0", "--out", "{tmp}/e", "--policy", "{tmp}/none"],
+            "meta.json",
+        ),
+    ],
+    ids=["episodes-syntax", "episodes-nodes", "jobs", "samples", "no-labels", "no-policy"],
+)
+def test_imitation_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
+    command, *rest = args
+    code, text = _run(command, "--trace", TRACE, *(a.format(tmp=tmp_path) for a in rest))
+    assert code == 2, text
+    assert message in " ".join(text.split())
+    assert not (tmp_path / "l").exists() or not list((tmp_path / "l").iterdir())
+    assert not (tmp_path / "p").exists() and not (tmp_path / "e").exists()

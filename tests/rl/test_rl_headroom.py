@@ -9,9 +9,8 @@ Distributed RL*, 2020, ch. 2), checked on a small synthetic cluster at saturatio
   and at least the best value of any first-decision candidate followed by the base
   policy (it keeps the best candidate, and the value never falls afterwards).
 
-And the causal lookahead's: its simulated futures count placements as worked out by hand,
-it leaves FGD for the node that lets the drawn pods fit, and it is FGD as evaluated when
-no gain can pass its threshold.
+And the causal lookahead's episode (``bosun.rl.lookahead``, its own tests in
+``test_lookahead.py``): FGD as evaluated when no gain can pass its threshold.
 """
 
 from __future__ import annotations
@@ -21,17 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
-from bosun.api.build import make_node, make_pod
-from bosun.api.types import Pod
-from bosun.framework.snapshot import Snapshot
-from bosun.plugins.registry import in_tree_registry
-from bosun.rl.evaluate import Decision, HeuristicChooser, current_decision
+from bosun.rl.evaluate import current_decision
+from bosun.rl.lookahead import FGDRanker
 from bosun.rl.train import EnvSettings, make_env
-from bosun.twin.experiments.fragmentation import policy_configuration
-from bosun.twin.fragmentation import TaskClasses
 from bosun.twin.traces import load_trace
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "rl_headroom.py"
@@ -55,7 +48,7 @@ TRACE = "synthetic:nodes=6,pods=60"
 def _first_candidates(env: Any, seed: int, top: int) -> list[int]:
     obs, _ = env.reset(seed=seed)
     d = current_decision(env, obs)
-    return [int(r) for r in HEADROOM._FGDRanker().rows_by_score(d)[:top]]
+    return [int(r) for r in FGDRanker().rows_by_score(d)[:top]]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2], ids=["seed0", "seed1", "seed2"])
@@ -100,66 +93,6 @@ def test_rollout_strictly_better_where_a_first_deviation_is() -> None:
     assert r["deviations"] and r["deviations"][0][0] == 0
 
 
-def _gpu_pod(name: str, gpus: int) -> Pod:
-    return make_pod(name, cpu="1", memory="1Gi", extra={"nvidia.com/gpu": gpus})
-
-
-def _two_nodes() -> Snapshot:
-    """n0 with 2 free GPUs, n1 with 1; CPU and memory to spare."""
-    return Snapshot(
-        [
-            make_node("n0", cpu="32", memory="64Gi", extra={"nvidia.com/gpu": 2}),
-            make_node("n1", cpu="32", memory="64Gi", extra={"nvidia.com/gpu": 1}),
-        ]
-    )
-
-
-@pytest.mark.parametrize(
-    ("row", "future", "expected"),
-    [
-        # a 1-GPU pod on n0 leaves 1 + 1 GPUs on two nodes: no room for 2 GPUs
-        (0, [2], 0),
-        # on n1 it leaves n0 whole: the 2-GPU pod fits, then nothing
-        (1, [2, 1], 1),
-        (0, [1, 1, 1], 2),
-        (1, [1, 1, 1], 2),
-    ],
-    ids=["n0-blocks-two-gpus", "n1-keeps-n0-whole", "n0-singles", "n1-singles"],
-)
-def test_placed_after_by_hand(row: int, future: list[int], expected: int) -> None:
-    snap = _two_nodes()
-    before = snap.gpu_used_milli.copy()
-    pods = [_gpu_pod(f"f{j}", g) for j, g in enumerate(future)]
-    config = policy_configuration("fgd", in_tree_registry(), TaskClasses.from_pods(pods))
-    assert HEADROOM.placed_after(snap, _gpu_pod("now", 1), row, pods, config, 0) == expected
-    assert (snap.gpu_used_milli == before).all()  # the live snapshot is untouched
-    assert snap.pods.size == 0
-
-
-def test_lookahead_leaves_room_for_the_drawn_pods() -> None:
-    """The past holds only 2-GPU pods: every drawn future places one 2-GPU pod if the
-    1-GPU pod goes on n1, none if it goes on n0. FGD is told the workload is 1-GPU pods,
-    for which both nodes are equally good: its seeded tie-break picks either. The gain of
-    n1 over n0 is 1 in every future (t infinite), so the lookahead takes n1 whatever FGD
-    picked; with an unreachable threshold it keeps FGD's choice."""
-    pool = [_gpu_pod("past", 2)]
-    pod = _gpu_pod("now", 1)
-    classes = TaskClasses.from_pods([pod])
-
-    def decision() -> Decision:
-        rows = np.arange(2, dtype=np.intp)
-        return Decision(pod, _two_nodes(), rows, None, None, None, classes)
-
-    fgd_choices = set()
-    for seed in range(10):
-        fgd = HeuristicChooser("fgd", seed)(decision())
-        fgd_choices.add(fgd)
-        assert HEADROOM.Lookahead(pool, seed, horizon=2, samples=4)(decision()) == 1
-        strict = HEADROOM.Lookahead(pool, seed, horizon=2, samples=4, t_min=float("inf"))
-        assert strict(decision()) == fgd
-    assert fgd_choices == {0, 1}  # the lookahead left FGD's n0 at least once
-
-
 def test_lookahead_episode_is_fgd_without_deviations() -> None:
     """With a threshold no gain passes, the lookahead's episode is FGD's as evaluated,
     decision for decision; with none (t_min = 0) it leaves FGD, at no more decisions than
@@ -174,37 +107,3 @@ def test_lookahead_episode_is_fgd_without_deviations() -> None:
     # with no threshold it leaves FGD where its 3 futures favour another node (once here)
     loose = HEADROOM.lookahead_episode(trace, 0, SETTINGS, horizon=10, samples=3, t_min=0.0)
     assert 1 <= loose["deviations"] <= loose["decisions"] == loose["lookahead"]["decisions"]
-
-
-@pytest.mark.parametrize(
-    ("gains", "t_min", "expected"),
-    [
-        # mean 0.5, sd sqrt(1/3) = 0.577, t = 0.5 / (0.577 / 2) = 1.73
-        ([[0, 0, 0, 0], [1, 0, 1, 0]], 1.5, 1),
-        ([[0, 0, 0, 0], [1, 0, 1, 0]], 2.0, None),
-        # the same gain in every future: sd 0, t infinite
-        ([[0, 0], [1, 1]], 1e9, 1),
-        ([[0, 0, 0], [0, 0, 0]], 0.0, None),
-        ([[0, 0, 0], [-1, -2, -1]], -10.0, None),
-        # two pass, the larger mean wins; the last has the largest mean (3) but sd
-        # sqrt((9 + 36 + 9) / 2) = 5.20, t = 3 / (5.20 / sqrt(3)) = 1.0: it fails
-        ([[0, 0, 0], [1, 1, 1], [2, 2, 2], [6, -3, 6]], 1.5, 2),
-    ],
-    ids=[
-        "t-1.73-passes-1.5",
-        "t-1.73-fails-2",
-        "constant-gain",
-        "no-gain",
-        "losses",
-        "largest-mean",
-    ],
-)
-def test_best_gain_by_hand(gains: list[list[float]], t_min: float, expected: int | None) -> None:
-    assert HEADROOM.best_gain(np.asarray(gains, dtype=float), t_min) == expected
-
-
-def test_best_gain_needs_two_samples() -> None:
-    with pytest.raises(ValueError, match="samples >= 2"):
-        HEADROOM.best_gain(np.asarray([[0.0], [1.0]]), 1.5)
-    with pytest.raises(ValueError, match="samples >= 2"):
-        HEADROOM.Lookahead([_gpu_pod("p", 1)], 0, samples=1)

@@ -5,6 +5,10 @@
 * ``bosun rl evaluate --trace openb --timesteps N --out results/``: train on the first 70 %
   of the arrivals and compare with LeastAllocated, MostAllocated and FGD on the rest, over
   several seeds (:mod:`bosun.rl.evaluate`);
+* ``bosun rl label --trace openb --nodes 128 --scale-pods --episodes 94:0,84:1 --out
+  labels/`` and ``bosun rl distill --labels labels/ --trace openb --nodes 128 --scale-pods
+  --out policy/``: the causal lookahead's decisions on windows of the training arrivals,
+  and the policy network trained to imitate them (:mod:`bosun.rl.imitation`);
 * ``bosun rl export --policy policy/``: re-export ``policy.onnx`` from ``policy.zip`` and
   check that onnxruntime and torch agree.
 
@@ -171,6 +175,9 @@ _FLAGS = {
     "train_fraction": "--train-fraction",
     "seeds": "--seeds",
     "policies": "--policies",
+    "episodes": "--episodes",
+    "jobs": "--jobs",
+    "proxy_nodes": "--episodes",
 }
 
 
@@ -367,6 +374,14 @@ def evaluate_cmd(
         ),
     ] = None,
     fgd_prior: PriorOption = True,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="Evaluate this policy folder (e.g. from bosun rl distill) as the ppo row on "
+            "every seed, instead of training one per seed.",
+        ),
+    ] = None,
 ) -> None:
     """Train on the first 70% of a trace's arrivals, compare with the heuristics on the rest.
 
@@ -416,6 +431,7 @@ def evaluate_cmd(
             scale_pods=scale_pods,
             train_load=train_load,
             progress=lambda line: console.print(escape(line)),
+            policy_dir=policy,
         )
         ev.write(tmp)
         if out.exists():
@@ -458,6 +474,151 @@ def evaluate_cmd(
         table.add_row(str(r["policy"]), *cells)
     console.print(table)
     console.print(f"results in {escape(str(out))}")
+
+
+def _episodes(text: str) -> list[tuple[int, int]]:
+    """``"94:0,84:1"`` -> ``[(94, 0), (84, 1)]`` (proxy nodes, seed)."""
+    out: list[tuple[int, int]] = []
+    for part in (p.strip() for p in text.split(",")):
+        try:
+            k, seed = (int(x) for x in part.split(":"))
+        except ValueError:
+            k = seed = -1
+        if k < 1 or seed < 0:
+            raise InputError(
+                [
+                    InputProblem(
+                        "command line",
+                        "options",
+                        "--episodes",
+                        f"expected nodes:seed pairs like 94:0,84:1 (nodes >= 1, seed >= 0), "
+                        f"found {part!r}",
+                    )
+                ]
+            )
+        out.append((k, seed))
+    return out
+
+
+ScalePodsOption = Annotated[
+    bool,
+    typer.Option(
+        "--scale-pods/--no-scale-pods",
+        help="With --nodes k: keep the arrivals in proportion (k/N), the full load per node.",
+    ),
+]
+TrainFractionOption = Annotated[
+    float, typer.Option("--train-fraction", help="Share of arrivals trained on.")
+]
+
+
+@app.command("label")
+def label_cmd(
+    trace: TraceOption,
+    episodes: Annotated[
+        str,
+        typer.Option(
+            "--episodes",
+            help="Proxy episodes nodes:seed, comma-separated: the training arrivals on that "
+            "many nodes, FGD's warm-up on their first share, the lookahead's decisions on the "
+            "rest, seeded.",
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Folder for the labels (one .npz each).")],
+    nodes: NodesOption = None,
+    scale_pods: ScalePodsOption = False,
+    train_fraction: TrainFractionOption = 0.7,
+    horizon: Annotated[int, typer.Option("--horizon", help="Pods per sampled future.")] = 200,
+    samples: Annotated[int, typer.Option("--samples", help="Futures per decision.")] = 16,
+    t_min: Annotated[
+        float, typer.Option("--t-min", help="Paired t a gain over FGD must pass to leave it.")
+    ] = 1.5,
+    top: Annotated[int, typer.Option("--top", help="FGD's best nodes among the candidates.")] = 3,
+    jobs: Annotated[int, typer.Option("--jobs", help="Episodes labelled at once.")] = 1,
+) -> None:
+    """Label decisions with the causal lookahead, on windows of the training arrivals only.
+
+    Slow: about 5 s a decision on openb's proxies (100 to 150 decisions an episode).
+    An episode already labelled in --out is kept, so a stopped run resumes.
+    """
+    from bosun.rl.imitation import cluster_trace, label_proxies
+
+    console = Console()
+    try:
+        pairs = _episodes(episodes)
+        if horizon < 1 or samples < 2 or top < 1:
+            raise InputError(
+                [
+                    InputProblem(
+                        "command line",
+                        "options",
+                        "--horizon/--samples/--top",
+                        f"expected >= 1, >= 2, >= 1; found {horizon}, {samples}, {top}",
+                    )
+                ]
+            )
+        if out.exists() and not out.is_dir():
+            raise InputError([InputProblem("command line", "options", "--out", f"{out} is a file")])
+        label_proxies(
+            cluster_trace(trace, nodes, scale_pods),
+            pairs,
+            out,
+            train_fraction=train_fraction,
+            jobs=jobs,
+            lookahead={"horizon": horizon, "samples": samples, "t_min": t_min, "top": top},
+            progress=lambda line: console.print(escape(line)),
+        )
+    except BosunError as e:
+        raise fail(str(_as_flags(e))) from None
+    console.print(f"labels in {escape(str(out))}")
+
+
+@app.command("distill")
+def distill_cmd(
+    trace: TraceOption,
+    labels: Annotated[
+        list[Path], typer.Option("--labels", help="Label files or folders (bosun rl label).")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="The policy folder to write.")],
+    nodes: NodesOption = None,
+    scale_pods: ScalePodsOption = False,
+    train_fraction: TrainFractionOption = 0.7,
+    epochs: Annotated[int, typer.Option("--epochs", help="Full-batch Adam steps.")] = 300,
+    learning_rate: Annotated[float, typer.Option("--lr", help="Adam's step size.")] = 3e-3,
+    hidden: Annotated[int, typer.Option("--hidden", help="Width of the per-node scorer.")] = 32,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds the initial weights.")] = 0,
+) -> None:
+    """Train the policy network (with the FGD prior) to choose as the lookahead's labels.
+
+    Give the cluster the policy is for as bosun rl evaluate does (--trace, --nodes,
+    --scale-pods); the labels may come from smaller proxies of it.
+    """
+    from bosun.rl.imitation import DistillSettings, cluster_trace, distill_policy
+
+    try:
+        _check_out(out, "policy")
+        curve = distill_policy(
+            cluster_trace(trace, nodes, scale_pods),
+            labels,
+            out,
+            train_fraction=train_fraction,
+            trace_spec=trace,
+            settings=DistillSettings(
+                epochs=epochs, learning_rate=learning_rate, hidden=hidden, seed=seed
+            ),
+        )
+    except BosunError as e:
+        raise fail(str(_as_flags(e))) from None
+    epoch, loss, dev, kept = curve[-1]
+
+    def share(x: float) -> str:
+        return "- (none)" if math.isnan(x) else f"{x:.1%}"
+
+    Console().print(
+        f"{epoch} epochs: loss {loss:.4f}; matches the lookahead where it left FGD: "
+        f"{share(dev)}, where it kept FGD's choice: {share(kept)}; "
+        f"policy in {escape(str(out))}"
+    )
 
 
 @app.command("export")

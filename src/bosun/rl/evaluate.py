@@ -495,6 +495,7 @@ def evaluate(
     scale_pods: bool = False,
     train_load: float | None = None,
     progress: Callable[[str], None] | None = None,
+    policy_dir: Path | str | None = None,
 ) -> Evaluation:
     """Run the protocol of the module docstring.
 
@@ -520,9 +521,13 @@ def evaluate(
             with the seed), so that training meets the saturation the test window reaches;
             None: the train window as it is.
         progress: called with a line of text as runs finish.
+        policy_dir: evaluate this policy folder (e.g. one ``bosun rl distill`` wrote) as
+            the ``ppo`` row on every seed instead of training one per seed; ``timesteps``
+            is then not used.
 
     Raises:
         InputError: a trace too short to split, an unknown policy, no seed, bad settings.
+        PolicyFileError: ``policy_dir`` is not a readable policy folder.
     """
     from dataclasses import replace
 
@@ -548,7 +553,11 @@ def evaluate(
         )
     if not seeds:
         problems.append(InputProblem("command line", "options", "--seeds", "expected a seed"))
-    if timesteps < 1 and "ppo" in policies:
+    if policy_dir is not None:
+        from bosun.rl.policy import load_meta
+
+        load_meta(policy_dir)  # a bad folder fails here, before any run
+    if timesteps < 1 and "ppo" in policies and policy_dir is None:
         problems.append(
             InputProblem(
                 "command line", "options", "--timesteps", f"expected >= 1, found {timesteps}"
@@ -592,7 +601,9 @@ def evaluate(
     dirs: dict[int, Path] = {}
     for seed in seeds:
         chooser_of: dict[str, Callable[[], Any]] = {}
-        if "ppo" in policies:
+        if "ppo" in policies and policy_dir is not None:
+            chooser_of["ppo"] = lambda given=Path(policy_dir): PolicyChooser(given)  # type: ignore[misc]
+        elif "ppo" in policies:
             pdir = work / f"policy-seed{seed}"
             train(
                 trace
@@ -644,5 +655,6 @@ def evaluate(
         "reward_weights": list(base.reward_weights),
         "reward_forced": base.reward_forced,
         "algo": algo,
+        "policy_dir": None if policy_dir is None else str(policy_dir),
     }
     return Evaluation(str(name), runs, settings, dirs)

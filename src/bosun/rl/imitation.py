@@ -1,0 +1,711 @@
+"""Imitation of the causal lookahead by the policy network (behaviour cloning).
+
+The causal lookahead (:mod:`bosun.rl.lookahead`) beats every heuristic at saturation but
+costs seconds a decision; the policy network (:class:`bosun.rl.policy.NodeScorer`, the
+MaskablePPO policy with the FGD prior) costs under a millisecond. This module trains the
+second to choose as the first (Pomerleau's behaviour cloning, 1991; distillation of a
+search policy into a network as in AlphaGo's supervised stage, Silver et al., Nature 2016):
+
+1. **Windows from the training arrivals only** (:func:`proxy_windows`). The saturation
+   protocol's test window is the last 30 % of the arrivals on a cluster FGD filled with
+   the first 70 %. The teacher is run on *proxies* built from the first 70 % alone: the
+   training arrivals on a smaller node subset (``k`` nodes, every ``N/k``-th), FGD placing
+   their first 70 % as the warm-up, the decisions on their last 30 %. With ``k`` below
+   the cluster's size these windows saturate as the test window does.
+2. **Labels** (:func:`label_episode`): the lookahead replays a proxy window and records,
+   at each decision, the observation, the mask, FGD's choice and its own
+   (:class:`bosun.rl.lookahead.Label`). Its futures are drawn from the proxy's warm-up
+   pods, so no label reads the test window.
+3. **Targets** (:func:`imitation_targets`): where the lookahead left FGD, its node; where
+   it kept FGD's choice, *every* node tied with FGD's best score (FGD's own choice among
+   them is a seeded coin, which the network need not copy).
+4. **Loss** (:func:`imitation_loss`): the negative log of the probability the masked
+   softmax over the network's logits gives the target set, averaged over the decisions.
+5. **Training** (:func:`distill`): full-batch Adam on that loss, from the untrained
+   policy with the FGD prior (which chooses among FGD's best nodes), then the policy
+   folder is written as ``bosun rl train`` writes one (sb3 model, ONNX actor, meta), so
+   the ``RLPolicy`` plugin serves it and ``bosun rl evaluate --policy`` measures it.
+
+Labels are stored as ``.npz`` files of flat arrays (:func:`save_labels`); nothing is
+pickled.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bosun.errors import InputError, InputProblem
+from bosun.rl.lookahead import Label, Lookahead
+
+#: Format version of a labels file.
+LABELS_VERSION = 1
+#: The arrays of a labels file.
+LABEL_KEYS = (
+    "version",
+    "node_features",
+    "nodes",
+    "obs",
+    "mask",
+    "n_candidates",
+    "candidates",
+    "n_samples",
+    "values",
+    "base",
+    "pick",
+)
+
+
+def train_arrivals(trace: Any, train_fraction: float) -> Any:
+    """The trace with only its first ``floor(train_fraction * n)`` arrivals (the training
+    arrivals of ``bosun rl evaluate``'s split).
+
+    Raises:
+        InputError: no arrival in that share.
+    """
+    n = len(trace.arrivals)
+    lo = math.floor(train_fraction * n)
+    if lo < 1:
+        raise InputError(
+            [
+                InputProblem(
+                    trace.name,
+                    "arrival window",
+                    "train_fraction",
+                    f"expected at least 1 training arrival in the first {train_fraction:.0%} "
+                    f"of {n}, found 0",
+                )
+            ]
+        )
+    return replace(trace, arrivals=trace.arrivals[:lo], name=f"{trace.name}[:{train_fraction:g}]")
+
+
+def proxy_windows(
+    trace: Any, train_fraction: float, proxy_nodes: Sequence[int], base: Any = None
+) -> list[tuple[Any, Any]]:
+    """The proxy windows of step 1 (module docstring): for each ``k`` in ``proxy_nodes``,
+    ``(training arrivals, EnvSettings)`` with ``k`` nodes, FGD's warm-up on the first
+    ``train_fraction`` of the training arrivals and the decisions on the rest; ``base``
+    (an :class:`bosun.rl.train.EnvSettings`) gives the other settings (reward weights,
+    departures).
+
+    Raises:
+        InputError: no training arrival, or ``k`` outside ``1..`` the trace's nodes.
+    """
+    from bosun.rl.train import EnvSettings
+
+    train = train_arrivals(trace, train_fraction)
+    total = len(trace.nodes)
+    bad = [k for k in proxy_nodes if isinstance(k, bool) or not 1 <= k <= total]
+    if bad or not proxy_nodes:
+        raise InputError(
+            [
+                InputProblem(
+                    trace.name,
+                    "proxy windows",
+                    "proxy_nodes",
+                    f"expected node counts in 1..{total}, found {list(proxy_nodes)}",
+                )
+            ]
+        )
+    settings = base or EnvSettings(departures=False, warmup="fgd")
+    return [
+        (
+            train,
+            replace(
+                settings,
+                nodes=int(k) if k < total else None,
+                warmup=settings.warmup or "fgd",
+                arrival_fraction=(train_fraction, 1.0),
+                max_steps=None,
+            ),
+        )
+        for k in proxy_nodes
+    ]
+
+
+def label_episode(trace: Any, settings: Any, seed: int, **lookahead: Any) -> list[Label]:
+    """The lookahead's labels along one episode of ``settings``' window of ``trace``
+    (its own choices taken), seeded ``seed``; futures are drawn from the arrivals before
+    the window. ``lookahead`` goes to :class:`bosun.rl.lookahead.Lookahead`.
+
+    Raises:
+        InputError: no arrival before the window to draw futures from.
+    """
+    from bosun.rl.evaluate import run_policy
+    from bosun.rl.train import make_env
+
+    lo = math.floor(settings.arrival_fraction[0] * len(trace.arrivals))
+    if lo < 1:
+        raise InputError(
+            [
+                InputProblem(
+                    trace.name,
+                    "arrival window",
+                    "arrival_fraction",
+                    "expected arrivals before the window to draw the lookahead's futures "
+                    "from, found none",
+                )
+            ]
+        )
+    chooser = Lookahead([a.pod for a in trace.arrivals[:lo]], seed, record=True, **lookahead)
+    env = make_env(trace, settings, seed)
+    try:
+        run_policy(env, chooser, seed)
+    finally:
+        env.close()
+    return chooser.labels
+
+
+# ------------------------------------------------------------------------------ files
+
+
+def save_labels(labels: Sequence[Label], path: Path | str, node_features: int) -> Path:
+    """Write ``labels`` as an ``.npz`` of flat arrays (:data:`LABEL_KEYS`), through a
+    temporary file and a rename. ``node_features`` is F of the observations."""
+    from bosun.rl.features import FEATURES_VERSION
+
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {
+        "version": np.array([LABELS_VERSION, FEATURES_VERSION], dtype=np.int64),
+        "node_features": np.array(node_features, dtype=np.int64),
+        "nodes": np.array([len(x.mask) for x in labels], dtype=np.int64),
+        "obs": _concat([x.obs.astype(np.float32) for x in labels], np.float32),
+        "mask": _concat([x.mask.astype(bool) for x in labels], np.bool_),
+        "n_candidates": np.array([len(x.candidates) for x in labels], dtype=np.int64),
+        "candidates": _concat([x.candidates.astype(np.int64) for x in labels], np.int64),
+        "n_samples": np.array([x.values.shape[1] for x in labels], dtype=np.int64),
+        "values": _concat([x.values.astype(np.float64).ravel() for x in labels], np.float64),
+        "base": np.array([x.base for x in labels], dtype=np.int64),
+        "pick": np.array([x.pick for x in labels], dtype=np.int64),
+    }
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}.npz")
+    np.savez_compressed(tmp, **arrays)  # type: ignore[arg-type]
+    os.replace(tmp, dest)
+    return dest
+
+
+def _concat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+
+
+def load_labels(path: Path | str) -> tuple[list[Label], int]:
+    """The labels of a file written by :func:`save_labels`, and F.
+
+    Raises:
+        InputError: a missing or unreadable file, a missing array, another version, or
+            arrays whose sizes disagree; the problem names the file, the decision and
+            the array.
+    """
+    from bosun.rl.features import FEATURES_VERSION
+
+    src = str(path)
+
+    def bad(obj: str, key: str, message: str) -> InputError:
+        return InputError([InputProblem(src, obj, key, message)])
+
+    try:
+        with np.load(src, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise bad("labels file", "path", "expected a labels .npz file, found none") from None
+    except (OSError, ValueError) as e:
+        raise bad("labels file", "path", f"expected a labels .npz file, found ({e})") from None
+    missing = [k for k in LABEL_KEYS if k not in data]
+    if missing:
+        raise bad("labels file", missing[0], f"expected array {missing[0]!r}, found none")
+    version = data["version"].tolist()
+    if version != [LABELS_VERSION, FEATURES_VERSION]:
+        raise bad(
+            "labels file",
+            "version",
+            f"expected [labels {LABELS_VERSION}, features {FEATURES_VERSION}], found {version}",
+        )
+    f = int(data["node_features"])
+    nodes, ncand, nsamp = data["nodes"], data["n_candidates"], data["n_samples"]
+    b = len(nodes)
+    for key in ("n_candidates", "n_samples", "base", "pick"):
+        if len(data[key]) != b:
+            raise bad(
+                "labels file", key, f"expected {b} entries (one a decision), found {len(data[key])}"
+            )
+    obs_flat, mask_flat = data["obs"], data["mask"]
+    cand_flat, val_flat = data["candidates"], data["values"]
+    if int(nodes.sum()) != len(mask_flat):
+        raise bad(
+            "labels file", "mask", f"expected {int(nodes.sum())} values, found {len(mask_flat)}"
+        )
+    if int(ncand.sum()) != len(cand_flat):
+        raise bad(
+            "labels file", "candidates", f"expected {int(ncand.sum())}, found {len(cand_flat)}"
+        )
+    if int((ncand * nsamp).sum()) != len(val_flat):
+        raise bad(
+            "labels file", "values", f"expected {int((ncand * nsamp).sum())}, found {len(val_flat)}"
+        )
+    if b and len(obs_flat) % b:
+        raise bad(
+            "labels file",
+            "obs",
+            f"expected {b} observations of one size, found {len(obs_flat)} values",
+        )
+    g = (len(obs_flat) - int(nodes.sum()) * f) // b if b else 0
+    if b and (g < 0 or int(nodes.sum()) * f + g * b != len(obs_flat)):
+        raise bad(
+            "labels file",
+            "obs",
+            f"expected N * {f} + G values a decision, found {len(obs_flat)} in all",
+        )
+    labels: list[Label] = []
+    o = m = c = v = 0
+    for i in range(b):
+        n, k, s = int(nodes[i]), int(ncand[i]), int(nsamp[i])
+        mask = mask_flat[m : m + n].astype(bool)
+        cands = cand_flat[c : c + k].astype(np.intp)
+        base, pick = int(data["base"][i]), int(data["pick"][i])
+        for key, row in (("base", base), ("pick", pick)):
+            if not (0 <= row < n and mask[row]):
+                raise bad(
+                    f"decision {i}",
+                    key,
+                    f"expected a row that passed Filter (0..{n - 1}), found {row}",
+                )
+        if k < 1 or int(cands[0]) != base or not np.isin(pick, cands):
+            raise bad(
+                f"decision {i}",
+                "candidates",
+                f"expected FGD's choice first and the pick among them, found {cands.tolist()}",
+            )
+        labels.append(
+            Label(
+                obs=obs_flat[o : o + n * f + g].astype(np.float32),
+                mask=mask,
+                candidates=cands,
+                values=val_flat[v : v + k * s].reshape(k, s).astype(float),
+                base=base,
+                pick=pick,
+            )
+        )
+        o, m, c, v = o + n * f + g, m + n, c + k, v + k * s
+    return labels, f
+
+
+def load_label_files(paths: Sequence[Path | str]) -> tuple[list[Label], int]:
+    """The labels of every file (a folder: its ``*.npz`` files, sorted by name), and F.
+
+    Raises:
+        InputError: no file, or as :func:`load_labels`; files with different F.
+    """
+    files: list[Path] = []
+    for p in paths:
+        q = Path(p)
+        files.extend(sorted(q.glob("*.npz")) if q.is_dir() else [q])
+    if not files:
+        raise InputError(
+            [
+                InputProblem(
+                    ", ".join(map(str, paths)),
+                    "labels",
+                    "path",
+                    "expected .npz label files, found none",
+                )
+            ]
+        )
+    out: list[Label] = []
+    width: int | None = None
+    for path in files:
+        labels, f = load_labels(path)
+        if width is not None and f != width:
+            raise InputError(
+                [
+                    InputProblem(
+                        str(path), "labels file", "node_features", f"expected {width}, found {f}"
+                    )
+                ]
+            )
+        width = f
+        out.extend(labels)
+    if not out:
+        raise InputError(
+            [
+                InputProblem(
+                    ", ".join(map(str, paths)),
+                    "labels",
+                    "decisions",
+                    "expected at least one decision, found none",
+                )
+            ]
+        )
+    assert width is not None
+    return out, width
+
+
+# --------------------------------------------------------------------------- learning
+
+
+def imitation_targets(label: Label, node_features: int, prior_index: int) -> np.ndarray:
+    """Bool ``(N,)``: the nodes the network is taught to choose at ``label`` (step 3 of
+    the module docstring): the lookahead's node where it left FGD, else every node that
+    passed Filter with FGD's best (lowest) ``fgd_increase`` feature, FGD's choice
+    included."""
+    n = len(label.mask)
+    target = np.zeros(n, dtype=bool)
+    if label.pick != label.base:
+        target[label.pick] = True
+        return target
+    prior = label.obs[: n * node_features].reshape(n, node_features)[:, prior_index]
+    best = prior[label.mask].min()
+    target = np.asarray(label.mask & np.isclose(prior, best, rtol=0.0, atol=1e-7), dtype=bool)
+    target[label.base] = True
+    return target
+
+
+def stack(
+    labels: Sequence[Label], node_features: int, prior_index: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The labels as one batch padded to the largest node count ``M``: observations
+    float32 ``(B, M * F + G)`` (padding node rows all zero, which the network leaves out),
+    masks and targets bool ``(B, M)``."""
+    f = node_features
+    big = max(len(x.mask) for x in labels)
+    g = len(labels[0].obs) - len(labels[0].mask) * f
+    obs = np.zeros((len(labels), big * f + g), dtype=np.float32)
+    mask = np.zeros((len(labels), big), dtype=bool)
+    target = np.zeros((len(labels), big), dtype=bool)
+    for i, x in enumerate(labels):
+        n = len(x.mask)
+        obs[i, : n * f] = x.obs[: n * f]
+        obs[i, big * f :] = x.obs[n * f :]
+        mask[i, :n] = x.mask
+        target[i, :n] = imitation_targets(x, f, prior_index)
+    return obs, mask, target
+
+
+def imitation_loss(logits: Any, mask: Any, target: Any) -> Any:
+    """Mean over the batch of ``-log sum_{a in target} softmax(logits | mask)_a``.
+
+    Args:
+        logits: float tensor ``(B, N)``.
+        mask: bool tensor ``(B, N)``, the feasible nodes.
+        target: bool tensor ``(B, N)``, a non-empty subset of ``mask`` per row.
+    """
+    import torch
+
+    neg = torch.finfo(logits.dtype).min
+    logp = torch.log_softmax(logits.masked_fill(~mask, neg), dim=-1)
+    return -torch.logsumexp(logp.masked_fill(~target, neg), dim=-1).mean()
+
+
+@dataclass(frozen=True)
+class DistillSettings:
+    """Hyper-parameters of :func:`distill`.
+
+    Attributes:
+        epochs: full-batch Adam steps.
+        learning_rate: Adam's step size.
+        hidden: width of the node scorer.
+        seed: seeds the initial weights.
+    """
+
+    epochs: int = 300
+    learning_rate: float = 3e-3
+    hidden: int = 32
+    seed: int = 0
+
+
+def distill(
+    labels: Sequence[Label],
+    out: Path | str,
+    layout: Any,
+    *,
+    meta_fields: dict[str, Any],
+    settings: DistillSettings | None = None,
+    task_classes: Any = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> list[tuple[int, float, float, float]]:
+    """Train the policy network with the FGD prior on ``labels`` (step 5 of the module
+    docstring) and write the policy folder ``out``.
+
+    Args:
+        labels: the lookahead's decisions.
+        out: the policy folder to write.
+        layout: the :class:`bosun.rl.policy.ObsLayout` the policy is saved for (its
+            ``max_nodes``: the cluster it is meant for; the network itself serves any
+            node count, so labels from smaller proxies train it as they are).
+        meta_fields: as for :func:`bosun.rl.train.init_policy`.
+        settings: :class:`DistillSettings`.
+        task_classes: the FGD task classes stored for serving.
+        progress: called with (epoch, loss) every 10 epochs.
+
+    Returns:
+        The curve: ``(epoch, loss, share of deviations matched, share of kept FGD
+        choices matched)`` every 10 epochs and at the end; a decision is matched when the
+        masked arg-max of the logits lies in its target set.
+
+    Raises:
+        InputError: no labels, labels of another observation layout, bad settings.
+    """
+    import torch
+
+    from bosun.rl.features import FGD_FEATURE
+    from bosun.rl.policy import maskable_policy_class
+    from bosun.rl.train import PPOSettings, _spaces_env, save_policy
+
+    s = settings or DistillSettings()
+    problems = []
+    if s.epochs < 1 or s.learning_rate <= 0 or s.hidden < 1:
+        problems.append(
+            InputProblem(
+                "command line",
+                "distillation",
+                "settings",
+                f"expected epochs >= 1, learning rate > 0, hidden >= 1; found {s}",
+            )
+        )
+    if not labels:
+        problems.append(
+            InputProblem("labels", "labels", "decisions", "expected at least one, found none")
+        )
+    else:
+        f = layout.node_features
+        widths = {len(x.obs) - len(x.mask) * f for x in labels}
+        if widths != {layout.global_features}:
+            problems.append(
+                InputProblem(
+                    "labels",
+                    "labels",
+                    "obs",
+                    f"expected observations of N * {f} + {layout.global_features} values "
+                    f"(the policy's layout), found global blocks of {sorted(widths)}",
+                )
+            )
+    if problems:
+        raise InputError(problems)
+    from sb3_contrib import MaskablePPO
+
+    from bosun.rl.policy import new_meta
+
+    torch.manual_seed(s.seed)
+    torch.set_num_threads(1)
+    model = MaskablePPO(
+        maskable_policy_class(),
+        _spaces_env(layout),
+        seed=s.seed,
+        device="cpu",
+        n_steps=8,
+        batch_size=8,
+        policy_kwargs=PPOSettings(hidden=s.hidden, fgd_prior=True).scorer_kwargs(layout),
+    )
+    scorer = model.policy.mlp_extractor
+    obs_np, mask_np, target_np = stack(labels, layout.node_features, FGD_FEATURE)
+    obs, mask, target = (torch.from_numpy(a) for a in (obs_np, mask_np, target_np))
+    deviated = torch.tensor([x.pick != x.base for x in labels])
+    opt = torch.optim.Adam(scorer.parameters(), lr=s.learning_rate)
+    curve: list[tuple[int, float, float, float]] = []
+
+    def measure(epoch: int) -> None:
+        with torch.no_grad():
+            logits = scorer.forward_actor(obs)
+            loss = float(imitation_loss(logits, mask, target))
+            choice = logits.masked_fill(~mask, -math.inf).argmax(dim=-1)
+            hit = target.gather(1, choice[:, None]).squeeze(1)
+        dev = float(hit[deviated].float().mean()) if deviated.any() else math.nan
+        kept = float(hit[~deviated].float().mean()) if (~deviated).any() else math.nan
+        curve.append((epoch, loss, dev, kept))
+        if progress is not None:
+            progress(epoch, loss)
+
+    measure(0)
+    for epoch in range(1, s.epochs + 1):
+        opt.zero_grad()
+        loss = imitation_loss(scorer.forward_actor(obs), mask, target)
+        loss.backward()
+        opt.step()
+        if epoch % 10 == 0 or epoch == s.epochs:
+            measure(epoch)
+    extra: dict[str, Any] = {
+        "fgd_prior": True,
+        "imitation": {
+            "labels": len(labels),
+            "deviations": int(deviated.sum()),
+            "epochs": s.epochs,
+            "learning_rate": s.learning_rate,
+            "hidden": s.hidden,
+            "final_loss": curve[-1][1],
+        },
+    }
+    if task_classes is not None:
+        extra["task_classes"] = task_classes.to_args()
+    meta = new_meta(
+        layout, timesteps=0, seed=s.seed, algo="maskable-ppo", extra=extra, **meta_fields
+    )
+    save_policy(model, Path(out), meta, report=False)
+    return curve
+
+
+# ------------------------------------------------------------------------ whole runs
+
+
+def cluster_trace(trace: Any, nodes: int | None, scale_pods: bool) -> Any:
+    """The trace (a Trace or a spec) on ``nodes`` of its nodes (every ``N/k``-th), its
+    arrivals scaled in proportion when ``scale_pods`` (:func:`bosun.rl.env.scale_trace`,
+    the saturation protocol), as ``bosun rl evaluate`` builds the evaluated cluster.
+
+    Raises:
+        InputError: a bad spec or node count.
+    """
+    from bosun.rl.env import scale_trace, select_nodes
+
+    if isinstance(trace, str):
+        from bosun.twin.traces import load_trace
+
+        trace = load_trace(trace)
+    if nodes is None:
+        return trace
+    return scale_trace(trace, nodes) if scale_pods else select_nodes(trace, nodes)
+
+
+def episode_file(nodes: int, seed: int) -> str:
+    """The file name of a proxy episode's labels: ``n<nodes>-s<seed>.npz``."""
+    return f"n{nodes}-s{seed}.npz"
+
+
+def _label_job(job: tuple[Any, float, int, int, str, dict[str, Any]]) -> tuple[int, int, int, int]:
+    """One proxy episode, labelled and saved (a process pool's task): returns (nodes,
+    seed, decisions, deviations)."""
+    from bosun.rl.features import NODE_FEATURES
+
+    trace, train_fraction, k, seed, path, lookahead = job
+    [(train, settings)] = proxy_windows(trace, train_fraction, [k])
+    labels = label_episode(train, settings, seed, **lookahead)
+    save_labels(labels, path, len(NODE_FEATURES))
+    return k, seed, len(labels), sum(x.pick != x.base for x in labels)
+
+
+def label_proxies(
+    trace: Any,
+    episodes: Sequence[tuple[int, int]],
+    out: Path | str,
+    *,
+    train_fraction: float = 0.7,
+    jobs: int = 1,
+    lookahead: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Path]:
+    """Label the proxy episodes ``(nodes, seed)`` of ``trace`` (the evaluated cluster,
+    :func:`cluster_trace`) into ``out/n<nodes>-s<seed>.npz``, ``jobs`` episodes at a
+    time in separate processes. An episode whose file exists is kept (a stopped run
+    resumes).
+
+    Raises:
+        InputError: bad node counts or fraction, no episode, ``jobs < 1`` (before any
+            labelling).
+    """
+    from concurrent.futures import ProcessPoolExecutor
+
+    problems: list[InputProblem] = []
+    if not episodes:
+        problems.append(
+            InputProblem("command line", "options", "episodes", "expected at least one, found none")
+        )
+    if jobs < 1:
+        problems.append(
+            InputProblem("command line", "options", "jobs", f"expected >= 1, found {jobs}")
+        )
+    if not 0.0 < train_fraction < 1.0:
+        problems.append(
+            InputProblem(
+                "command line",
+                "options",
+                "train_fraction",
+                f"expected 0 < f < 1, found {train_fraction}",
+            )
+        )
+    if problems:
+        raise InputError(problems)
+    # the node counts and the split are checked here, before any process starts
+    proxy_windows(trace, train_fraction, sorted({k for k, _ in episodes}))
+    dest = Path(out)
+    dest.mkdir(parents=True, exist_ok=True)
+    todo = []
+    for k, seed in episodes:
+        path = dest / episode_file(k, seed)
+        if path.exists():
+            if progress is not None:
+                progress(f"{path.name}: kept (already labelled)")
+            continue
+        todo.append((trace, train_fraction, k, seed, str(path), dict(lookahead or {})))
+    done = [dest / episode_file(k, s) for k, s in episodes]
+
+    def report(r: tuple[int, int, int, int]) -> None:
+        if progress is not None:
+            k, seed, n, dev = r
+            progress(f"{episode_file(k, seed)}: {n} decisions, the lookahead left FGD at {dev}")
+
+    if jobs == 1 or len(todo) <= 1:
+        for job in todo:
+            report(_label_job(job))
+        return done
+    with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
+        for r in pool.map(_label_job, todo):
+            report(r)
+    return done
+
+
+def distill_policy(
+    trace: Any,
+    label_paths: Sequence[Path | str],
+    out: Path | str,
+    *,
+    train_fraction: float = 0.7,
+    trace_spec: str | None = None,
+    settings: DistillSettings | None = None,
+    env_settings: Any = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> list[tuple[int, float, float, float]]:
+    """Distill the labels of ``label_paths`` into a policy folder ``out`` for ``trace``
+    (the evaluated cluster, :func:`cluster_trace`): the observation layout is the
+    cluster's, the task classes stored for serving are the training arrivals' (those the
+    labels' FGD used).
+
+    Returns:
+        :func:`distill`'s curve.
+
+    Raises:
+        InputError: as :func:`load_label_files` and :func:`distill`.
+    """
+    from bosun.rl.features import FEATURES_VERSION
+    from bosun.rl.policy import ObsLayout
+    from bosun.rl.train import WEIGHT_NAMES, EnvSettings, make_env
+
+    labels, _ = load_label_files(label_paths)
+    es = env_settings or EnvSettings(departures=False, warmup="fgd")
+    train = train_arrivals(trace, train_fraction)
+    probe = make_env(train, replace(es, nodes=None, arrival_fraction=(0.0, 1.0), warmup=None), 0)
+    try:
+        spec, classes = probe.obs_spec, probe.task_classes
+    finally:
+        probe.close()
+    layout = ObsLayout(spec.max_nodes, spec.node_features, spec.global_features)
+    return distill(
+        labels,
+        out,
+        layout,
+        meta_fields={
+            "features_version": FEATURES_VERSION,
+            "history_len": spec.history_len,
+            "reward_weights": dict(zip(WEIGHT_NAMES, es.reward_weights, strict=True)),
+            "trace": f"{trace_spec or trace.name} (imitation of the lookahead)",
+            "train_window": (0.0, train_fraction),
+        },
+        settings=settings,
+        task_classes=classes,
+        progress=progress,
+    )
