@@ -28,25 +28,14 @@ FGD's own tie-breaks, which moves its total by a few units too.
 Cost: about ``(top + 1) x decisions`` episode replays per seed, about 1 s each on openb's
 128 nodes here (13 to 16 minutes a seed, two seeds at once on 2 cores).
 
-**The causal lookahead** (``--lookahead``; model-predictive control with sampled futures,
-the Monte-Carlo rollout of Tesauro & Galperin with the future drawn instead of known):
-the same candidates, FGD *as evaluated* (``bosun rl evaluate``'s seeded tie-breaks)
-first, but each judged on ``--samples`` futures drawn from the past only: ``--horizon``
-pods drawn with replacement from the *training* arrivals (the trace's arrivals before the
-test window, those the warm-up placed; the test window's own pods are never drawn). A
-future is simulated from a copy of the cluster as it is now, the pod on the candidate,
-then FGD placing the drawn pods in order (kube-scheduler's queue, no departures, as in the
-protocol); its value is the number of drawn pods placed, the dominant term of the total
-reward at saturation (each placement earns about 0.58). Every candidate sees the same
-futures (common random numbers); the lookahead leaves FGD's choice only for a candidate
-whose mean gain over it is positive with a paired t statistic above ``--t-min``. It reads
-no future arrival, so it is a schedulable (if slow) policy, and what it gains over FGD
-bounds from below what a causal policy can gain, with two caveats. FGD's target workload
-(its task classes), in the simulated futures as in FGD as evaluated and in PPO's
-observation, is the protocol's: the classes of the replayed trace's arrivals, the test
-window's included. And the simulated FGD places a GPU-sharing pod on the device FGD picks,
-where the env gives every window pod the snapshot's best fit; on openb's 128 nodes the
-two gave the same values for every candidate and future at the decisions checked.
+**The causal lookahead** (``--lookahead``; :mod:`bosun.rl.lookahead`, where it is
+specified): the same candidates, FGD *as evaluated* (``bosun rl evaluate``'s seeded
+tie-breaks) first, but each judged on ``--samples`` futures of ``--horizon`` pods drawn
+from the *training* arrivals (those the warm-up placed; the test window's own pods are
+never drawn), simulated with FGD from a copy of the cluster; it leaves FGD's choice only
+for a candidate whose mean gain passes a paired t test (``--t-min``). It reads no future
+arrival, so what it gains over FGD bounds from below what a causal policy can gain (with
+the caveats in its module's docstring). It is also the teacher ``bosun rl label`` runs.
 
 Cost of the lookahead: ``candidates x samples`` short simulations a decision (about 7 s
 a decision with the defaults, 19 to 27 minutes a seed here).
