@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bosun.errors import InputError
+from bosun.rl.env import split_trace
 from bosun.rl.evaluate import HeuristicChooser, run_policy
 from bosun.rl.features import FGD_FEATURE, NODE_FEATURES
 from bosun.rl.imitation import (
@@ -21,7 +22,7 @@ from bosun.rl.imitation import (
     label_episode,
     load_label_files,
     load_labels,
-    proxy_windows,
+    proxy_window,
     save_labels,
     stack,
     train_arrivals,
@@ -199,17 +200,35 @@ def test_no_label_files(tmp_path: Path) -> None:
         load_label_files([tmp_path])
 
 
-def test_proxy_windows_use_the_training_arrivals_only() -> None:
+def test_proxy_window_uses_the_training_arrivals_only() -> None:
     trace = load_trace(TRACE, seed=0)
-    [(train, settings)] = proxy_windows(trace, 0.7, [4])
-    assert len(train.arrivals) == math.floor(0.7 * len(trace.arrivals))
-    assert train.arrivals == trace.arrivals[: len(train.arrivals)]
+    n_train = math.floor(0.7 * len(trace.arrivals))
+    train, settings = proxy_window(trace, 0.7, 4)
+    assert train.arrivals == trace.arrivals[:n_train]
     assert settings.nodes == 4 and settings.warmup == "fgd" and not settings.departures
     assert settings.arrival_fraction == (0.7, 1.0)
-    with pytest.raises(InputError, match=r"proxy_nodes: expected node counts in 1\.\.6"):
-        proxy_windows(trace, 0.7, [7])
+    with pytest.raises(InputError, match=r"nodes: expected a node count in 1\.\.6, found 7"):
+        proxy_window(trace, 0.7, 7)
     with pytest.raises(InputError, match="train_fraction"):
         train_arrivals(trace, 0.001)
+
+
+def test_inflated_proxy_window_decides_on_clones_of_the_past() -> None:
+    """With a load: the warm-up is every training arrival, the window exactly the
+    clones, and the clones' GPU demand takes the total to the load without passing it."""
+    trace = load_trace(TRACE, seed=0)
+    n_train = math.floor(0.7 * len(trace.arrivals))
+    inflated, settings = proxy_window(trace, 0.7, 6, load=1.5, seed=3)
+    assert inflated.arrivals[:n_train] == trace.arrivals[:n_train]
+    window = split_trace(inflated, settings.arrival_fraction).arrivals
+    assert len(window) == len(inflated.arrivals) - n_train > 0
+    originals = {a.pod.name for a in trace.arrivals[:n_train]}
+    assert all(a.pod.name.rsplit("-clone-", 1)[0] in originals for a in window)
+    demand = sum(a.pod.gpu_count * a.pod.gpu_milli for a in inflated.arrivals)
+    assert demand <= 1.5 * inflated.gpu_capacity * 1000
+    assert settings.nodes is None and settings.warmup == "fgd"
+    with pytest.raises(InputError, match="load: expected a GPU demand above"):
+        proxy_window(trace, 0.7, 6, load=0.01)
 
 
 def test_label_episode_records_what_the_lookahead_saw() -> None:

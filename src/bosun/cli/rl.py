@@ -177,7 +177,7 @@ _FLAGS = {
     "policies": "--policies",
     "episodes": "--episodes",
     "jobs": "--jobs",
-    "proxy_nodes": "--episodes",
+    "load": "--load",
 }
 
 
@@ -535,6 +535,14 @@ def label_cmd(
     ] = 1.5,
     top: Annotated[int, typer.Option("--top", help="FGD's best nodes among the candidates.")] = 3,
     jobs: Annotated[int, typer.Option("--jobs", help="Episodes labelled at once.")] = 1,
+    load: Annotated[
+        float | None,
+        typer.Option(
+            "--load",
+            help="Instead: FGD places all the training arrivals, the lookahead decides on "
+            "clones of them up to this multiple of the nodes' GPUs (e.g. 0.97).",
+        ),
+    ] = None,
 ) -> None:
     """Label decisions with the causal lookahead, on windows of the training arrivals only.
 
@@ -564,6 +572,7 @@ def label_cmd(
             pairs,
             out,
             train_fraction=train_fraction,
+            load=load,
             jobs=jobs,
             lookahead={"horizon": horizon, "samples": samples, "t_min": t_min, "top": top},
             progress=lambda line: console.print(escape(line)),

@@ -6,12 +6,15 @@ MaskablePPO policy with the FGD prior) costs under a millisecond. This module tr
 second to choose as the first (Pomerleau's behaviour cloning, 1991; distillation of a
 search policy into a network as in AlphaGo's supervised stage, Silver et al., Nature 2016):
 
-1. **Windows from the training arrivals only** (:func:`proxy_windows`). The saturation
+1. **Windows from the training arrivals only** (:func:`proxy_window`). The saturation
    protocol's test window is the last 30 % of the arrivals on a cluster FGD filled with
-   the first 70 %. The teacher is run on *proxies* built from the first 70 % alone: the
-   training arrivals on a smaller node subset (``k`` nodes, every ``N/k``-th), FGD placing
-   their first 70 % as the warm-up, the decisions on their last 30 %. With ``k`` below
-   the cluster's size these windows saturate as the test window does.
+   the first 70 %. The teacher is run on *proxies* built from the first 70 % alone,
+   either the training arrivals on a smaller node subset (``k`` nodes, every ``N/k``-th),
+   FGD placing their first 70 % as the warm-up and the decisions on their last 30 %
+   (with ``k`` small enough the window saturates as the test window does), or the
+   cluster itself after FGD placed all the training arrivals, the decisions on clones of
+   them up to a GPU load (the test window's starting state, a future drawn from the
+   past).
 2. **Labels** (:func:`label_episode`): the lookahead replays a proxy window and records,
    at each decision, the observation, the mask, FGD's choice and its own
    (:class:`bosun.rl.lookahead.Label`). Its futures are drawn from the proxy's warm-up
@@ -86,48 +89,79 @@ def train_arrivals(trace: Any, train_fraction: float) -> Any:
     return replace(trace, arrivals=trace.arrivals[:lo], name=f"{trace.name}[:{train_fraction:g}]")
 
 
-def proxy_windows(
-    trace: Any, train_fraction: float, proxy_nodes: Sequence[int], base: Any = None
-) -> list[tuple[Any, Any]]:
-    """The proxy windows of step 1 (module docstring): for each ``k`` in ``proxy_nodes``,
-    ``(training arrivals, EnvSettings)`` with ``k`` nodes, FGD's warm-up on the first
-    ``train_fraction`` of the training arrivals and the decisions on the rest; ``base``
-    (an :class:`bosun.rl.train.EnvSettings`) gives the other settings (reward weights,
-    departures).
+def proxy_window(
+    trace: Any,
+    train_fraction: float,
+    nodes: int,
+    *,
+    load: float | None = None,
+    seed: int = 0,
+    base: Any = None,
+) -> tuple[Any, Any]:
+    """One proxy window of step 1 (module docstring), as ``(trace, EnvSettings)``, built
+    from the training arrivals (the first ``train_fraction`` of ``trace``'s) on ``nodes``
+    of its nodes (every ``N/k``-th):
+
+    * ``load`` None: FGD's warm-up on the first ``train_fraction`` of the training
+      arrivals, the decisions on the rest (the window saturates when ``nodes`` is small
+      enough);
+    * ``load`` a number: FGD's warm-up on *all* the training arrivals, the decisions on
+      clones of them drawn with replacement (seeded ``seed``) until the GPU demand
+      reaches ``load`` times the nodes' GPUs (:func:`bosun.rl.env.inflate_trace`, FGD's
+      workload inflation). With ``nodes`` the cluster's size this is the test window's
+      cluster and starting state, with a future drawn from the training arrivals.
+
+    ``base`` (an :class:`bosun.rl.train.EnvSettings`) gives the other settings (reward
+    weights, departures; default: none, FGD's saturation setting).
 
     Raises:
-        InputError: no training arrival, or ``k`` outside ``1..`` the trace's nodes.
+        InputError: no training arrival, ``nodes`` outside ``1..N``, a bad ``load`` or
+            one the training arrivals already exceed (no clone to decide on).
     """
+    from bosun.rl.env import inflate_trace, select_nodes
     from bosun.rl.train import EnvSettings
 
     train = train_arrivals(trace, train_fraction)
     total = len(trace.nodes)
-    bad = [k for k in proxy_nodes if isinstance(k, bool) or not 1 <= k <= total]
-    if bad or not proxy_nodes:
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= total:
         raise InputError(
             [
                 InputProblem(
                     trace.name,
-                    "proxy windows",
-                    "proxy_nodes",
-                    f"expected node counts in 1..{total}, found {list(proxy_nodes)}",
+                    "proxy window",
+                    "nodes",
+                    f"expected a node count in 1..{total}, found {nodes!r}",
                 )
             ]
         )
-    settings = base or EnvSettings(departures=False, warmup="fgd")
-    return [
-        (
-            train,
-            replace(
-                settings,
-                nodes=int(k) if k < total else None,
-                warmup=settings.warmup or "fgd",
-                arrival_fraction=(train_fraction, 1.0),
-                max_steps=None,
-            ),
+    settings = replace(
+        base or EnvSettings(departures=False),
+        warmup=(base.warmup if base is not None else None) or "fgd",
+        max_steps=None,
+    )
+    if load is None:
+        return train, replace(
+            settings,
+            nodes=nodes if nodes < total else None,
+            arrival_fraction=(train_fraction, 1.0),
         )
-        for k in proxy_nodes
-    ]
+    sub = select_nodes(train, nodes)
+    inflated = inflate_trace(sub, load, seed)
+    n, m = len(sub.arrivals), len(inflated.arrivals)
+    if m == n:
+        raise InputError(
+            [
+                InputProblem(
+                    trace.name,
+                    "proxy window",
+                    "load",
+                    f"expected a GPU demand above the training arrivals' on {nodes} nodes, "
+                    f"found {load:g}: no clone to decide on",
+                )
+            ]
+        )
+    # floor((n + 0.5) / m * m) = n: the window is exactly the clones
+    return inflated, replace(settings, nodes=None, arrival_fraction=((n + 0.5) / m, 1.0))
 
 
 def label_episode(trace: Any, settings: Any, seed: int, **lookahead: Any) -> list[Label]:
@@ -572,21 +606,24 @@ def cluster_trace(trace: Any, nodes: int | None, scale_pods: bool) -> Any:
     return scale_trace(trace, nodes) if scale_pods else select_nodes(trace, nodes)
 
 
-def episode_file(nodes: int, seed: int) -> str:
-    """The file name of a proxy episode's labels: ``n<nodes>-s<seed>.npz``."""
-    return f"n{nodes}-s{seed}.npz"
+def episode_file(nodes: int, seed: int, load: float | None = None) -> str:
+    """The file name of a proxy episode's labels: ``n<nodes>-s<seed>.npz``, or
+    ``n<nodes>-l<load>-s<seed>.npz`` for an inflated window."""
+    return f"n{nodes}-s{seed}.npz" if load is None else f"n{nodes}-l{load:g}-s{seed}.npz"
 
 
-def _label_job(job: tuple[Any, float, int, int, str, dict[str, Any]]) -> tuple[int, int, int, int]:
-    """One proxy episode, labelled and saved (a process pool's task): returns (nodes,
-    seed, decisions, deviations)."""
+def _label_job(
+    job: tuple[Any, float, int, int, float | None, str, dict[str, Any]],
+) -> tuple[str, int, int]:
+    """One proxy episode, labelled and saved (a process pool's task): returns (file
+    name, decisions, deviations)."""
     from bosun.rl.features import NODE_FEATURES
 
-    trace, train_fraction, k, seed, path, lookahead = job
-    [(train, settings)] = proxy_windows(trace, train_fraction, [k])
-    labels = label_episode(train, settings, seed, **lookahead)
+    trace, train_fraction, k, seed, load, path, lookahead = job
+    window, settings = proxy_window(trace, train_fraction, k, load=load, seed=seed)
+    labels = label_episode(window, settings, seed, **lookahead)
     save_labels(labels, path, len(NODE_FEATURES))
-    return k, seed, len(labels), sum(x.pick != x.base for x in labels)
+    return Path(path).name, len(labels), sum(x.pick != x.base for x in labels)
 
 
 def label_proxies(
@@ -595,18 +632,19 @@ def label_proxies(
     out: Path | str,
     *,
     train_fraction: float = 0.7,
+    load: float | None = None,
     jobs: int = 1,
     lookahead: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Label the proxy episodes ``(nodes, seed)`` of ``trace`` (the evaluated cluster,
-    :func:`cluster_trace`) into ``out/n<nodes>-s<seed>.npz``, ``jobs`` episodes at a
-    time in separate processes. An episode whose file exists is kept (a stopped run
-    resumes).
+    :func:`cluster_trace`; windows of :func:`proxy_window`, inflated to ``load`` when it
+    is given) into ``out/`` (:func:`episode_file`), ``jobs`` episodes at a time in
+    separate processes. An episode whose file exists is kept (a stopped run resumes).
 
     Raises:
-        InputError: bad node counts or fraction, no episode, ``jobs < 1`` (before any
-            labelling).
+        InputError: bad node counts, fraction or load, no episode, ``jobs < 1`` (all
+            before any labelling).
     """
     from concurrent.futures import ProcessPoolExecutor
 
@@ -630,24 +668,25 @@ def label_proxies(
         )
     if problems:
         raise InputError(problems)
-    # the node counts and the split are checked here, before any process starts
-    proxy_windows(trace, train_fraction, sorted({k for k, _ in episodes}))
+    # every window is built here once, so bad input fails before any process starts
+    for k, seed in episodes:
+        proxy_window(trace, train_fraction, k, load=load, seed=seed)
     dest = Path(out)
     dest.mkdir(parents=True, exist_ok=True)
     todo = []
     for k, seed in episodes:
-        path = dest / episode_file(k, seed)
+        path = dest / episode_file(k, seed, load)
         if path.exists():
             if progress is not None:
                 progress(f"{path.name}: kept (already labelled)")
             continue
-        todo.append((trace, train_fraction, k, seed, str(path), dict(lookahead or {})))
-    done = [dest / episode_file(k, s) for k, s in episodes]
+        todo.append((trace, train_fraction, k, seed, load, str(path), dict(lookahead or {})))
+    done = [dest / episode_file(k, s, load) for k, s in episodes]
 
-    def report(r: tuple[int, int, int, int]) -> None:
+    def report(r: tuple[str, int, int]) -> None:
         if progress is not None:
-            k, seed, n, dev = r
-            progress(f"{episode_file(k, seed)}: {n} decisions, the lookahead left FGD at {dev}")
+            name, n, dev = r
+            progress(f"{name}: {n} decisions, the lookahead left FGD at {dev}")
 
     if jobs == 1 or len(todo) <= 1:
         for job in todo:
