@@ -339,7 +339,10 @@ def test_label_distill_evaluate(tmp_path: Path) -> None:
             ["label", "--episodes", "4-0", "--out", "{tmp}/l"],
             "--episodes: expected nodes:seed pairs like 94:0,84:1",
         ),
-        (["label", "--episodes", "9:0", "--out", "{tmp}/l"], "nodes: expected a node count in 1..6, found 9"),
+        (
+            ["label", "--episodes", "9:0", "--out", "{tmp}/l"],
+            "nodes: expected a node count in 1..6, found 9",
+        ),
         (
             ["label", "--episodes", "4:0", "--jobs", "0", "--out", "{tmp}/l"],
             "--jobs: expected >= 1",

@@ -322,3 +322,33 @@ def test_distill_refuses_another_layout(tmp_path: Path) -> None:
             meta_fields={},
         )
     assert not (tmp_path / "p").exists()
+
+
+def test_label_episode_follows_another_policy() -> None:
+    """DAgger: with ``follow``, the episode takes the follower's choices (here the lowest
+    feasible row, which FGD would not always take) and the lookahead labels the states
+    that policy visits: the observations are those of the follower's own episode."""
+    trace = load_trace(TRACE, seed=0)
+
+    def lowest(d: object) -> int:
+        return int(np.flatnonzero(d.mask)[0])  # type: ignore[attr-defined]
+
+    labels = label_episode(trace, SETTINGS, 2, lowest, horizon=5, samples=3, t_min=0.0)
+    env = make_env(trace, SETTINGS, 2)
+    seen = []
+
+    def record(d: object) -> int:
+        seen.append(np.asarray(d.obs).copy())  # type: ignore[attr-defined]
+        return lowest(d)
+
+    run_policy(env, record, 2)
+    env.close()
+    assert len(labels) == len(seen) > 0
+    assert all((x.obs == obs).all() for x, obs in zip(labels, seen, strict=True))
+    # the follower left FGD's choice somewhere, so this is not FGD's episode
+    assert any(
+        lowest_row != x.base
+        for x, lowest_row in zip(
+            labels, [int(np.flatnonzero(x.mask)[0]) for x in labels], strict=True
+        )
+    )

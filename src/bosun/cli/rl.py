@@ -543,6 +543,14 @@ def label_cmd(
             "clones of them up to this multiple of the nodes' GPUs (e.g. 0.97).",
         ),
     ] = None,
+    follow: Annotated[
+        Path | None,
+        typer.Option(
+            "--follow",
+            help="A policy folder whose choices the episodes take while the lookahead labels "
+            "them (DAgger: labels on the states that policy visits).",
+        ),
+    ] = None,
 ) -> None:
     """Label decisions with the causal lookahead, on windows of the training arrivals only.
 
@@ -574,6 +582,7 @@ def label_cmd(
             train_fraction=train_fraction,
             load=load,
             jobs=jobs,
+            follow=follow,
             lookahead={"horizon": horizon, "samples": samples, "t_min": t_min, "top": top},
             progress=lambda line: console.print(escape(line)),
         )

@@ -164,10 +164,18 @@ def proxy_window(
     return inflated, replace(settings, nodes=None, arrival_fraction=((n + 0.5) / m, 1.0))
 
 
-def label_episode(trace: Any, settings: Any, seed: int, **lookahead: Any) -> list[Label]:
-    """The lookahead's labels along one episode of ``settings``' window of ``trace``
-    (its own choices taken), seeded ``seed``; futures are drawn from the arrivals before
-    the window. ``lookahead`` goes to :class:`bosun.rl.lookahead.Lookahead`.
+def label_episode(
+    trace: Any, settings: Any, seed: int, follow: Any = None, **lookahead: Any
+) -> list[Label]:
+    """The lookahead's labels along one episode of ``settings``' window of ``trace``,
+    seeded ``seed``; futures are drawn from the arrivals before the window.
+    ``lookahead`` goes to :class:`bosun.rl.lookahead.Lookahead`.
+
+    Args:
+        follow: None: the episode takes the lookahead's choices. A chooser (e.g.
+            :class:`PolicyActor`): the episode takes *its* choices while the lookahead
+            labels every decision, so the labels cover the states that policy visits
+            (DAgger, Ross, Gordon & Bagnell, AISTATS 2011).
 
     Raises:
         InputError: no arrival before the window to draw futures from.
@@ -189,12 +197,36 @@ def label_episode(trace: Any, settings: Any, seed: int, **lookahead: Any) -> lis
             ]
         )
     chooser = Lookahead([a.pod for a in trace.arrivals[:lo]], seed, record=True, **lookahead)
+
+    def label_then_follow(d: Any) -> int:
+        teacher = chooser(d)
+        return teacher if follow is None else int(follow(d))
+
     env = make_env(trace, settings, seed)
     try:
-        run_policy(env, chooser, seed)
+        run_policy(env, label_then_follow, seed)
     finally:
         env.close()
     return chooser.labels
+
+
+class PolicyActor:
+    """A policy folder's ONNX actor as a chooser: the masked arg-max of its logits on the
+    env's observation (any node count; the plugin's agreement check computes the same).
+
+    Raises:
+        PolicyFileError: no readable ``policy.onnx`` in ``folder``.
+    """
+
+    def __init__(self, folder: Path | str) -> None:
+        from bosun.rl.export import OnnxActor
+
+        self.actor = OnnxActor(Path(folder) / "policy.onnx")
+
+    def __call__(self, d: Any) -> int:
+        from bosun.rl.policy import masked_argmax
+
+        return masked_argmax(self.actor.logits(d.obs)[0], d.mask)
 
 
 # ------------------------------------------------------------------------------ files
@@ -606,22 +638,25 @@ def cluster_trace(trace: Any, nodes: int | None, scale_pods: bool) -> Any:
     return scale_trace(trace, nodes) if scale_pods else select_nodes(trace, nodes)
 
 
-def episode_file(nodes: int, seed: int, load: float | None = None) -> str:
-    """The file name of a proxy episode's labels: ``n<nodes>-s<seed>.npz``, or
-    ``n<nodes>-l<load>-s<seed>.npz`` for an inflated window."""
-    return f"n{nodes}-s{seed}.npz" if load is None else f"n{nodes}-l{load:g}-s{seed}.npz"
+def episode_file(nodes: int, seed: int, load: float | None = None, *, dagger: bool = False) -> str:
+    """The file name of a proxy episode's labels: ``n<nodes>-s<seed>.npz``,
+    ``n<nodes>-l<load>-s<seed>.npz`` for an inflated window, ``-dagger`` before the
+    extension when a policy chose along the episode."""
+    stem = f"n{nodes}-s{seed}" if load is None else f"n{nodes}-l{load:g}-s{seed}"
+    return f"{stem}-dagger.npz" if dagger else f"{stem}.npz"
 
 
 def _label_job(
-    job: tuple[Any, float, int, int, float | None, str, dict[str, Any]],
+    job: tuple[Any, float, int, int, float | None, str, dict[str, Any], str | None],
 ) -> tuple[str, int, int]:
     """One proxy episode, labelled and saved (a process pool's task): returns (file
     name, decisions, deviations)."""
     from bosun.rl.features import NODE_FEATURES
 
-    trace, train_fraction, k, seed, load, path, lookahead = job
+    trace, train_fraction, k, seed, load, path, lookahead, follow = job
     window, settings = proxy_window(trace, train_fraction, k, load=load, seed=seed)
-    labels = label_episode(window, settings, seed, **lookahead)
+    student = PolicyActor(follow) if follow is not None else None
+    labels = label_episode(window, settings, seed, student, **lookahead)
     save_labels(labels, path, len(NODE_FEATURES))
     return Path(path).name, len(labels), sum(x.pick != x.base for x in labels)
 
@@ -635,12 +670,15 @@ def label_proxies(
     load: float | None = None,
     jobs: int = 1,
     lookahead: dict[str, Any] | None = None,
+    follow: Path | str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Label the proxy episodes ``(nodes, seed)`` of ``trace`` (the evaluated cluster,
     :func:`cluster_trace`; windows of :func:`proxy_window`, inflated to ``load`` when it
     is given) into ``out/`` (:func:`episode_file`), ``jobs`` episodes at a time in
     separate processes. An episode whose file exists is kept (a stopped run resumes).
+    With ``follow`` (a policy folder) the episodes take that policy's choices and the
+    lookahead labels them (:func:`label_episode`); the files are named ``...-dagger.npz``.
 
     Raises:
         InputError: bad node counts, fraction or load, no episode, ``jobs < 1`` (all
@@ -668,6 +706,8 @@ def label_proxies(
         )
     if problems:
         raise InputError(problems)
+    if follow is not None:
+        PolicyActor(follow)  # a bad folder fails here
     # every window is built here once, so bad input fails before any process starts
     for k, seed in episodes:
         proxy_window(trace, train_fraction, k, load=load, seed=seed)
@@ -675,13 +715,24 @@ def label_proxies(
     dest.mkdir(parents=True, exist_ok=True)
     todo = []
     for k, seed in episodes:
-        path = dest / episode_file(k, seed, load)
+        path = dest / episode_file(k, seed, load, dagger=follow is not None)
         if path.exists():
             if progress is not None:
                 progress(f"{path.name}: kept (already labelled)")
             continue
-        todo.append((trace, train_fraction, k, seed, load, str(path), dict(lookahead or {})))
-    done = [dest / episode_file(k, s, load) for k, s in episodes]
+        todo.append(
+            (
+                trace,
+                train_fraction,
+                k,
+                seed,
+                load,
+                str(path),
+                dict(lookahead or {}),
+                None if follow is None else str(follow),
+            )
+        )
+    done = [dest / episode_file(k, s, load, dagger=follow is not None) for k, s in episodes]
 
     def report(r: tuple[str, int, int]) -> None:
         if progress is not None:
