@@ -601,9 +601,9 @@ def distill_cmd(
     nodes: NodesOption = None,
     scale_pods: ScalePodsOption = False,
     train_fraction: TrainFractionOption = 0.7,
-    epochs: Annotated[int, typer.Option("--epochs", help="Full-batch Adam steps.")] = 300,
+    epochs: Annotated[int, typer.Option("--epochs", help="Full-batch Adam steps.")] = 1000,
     learning_rate: Annotated[float, typer.Option("--lr", help="Adam's step size.")] = 3e-3,
-    hidden: Annotated[int, typer.Option("--hidden", help="Width of the per-node scorer.")] = 32,
+    hidden: Annotated[int, typer.Option("--hidden", help="Width of the per-node scorer.")] = 64,
     seed: Annotated[int, typer.Option("--seed", help="Seeds the initial weights.")] = 0,
 ) -> None:
     """Train the policy network (with the FGD prior) to choose as the lookahead's labels.
