@@ -369,3 +369,75 @@ def test_imitation_bad_input(tmp_path: Path, args: list[str], message: str) -> N
     assert message in " ".join(text.split())
     assert not (tmp_path / "l").exists() or not list((tmp_path / "l").iterdir())
     assert not (tmp_path / "p").exists() and not (tmp_path / "e").exists()
+
+
+def test_training_starts_from_the_given_weights(tmp_path: Path) -> None:
+    """``learn(init_from=...)`` (what ``bosun rl finetune`` trains with) at a learning
+    rate of 0 writes the policy it started from: PPO's updates are scaled to nothing, so
+    the weights it trains are the given ones."""
+    import torch
+
+    from bosun.rl.imitation import proxy_window
+    from bosun.rl.policy import ObsLayout, load_meta
+    from bosun.rl.train import PPOSettings, learn, load_model, make_env
+    from bosun.twin.traces import load_trace
+
+    labels, policy, tuned = tmp_path / "labels", tmp_path / "policy", tmp_path / "tuned"
+    assert _run("label", "--trace", TRACE, "--episodes", "6:0", "--out", str(labels),
+                "--horizon", "5", "--samples", "2")[0] == 0  # fmt: skip
+    code, text = _run(
+        "distill", "--trace", TRACE, "--labels", str(labels), "--out", str(policy),
+        "--epochs", "5", "--hidden", "8",
+    )  # fmt: skip
+    assert code == 0, text
+    meta = load_meta(policy)
+    layout = ObsLayout(meta.max_nodes, meta.node_features, meta.global_features)
+    window, settings = proxy_window(load_trace(TRACE), 0.7, 6)
+    learn(
+        [lambda: make_env(window, settings, 0)],
+        layout,
+        tuned,
+        meta_fields={
+            "features_version": meta.features_version,
+            "history_len": meta.history_len,
+            "reward_weights": dict(meta.reward_weights),
+            "trace": "t",
+        },
+        timesteps=16,
+        settings=PPOSettings(hidden=8, n_steps=8, batch_size=8, learning_rate=0.0),
+        init_from=policy,
+    )
+    a = load_model(policy).policy.state_dict()
+    b = load_model(tuned).policy.state_dict()
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_finetune_refuses_a_policy_of_another_width(tmp_path: Path) -> None:
+    """Training from a folder whose network is 8 wide into one 16 wide fails with the
+    folder named, not with torch's traceback."""
+    from bosun.errors import BosunError
+    from bosun.rl.imitation import proxy_window
+    from bosun.rl.policy import ObsLayout, load_meta
+    from bosun.rl.train import PPOSettings, learn, make_env
+    from bosun.twin.traces import load_trace
+
+    labels, policy = tmp_path / "labels", tmp_path / "policy"
+    assert _run("label", "--trace", TRACE, "--episodes", "6:0", "--out", str(labels),
+                "--horizon", "5", "--samples", "2")[0] == 0  # fmt: skip
+    assert _run("distill", "--trace", TRACE, "--labels", str(labels), "--out", str(policy),
+                "--epochs", "2", "--hidden", "8")[0] == 0  # fmt: skip
+    meta = load_meta(policy)
+    layout = ObsLayout(meta.max_nodes, meta.node_features, meta.global_features)
+    window, settings = proxy_window(load_trace(TRACE), 0.7, 6)
+    with pytest.raises(BosunError, match="expected a policy of this layout and width") as e:
+        learn(
+            [lambda: make_env(window, settings, 0)],
+            layout,
+            tmp_path / "other",
+            meta_fields={},
+            timesteps=8,
+            settings=PPOSettings(hidden=16, n_steps=8, batch_size=8),
+            init_from=policy,
+        )
+    assert str(policy) in str(e.value)

@@ -639,6 +639,59 @@ def distill_cmd(
     )
 
 
+@app.command("finetune")
+def finetune_cmd(
+    trace: TraceOption,
+    policy: Annotated[
+        Path, typer.Option("--policy", help="The policy folder to start from (bosun rl distill).")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="The policy folder to write.")],
+    timesteps: Annotated[int, typer.Option("--timesteps", help="PPO decisions to train.")],
+    load: Annotated[
+        float,
+        typer.Option(
+            "--load",
+            help="Train on windows of clones of the training arrivals up to this multiple of "
+            "the GPUs, after FGD placed the training arrivals.",
+        ),
+    ] = 0.972,
+    nodes: NodesOption = None,
+    scale_pods: ScalePodsOption = False,
+    train_fraction: TrainFractionOption = 0.7,
+    n_envs: Annotated[int, typer.Option("--n-envs", help="Training environments.")] = 2,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds sb3, the envs and the windows.")] = 0,
+    learning_rate: Annotated[float, typer.Option("--lr", help="PPO's learning rate.")] = 1e-4,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
+    ] = False,
+) -> None:
+    """Fine-tune a policy with MaskablePPO on the reward, from its weights (e.g. distilled).
+
+    Give the cluster as bosun rl evaluate does (--trace, --nodes, --scale-pods).
+    """
+    from bosun.rl.imitation import cluster_trace, finetune_policy
+
+    try:
+        _check_out(out, "policy")
+        res = finetune_policy(
+            cluster_trace(trace, nodes, scale_pods),
+            policy,
+            out,
+            timesteps=timesteps,
+            load=load,
+            train_fraction=train_fraction,
+            n_envs=n_envs,
+            seed=seed,
+            learning_rate=learning_rate,
+            show_progress=progress,
+        )
+    except BosunError as e:
+        raise fail(str(_as_flags(e))) from None
+    Console().print(
+        f"fine-tuned {res.timesteps:,} steps in {res.wall_s:.1f} s; policy in {escape(str(out))}"
+    )
+
+
 @app.command("export")
 def export_cmd(
     policy: Annotated[Path, typer.Option("--policy", help="The policy folder (policy.zip).")],

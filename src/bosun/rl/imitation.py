@@ -801,3 +801,64 @@ def distill_policy(
         task_classes=classes,
         progress=progress,
     )
+
+
+def finetune_policy(
+    trace: Any,
+    policy_dir: Path | str,
+    out: Path | str,
+    *,
+    timesteps: int,
+    load: float,
+    train_fraction: float = 0.7,
+    n_envs: int = 2,
+    seed: int = 0,
+    learning_rate: float = 1e-4,
+    show_progress: bool = False,
+) -> Any:
+    """Fine-tune a policy folder (e.g. :func:`distill_policy`'s) with MaskablePPO on the
+    reward, in inflated windows of the training arrivals on the whole cluster
+    (:func:`proxy_window` with ``load``; env ``i``'s window and env seeded ``seed + i``):
+    the second stage of the recipe of Silver et al. (2016), reinforcement learning from
+    the imitation's weights. PPO's settings are bosun's (:class:`bosun.rl.train.
+    PPOSettings`) with ``learning_rate`` and no entropy bonus, so the policy moves from
+    the lookahead's choices only as far as the reward pays.
+
+    Returns:
+        :class:`bosun.rl.train.TrainResult`.
+
+    Raises:
+        InputError: bad arguments or windows; PolicyFileError: a bad ``policy_dir``.
+    """
+    import functools
+
+    from bosun.rl.policy import ObsLayout, load_meta
+    from bosun.rl.train import PPOSettings, learn, load_model, make_env
+
+    meta = load_meta(policy_dir)
+    hidden = int(load_model(policy_dir).policy.hidden)
+    windows = [
+        proxy_window(trace, train_fraction, len(trace.nodes), load=load, seed=seed + i)
+        for i in range(n_envs)
+    ]
+    fns = [functools.partial(make_env, w, st, seed + i) for i, (w, st) in enumerate(windows)]
+    layout = ObsLayout(meta.max_nodes, meta.node_features, meta.global_features)
+    extra = {k: v for k, v in meta.extra.items() if k in ("task_classes", "imitation")}
+    return learn(
+        fns,
+        layout,
+        out,
+        meta_fields={
+            "features_version": meta.features_version,
+            "history_len": meta.history_len,
+            "reward_weights": dict(meta.reward_weights),
+            "trace": f"{meta.trace}, PPO fine-tune on windows inflated to {load:g}x GPUs",
+            "train_window": tuple(meta.train_window),
+        },
+        timesteps=timesteps,
+        seed=seed,
+        settings=PPOSettings(hidden=hidden, learning_rate=learning_rate, ent_coef=0.0),
+        show_progress=show_progress,
+        extra={**extra, "init_from": str(policy_dir), "load": load},
+        init_from=policy_dir,
+    )

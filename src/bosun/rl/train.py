@@ -383,6 +383,7 @@ def learn(
     use_ray: bool = False,
     show_progress: bool = False,
     extra: Mapping[str, Any] | None = None,
+    init_from: Path | str | None = None,
 ) -> TrainResult:
     """Train on the given env factories and write the policy folder ``out``.
 
@@ -403,6 +404,9 @@ def learn(
         show_progress: a rich progress bar on the terminal.
         extra: more entries for ``meta.json``'s ``extra`` (``task_classes``: the FGD task
             classes the ``RLPolicy`` plugin serves the policy with by default).
+        init_from: a policy folder whose weights (actor and critic) the training starts
+            from instead of a random initialisation (e.g. one ``bosun rl distill`` wrote);
+            it must have this layout, ``algo`` and network width.
 
     Raises:
         InputError: bad arguments (before anything is written).
@@ -466,6 +470,15 @@ def learn(
             from stable_baselines3 import PPO
 
             model = PPO(plain_policy_class(), vec, **kwargs)
+        if init_from is not None:
+            start = load_model(init_from)
+            try:
+                model.policy.load_state_dict(start.policy.state_dict())
+            except RuntimeError as e:
+                raise BosunError(
+                    f"{init_from}: expected a policy of this layout and width "
+                    f"({layout}, hidden {settings.hidden}), found another ({e})"
+                ) from None
         dest.mkdir(parents=True, exist_ok=True)
         ckpt_dir = dest / CHECKPOINT_DIR
         if checkpoint_every > 0:
