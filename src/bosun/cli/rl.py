@@ -75,6 +75,18 @@ PriorOption = Annotated[
 ]
 
 
+ScalePodsOption = Annotated[
+    bool,
+    typer.Option(
+        "--scale-pods/--no-scale-pods",
+        help="With --nodes k: keep the arrivals in proportion (k/N), the full load per node.",
+    ),
+]
+TrainFractionOption = Annotated[
+    float, typer.Option("--train-fraction", help="Share of arrivals trained on.")
+]
+
+
 @app.callback()
 def rl() -> None:
     """Deep-RL scheduling: train a policy in the twin, evaluate it, export it to ONNX."""
@@ -326,9 +338,7 @@ def evaluate_cmd(
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.csv, summary.csv/.md.")],
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds 0..k-1.")] = 5,
     nodes: NodesOption = None,
-    train_fraction: Annotated[
-        float, typer.Option("--train-fraction", help="Share of arrivals trained on.")
-    ] = 0.7,
+    train_fraction: TrainFractionOption = 0.7,
     reward_weights: WeightsOption = "0.4,0.3,0.2,0.1",
     algo: AlgoOption = "maskable-ppo",
     n_envs: Annotated[int, typer.Option("--n-envs", help="Training environments.")] = 1,
@@ -354,13 +364,7 @@ def evaluate_cmd(
             help="Policy placing the arrivals before each window (e.g. fgd), not the agent.",
         ),
     ] = None,
-    scale_pods: Annotated[
-        bool,
-        typer.Option(
-            "--scale-pods/--no-scale-pods",
-            help="With --nodes k: keep the arrivals in proportion (k/N), the full load per node.",
-        ),
-    ] = False,
+    scale_pods: ScalePodsOption = False,
     hidden: Annotated[
         int | None,
         typer.Option("--hidden", help="Width of the per-node scorer (default: bosun's, 64)."),
@@ -498,18 +502,6 @@ def _episodes(text: str) -> list[tuple[int, int]]:
             )
         out.append((k, seed))
     return out
-
-
-ScalePodsOption = Annotated[
-    bool,
-    typer.Option(
-        "--scale-pods/--no-scale-pods",
-        help="With --nodes k: keep the arrivals in proportion (k/N), the full load per node.",
-    ),
-]
-TrainFractionOption = Annotated[
-    float, typer.Option("--train-fraction", help="Share of arrivals trained on.")
-]
 
 
 @app.command("label")
