@@ -23,17 +23,8 @@ from bosun.cli.common import parse_duration
         ("1d12h", True, 129600.0),  # 86400 + 12 * 3600
     ],
     ids=[
-        "minutes",
-        "hour",
-        "seconds",
-        "hour-minutes",
-        "minute-seconds",
-        "millis",
-        "fraction",
-        "fraction-hour",
-        "blanks",
-        "day",
-        "day-hours",
+        "minutes", "hour", "seconds", "hour-minutes", "minute-seconds", "millis", "fraction",
+        "fraction-hour", "blanks", "day", "day-hours",
     ],
 )
 def test_parse_duration(text: str, days: bool, seconds: float) -> None:
@@ -60,21 +51,9 @@ def test_parse_duration(text: str, days: bool, seconds: float) -> None:
         ("0h0m", True, "'0h0m' is not a positive duration"),
     ],
     ids=[
-        "bare-number",
-        "bare-number-serve",
-        "bare-fraction",
-        "repeated-unit",
-        "unit-order",
-        "days-not-allowed",
-        "empty",
-        "bad-unit",
-        "no-number",
-        "negative",
-        "space",
-        "inf",
-        "nan",
-        "zero",
-        "zero-parts",
+        "bare-number", "bare-number-serve", "bare-fraction", "repeated-unit", "unit-order",
+        "days-not-allowed", "empty", "bad-unit", "no-number", "negative", "space", "inf", "nan",
+        "zero", "zero-parts",
     ],
 )
 def test_parse_duration_rejects(text: str, days: bool, message: str) -> None:

@@ -272,34 +272,19 @@ def test_bad_options_exit_2(runner: CliRunner, tmp_path: Path, args: list[str], 
 # (extra args, data step in s, what the one error line says); the data are 80 samples
 BAD_HORIZONS = [
     # 99999999 h = 359,999,996,400 s = 5,999,999,940 one-minute steps > MAX_HORIZON_STEPS
-    (
-        ["--horizon", "99999999h"],
-        60,
-        f"99999999h is 5,999,999,940 steps of 1m for series "
-        f"flat; at most {MAX_HORIZON_STEPS:,} steps are forecast",
-    ),
+    (["--horizon", "99999999h"], 60, f"99999999h is 5,999,999,940 steps of 1m for series "
+     f"flat; at most {MAX_HORIZON_STEPS:,} steps are forecast"),
     (["--horizon", "10"], 60, "'10' has no unit"),
     (["--horizon", "10m10m"], 60, "'10m10m' repeats the unit 'm'"),
     # 2 min / 5 min = 0.4 step: not whole; the nearest whole horizon is 1 step = 5m
-    (
-        ["--horizon", "2m"],
-        300,
-        "2m is not a whole number of steps of series flat (step 5m); "
-        "give a multiple of the step, e.g. 5m",
-    ),
+    (["--horizon", "2m"], 300, "2m is not a whole number of steps of series flat (step 5m); "
+     "give a multiple of the step, e.g. 5m"),
     # 7 min / 5 min = 1.4 steps: 5m (1 step) or 10m (2 steps)
-    (
-        ["--horizon", "7m"],
-        300,
-        "7m is not a whole number of steps of series flat (step 5m); "
-        "give a multiple of the step, e.g. 5m or 10m",
-    ),
+    (["--horizon", "7m"], 300, "7m is not a whole number of steps of series flat (step 5m); "
+     "give a multiple of the step, e.g. 5m or 10m"),
     # --step 2m regrids the 1-minute data; 3m is 1.5 of those steps
-    (
-        ["--horizon", "3m", "--step", "2m"],
-        60,
-        "3m is not a whole number of steps of series flat (step 2m)",
-    ),
+    (["--horizon", "3m", "--step", "2m"], 60, "3m is not a whole number of steps of series "
+     "flat (step 2m)"),
 ]
 
 
@@ -338,7 +323,6 @@ def test_bad_horizon_is_one_problem(
 )
 def test_need_is_the_least_fitting_length(min_samples: int, steps: int, need: int) -> None:
     assert _need(min_samples, steps) == need
-
     # the rule itself: the first origin plus the horizon fits in T, not in T - 1
     def fits(t: int) -> bool:
         return max(min_samples, math.ceil(t / 4)) + steps <= t
@@ -370,8 +354,8 @@ def test_one_step_horizon_title_is_singular(runner: CliRunner, tmp_path: Path) -
 def test_wrong_column_names_the_flag(runner: CliRunner, tmp_path: Path) -> None:
     flat = series_csv(tmp_path, "flat.csv", [5.0] * 40)
     res = runner.invoke(
-        app,
-        ["forecast", "backtest", "--data", str(flat), "--horizon", "2m", "--value-column", "cpu"],
+        app, ["forecast", "backtest", "--data", str(flat), "--horizon", "2m", "--value-column",
+              "cpu"]
     )
     assert res.exit_code == 2
     assert f"{flat}: line 1: cpu: required column missing" in res.stderr
@@ -382,16 +366,8 @@ def test_predict_takes_one_model(runner: CliRunner, tmp_path: Path) -> None:
     flat = series_csv(tmp_path, "flat.csv", [5.0] * 40)
     res = runner.invoke(
         app,
-        [
-            "forecast",
-            "predict",
-            "--data",
-            str(flat),
-            "--horizon",
-            "2m",
-            "-m",
-            "ewma,seasonal-naive",
-        ],
+        ["forecast", "predict", "--data", str(flat), "--horizon", "2m", "-m",
+         "ewma,seasonal-naive"],
     )
     assert res.exit_code == 2 and res.stdout == ""
     assert "--model: predict takes one model, got 'ewma,seasonal-naive'" in res.stderr

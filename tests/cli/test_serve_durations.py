@@ -48,10 +48,8 @@ def test_duration_flags_parse(flags: dict[str, str], expected: tuple[float, ...]
 def test_a_file_duration_without_unit_names_the_field() -> None:
     with pytest.raises(InputError) as info:
         leader_election_options({"leaderElection": {"leaseDuration": "15"}}, "sched.yaml")
-    assert (
-        "sched.yaml: KubeSchedulerConfiguration: leaderElection.leaseDuration: '15' has no "
+    assert "sched.yaml: KubeSchedulerConfiguration: leaderElection.leaseDuration: '15' has no " \
         "unit" in str(info.value)
-    )
 
 
 def test_a_flag_without_unit_is_a_bosun_error() -> None:

@@ -43,11 +43,8 @@ def test_heavy_builtins_construct(name: str) -> None:
 
 
 def test_unknown_name_lists_known_names() -> None:
-    with pytest.raises(
-        ForecastError,
-        match="unknown forecasting model 'arima'; known models: "
-        "autoets, ewma, lstm, mstl, prophet, seasonal-naive",
-    ):
+    with pytest.raises(ForecastError, match="unknown forecasting model 'arima'; known models: "
+                       "autoets, ewma, lstm, mstl, prophet, seasonal-naive"):
         Registry().create("arima")
 
 

@@ -72,11 +72,8 @@ def test_select_records_models_that_cannot_run(make_series: Maker) -> None:
 
 @pytest.mark.parametrize(
     ("series", "models", "message"),
-    [
-        ([], ["ewma"], "at least one series"),
-        (None, [], "at least one model"),
-        (None, ["arima"], "unknown forecasting model 'arima'"),
-    ],
+    [([], ["ewma"], "at least one series"), (None, [], "at least one model"),
+     (None, ["arima"], "unknown forecasting model 'arima'")],
     ids=["no-series", "no-models", "unknown"],
 )
 def test_select_errors(

@@ -456,13 +456,9 @@ def test_problems_name_the_flag_and_the_argument(
     ("step_s", "max_gap", "message"),
     [
         # 300 s data at a 1 s step: 300 / 1 - 1 = 299 missing samples in every interval
-        (
-            1.0,
-            3,
-            "the step 1s (`--step` / `step_s=`) is finer than the series' sample "
-            "spacing 5m (the median): every interval would be a gap of 299 missing samples "
-            "(at most 3 are filled); use a step of at least 5m",
-        ),
+        (1.0, 3, "the step 1s (`--step` / `step_s=`) is finer than the series' sample "
+         "spacing 5m (the median): every interval would be a gap of 299 missing samples "
+         "(at most 3 are filled); use a step of at least 5m"),
         # 300 / 60 - 1 = 4 missing > 3
         (60.0, 3, "gap of 4 missing samples (at most 3 are filled)"),
         # 4 missing <= 4: a finer grid by interpolation is allowed when gaps that long are

@@ -157,21 +157,12 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("priorityclasses", "PriorityClass", "scheduling.k8s.io", "v1", False, _META),
     Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy", "v1", True, _META_NS),
     Resource(
-        "leases",
-        "Lease",
-        "coordination.k8s.io",
-        "v1",
-        True,
-        _META_NS,
+        "leases", "Lease", "coordination.k8s.io", "v1", True, _META_NS,
         unconditional_update=False,
     ),
     Resource(
-        "selfsubjectaccessreviews",
-        "SelfSubjectAccessReview",
-        "authorization.k8s.io",
-        "v1",
-        False,
-        (),
+        "selfsubjectaccessreviews", "SelfSubjectAccessReview", "authorization.k8s.io", "v1",
+        False, (),
     ),
 )
 _CREATE_ONLY = ("selfsubjectaccessreviews",)
@@ -180,28 +171,17 @@ _BY_KIND = {r.kind: r for r in RESOURCES}
 
 _BOOTSTRAP: tuple[Obj, ...] = (
     *(
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": n},
-            "spec": {"finalizers": ["kubernetes"]},
-            "status": {"phase": "Active"},
-        }
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n},
+         "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
         for n in ("default", "kube-system", "kube-public", "kube-node-lease")
     ),
     *(
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": n},
-            "value": v,
-            "preemptionPolicy": "PreemptLowerPriority",
-            "description": "Used for system critical pods that must not be moved from their "
-            "current node."
-            if n == "system-node-critical"
-            else "Used for system critical pods that must run in the cluster, but can be moved to "
-            "another node if necessary.",
-        }
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+         "metadata": {"name": n}, "value": v, "preemptionPolicy": "PreemptLowerPriority",
+         "description": "Used for system critical pods that must not be moved from their "
+         "current node." if n == "system-node-critical" else
+         "Used for system critical pods that must run in the cluster, but can be moved to "
+         "another node if necessary."}
         for n, v in (("system-node-critical", 2000001000), ("system-cluster-critical", 2000000000))
     ),
 )
@@ -295,19 +275,15 @@ def _time_fields(kind: str, obj: Obj) -> list[tuple[Any, bool]]:
         (meta.get("creationTimestamp"), False),
         (meta.get("deletionTimestamp"), False),
     ]
-    out += [
-        (mf.get("time"), False) for mf in meta.get("managedFields") or [] if isinstance(mf, dict)
-    ]
+    out += [(mf.get("time"), False) for mf in meta.get("managedFields") or []
+            if isinstance(mf, dict)]
     if kind == "Lease":
         spec = obj.get("spec") or {}
         out += [(spec.get("acquireTime"), True), (spec.get("renewTime"), True)]
     elif kind == "Event":
-        out += [
-            (obj.get("firstTimestamp"), False),
-            (obj.get("lastTimestamp"), False),
-            (obj.get("eventTime"), True),
-            ((obj.get("series") or {}).get("lastObservedTime"), True),
-        ]
+        out += [(obj.get("firstTimestamp"), False), (obj.get("lastTimestamp"), False),
+                (obj.get("eventTime"), True),
+                ((obj.get("series") or {}).get("lastObservedTime"), True)]
     elif kind == "Pod":
         status = obj.get("status") or {}
         out.append((status.get("startTime"), False))
@@ -334,9 +310,7 @@ def _check_decodes(res: Resource, obj: Obj) -> None:
 def _invalid(res: Resource, name: str, problems: list[str]) -> ApiError:
     group = f".{res.group}" if res.group else ""
     return ApiError(
-        422,
-        "Invalid",
-        f'{res.kind}{group} "{name}" is invalid: ' + ", ".join(problems),
+        422, "Invalid", f'{res.kind}{group} "{name}" is invalid: ' + ", ".join(problems),
         {"name": name, "group": res.group, "kind": res.kind},
     )
 
@@ -363,9 +337,8 @@ def _validate(res: Resource, obj: Obj) -> None:
     elif res.kind == "Event":
         ns = str((obj.get("metadata") or {}).get("namespace", ""))
         involved = str((obj.get("involvedObject") or {}).get("namespace") or "")
-        bad_ns = (
-            f'involvedObject.namespace: Invalid value: "{involved}": does not match event.namespace'
-        )
+        bad_ns = f'involvedObject.namespace: Invalid value: "{involved}": does not match ' \
+            "event.namespace"
         if not obj.get("eventTime"):
             if (involved and ns != involved) or (not involved and ns not in ("", "default")):
                 problems.append(bad_ns)
@@ -377,7 +350,8 @@ def _validate(res: Resource, obj: Obj) -> None:
                     problems.append(f"{f}: Required value")
             for f, limit in _EVENT_LIMIT.items():
                 if len(str(obj.get(f) or "")) > limit:
-                    problems.append(f'{f}: Invalid value: "": can have at most {limit} characters')
+                    problems.append(f"{f}: Invalid value: \"\": can have at most {limit} "
+                                    "characters")
     if problems:
         raise _invalid(res, name, problems)
 
@@ -469,7 +443,7 @@ def field_selector(res: Resource, text: str) -> Selector:
         else:
             raise _bad_request(f"invalid selector: '{raw}'; can't understand '{raw}'")
         if path not in res.fields:
-            raise _bad_request(f"field label not supported: {path}")
+            raise _bad_request(f'field label not supported: {path}')
         if op == "!=":
             reqs.append(lambda o, p=path, v=value: field_value(o, p) != v)
         else:
@@ -709,9 +683,8 @@ class FakeApiServer:
         with self._cond:
             self._faults.expire_watches += count
 
-    def fail_next_watch(
-        self, code: int = 504, reason: str = "Timeout", message: str = "Too large resource version"
-    ) -> None:
+    def fail_next_watch(self, code: int = 504, reason: str = "Timeout",
+                        message: str = "Too large resource version") -> None:
         """The next watch request gets an HTTP 200 stream holding one ``ERROR`` event
         with this ``Status`` (as the watch cache answers a resourceVersion newer than it
         has seen: 504 ``Too large resource version``)."""
@@ -799,9 +772,8 @@ class FakeApiServer:
         if not meta.get("name"):
             if not meta.get("generateName"):
                 raise ApiError(
-                    422,
-                    "Invalid",
-                    f'{res.kind}{"." + res.group if res.group else ""} "" is invalid: '
+                    422, "Invalid",
+                    f"{res.kind}{'.' + res.group if res.group else ''} \"\" is invalid: "
                     "metadata.name: Required value: name or generateName is required",
                     {"kind": res.kind, "group": res.group},
                 )
@@ -810,9 +782,7 @@ class FakeApiServer:
         ns, name = _key(obj)
         if (ns, name) in self._objects[res.plural]:
             raise ApiError(
-                409,
-                "AlreadyExists",
-                f'{res.qualified} "{name}" already exists',
+                409, "AlreadyExists", f'{res.qualified} "{name}" already exists',
                 _details(res, name),
             )
         if res.kind == "Pod":
@@ -1070,13 +1040,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _verb(self, method: str, route: _Route, query: Mapping[str, str]) -> str:
         if method == "GET" and not route.name:
             return "watch" if query.get("watch") in ("true", "1") else "list"
-        return {
-            "GET": "get",
-            "POST": "create",
-            "PUT": "update",
-            "PATCH": "patch",
-            "DELETE": "delete",
-        }[method]
+        return {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
+                "DELETE": "delete"}[method]
 
     def _authorize(self, verb: str, route: _Route) -> None:
         resource = route.res.plural + (f"/{route.sub}" if route.sub else "")
@@ -1093,8 +1058,7 @@ class _Handler(BaseHTTPRequestHandler):
             f'{name} is forbidden: User "{self.api.user}" cannot {verb} resource '
             f'"{resource}" in API group "{group}" {scope}',
             {"name": route.name, "group": group, "kind": route.res.plural}
-            if route.name
-            else {"group": group, "kind": route.res.plural},
+            if route.name else {"group": group, "kind": route.res.plural},
         )
 
     # ---- verbs
@@ -1106,10 +1070,9 @@ class _Handler(BaseHTTPRequestHandler):
         attrs = (body.get("spec") or {}).get("resourceAttributes")
         if not isinstance(attrs, dict):
             raise ApiError(
-                422,
-                "Invalid",
+                422, "Invalid",
                 'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: '
-                'spec.resourceAttributes: Invalid value: "null": exactly one of '
+                "spec.resourceAttributes: Invalid value: \"null\": exactly one of "
                 "nonResourceAttributes or resourceAttributes must be specified",
                 {"group": "authorization.k8s.io", "kind": "SelfSubjectAccessReview"},
             )
@@ -1129,11 +1092,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, verb: str, route: _Route, query: Mapping[str, str]) -> tuple[int, Obj]:
         api, res = self.api, route.res
         if res.plural in _CREATE_ONLY and verb != "create":
-            raise ApiError(
-                405,
-                "MethodNotAllowed",
-                "the server does not allow this method on the requested resource",
-            )
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on "
+                           "the requested resource")
         if verb == "list":
             return 200, self._list(route, query)
         if verb == "get":
@@ -1142,20 +1102,14 @@ class _Handler(BaseHTTPRequestHandler):
         if verb == "delete":
             options = self._body()
             self._drained = True
-            uid = (
-                ((options or {}).get("preconditions") or {}).get("uid")
-                if isinstance(options, dict)
-                else None
-            )
+            uid = ((options or {}).get("preconditions") or {}).get("uid") if isinstance(
+                options, dict) else None
             with api._cond:
                 if uid:
                     have = api._get(res, route.namespace, route.name)["metadata"].get("uid")
                     if have != uid:
                         raise _conflict(
-                            res.qualified,
-                            res.group,
-                            res.plural,
-                            route.name,
+                            res.qualified, res.group, res.plural, route.name,
                             f"Precondition failed: UID in precondition: {uid}, UID in object "
                             f"meta: {have}",
                         )
@@ -1166,13 +1120,8 @@ class _Handler(BaseHTTPRequestHandler):
             if res.return_deleted:
                 return 200, gone
             details = {**_details(res, route.name), "uid": gone["metadata"].get("uid", "")}
-            return 200, {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "details": details,
-            }
+            return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                         "status": "Success", "details": details}
         body = self._body()
         self._drained = True
         if not isinstance(body, dict):
@@ -1216,12 +1165,8 @@ class _Handler(BaseHTTPRequestHandler):
                 item.pop("kind", None)
                 item.pop("apiVersion", None)
                 out_items.append(item)
-        return {
-            "kind": f"{res.kind}List",
-            "apiVersion": res.api_version,
-            "metadata": meta,
-            "items": out_items,
-        }
+        return {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta,
+                "items": out_items}
 
     def _selectors(self, res: Resource, query: Mapping[str, str]) -> list[Selector]:
         out = []
@@ -1256,11 +1201,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _create(self, route: _Route, body: Obj) -> Obj:
         api, res = self.api, route.res
         if route.name:
-            raise ApiError(
-                405,
-                "MethodNotAllowed",
-                "the server does not allow this method on the requested resource",
-            )
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on "
+                           "the requested resource")
         self._check_body(route, body, res.kind)
         body.setdefault("metadata", {})
         if res.kind == "Pod":
@@ -1268,10 +1210,9 @@ class _Handler(BaseHTTPRequestHandler):
         if res.namespaced:
             body["metadata"]["namespace"] = route.namespace or "default"
         with api._cond:
-            if (
-                res.namespaced
-                and ("", body["metadata"]["namespace"]) not in api._objects["namespaces"]
-            ):
+            if res.namespaced and ("", body["metadata"]["namespace"]) not in api._objects[
+                "namespaces"
+            ]:
                 raise _not_found(_BY_KIND["Namespace"], body["metadata"]["namespace"])
             _check_decodes(res, body)
             _validate(res, body)
@@ -1286,8 +1227,7 @@ class _Handler(BaseHTTPRequestHandler):
             if not given and not res.unconditional_update:
                 group = f".{res.group}" if res.group else ""
                 raise ApiError(
-                    422,
-                    "Invalid",
+                    422, "Invalid",
                     f'{res.kind}{group} "{route.name}" is invalid: metadata.resourceVersion: '
                     "Invalid value: 0x0: must be specified for an update",
                     {"name": route.name, "group": res.group, "kind": res.kind},
@@ -1304,8 +1244,7 @@ class _Handler(BaseHTTPRequestHandler):
         ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
         if ctype not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
             raise ApiError(
-                415,
-                "UnsupportedMediaType",
+                415, "UnsupportedMediaType",
                 f"the fake apiserver does not implement patches of type {ctype!r}",
             )
         with api._cond:
@@ -1344,12 +1283,11 @@ class _Handler(BaseHTTPRequestHandler):
         node = target.get("name", "")
         if not node or target.get("kind", "Node") not in ("", "Node"):
             raise ApiError(
-                422,
-                "Invalid",
+                422, "Invalid",
                 f'Binding "{route.name}" is invalid: target.name: Required value'
-                if not node
-                else f'Binding "{route.name}" is invalid: target.kind: Invalid value: '
-                f"\"{target.get('kind')}\": must be empty or 'Node'",
+                if not node else
+                f'Binding "{route.name}" is invalid: target.kind: Invalid value: '
+                f'"{target.get("kind")}": must be empty or \'Node\'',
                 {"name": route.name, "group": "", "kind": "Binding"},
             )
         res = _BY_KIND["Pod"]
@@ -1367,10 +1305,7 @@ class _Handler(BaseHTTPRequestHandler):
                 # the Binding's uid is a storage precondition (setPodNodeAndMetadata): a pod
                 # deleted and created again under the same name is not bound
                 raise _conflict(
-                    "pods",
-                    "",
-                    "pods",
-                    route.name,
+                    "pods", "", "pods", route.name,
                     f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
                     f"{pod['metadata'].get('uid')}",
                 )
@@ -1384,13 +1319,8 @@ class _Handler(BaseHTTPRequestHandler):
                 why = f"pod {route.name} has non-empty .spec.schedulingGates"
                 raise _conflict("pods/binding", "", "pods/binding", route.name, why)
             api._write(res, _assigned(pod, node, meta.get("annotations") or {}), pod)
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Success",
-            "code": 201,
-        }
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "code": 201}
 
     # ---- watch
 
@@ -1458,13 +1388,8 @@ class _Handler(BaseHTTPRequestHandler):
                         now = time.monotonic()
                         pending = api._log and api._log[-1].rv > last
                         wake = min(deadline, next_bookmark) if bookmarks else deadline
-                        if (
-                            pending
-                            or api._stopping
-                            or watch.ending
-                            or now >= wake
-                            or api._bookmark_gen != bookmark_gen
-                        ):
+                        if (pending or api._stopping or watch.ending or now >= wake
+                                or api._bookmark_gen != bookmark_gen):
                             break
                         api._cond.wait(max(0.0, wake - now))
                     if api._stopping or watch.ending:
@@ -1486,11 +1411,8 @@ class _Handler(BaseHTTPRequestHandler):
                         return
                 if send_bookmark:
                     next_bookmark = time.monotonic() + api.bookmark_interval_s
-                    obj = {
-                        "kind": res.kind,
-                        "apiVersion": res.api_version,
-                        "metadata": {"resourceVersion": str(last), "creationTimestamp": None},
-                    }
+                    obj = {"kind": res.kind, "apiVersion": res.api_version,
+                           "metadata": {"resourceVersion": str(last), "creationTimestamp": None}}
                     if not self._send_event({"type": "BOOKMARK", "object": obj}):
                         return
                 if time.monotonic() >= deadline:
@@ -1547,12 +1469,8 @@ def _assigned(pod: Obj, node: str, annotations: Mapping[str, str]) -> Obj:
     status = out.setdefault("status", {})
     conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
     conditions.append(
-        {
-            "type": "PodScheduled",
-            "status": "True",
-            "lastProbeTime": None,
-            "lastTransitionTime": _now(),
-        }
+        {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+         "lastTransitionTime": _now()}
     )
     status["conditions"] = conditions
     return out

@@ -53,43 +53,23 @@ OUTCOMES = [
     pytest.param(ok_post, True, False, None, "", id="created"),
     pytest.param(
         raises(ClusterError("cannot create pods/binding: 409 Conflict", 409)),
-        False,
-        True,
-        409,
-        "409 Conflict",
-        id="conflict-409",
+        False, True, 409, "409 Conflict", id="conflict-409",
     ),
     pytest.param(
         raises(ClusterError("not allowed to create pods/binding (403 Forbidden)", 403)),
-        False,
-        False,
-        403,
-        "403 Forbidden",
-        id="forbidden-403",
+        False, False, 403, "403 Forbidden", id="forbidden-403",
     ),
     pytest.param(
         raises(ClusterError("cannot create pods/binding: 500 Internal", 500)),
-        False,
-        False,
-        500,
-        "500 Internal",
-        id="server-error-500",
+        False, False, 500, "500 Internal", id="server-error-500",
     ),
     pytest.param(
         raises(ClusterError("cannot reach the API server at http://x: refused")),
-        False,
-        False,
-        None,
-        "cannot reach",
-        id="unreachable",
+        False, False, None, "cannot reach", id="unreachable",
     ),
     pytest.param(
         raises(RuntimeError("bug in post")),
-        False,
-        False,
-        None,
-        "RuntimeError: bug in post",
-        id="unexpected-exception",
+        False, False, None, "RuntimeError: bug in post", id="unexpected-exception",
     ),
 ]
 
@@ -126,12 +106,9 @@ def test_a_binding_for_a_pod_created_again_under_its_name_is_a_conflict(
     """The uid in the Binding is a precondition of the API server's pod registry: when
     the pod was deleted and created again (same name, new uid) after it was scheduled,
     the new pod is not bound by the old decision; the outcome is a 409 conflict."""
-    pending = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"containers": [{"name": "c"}]},
-    }
+    pending = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"containers": [{"name": "c"}]}}
     old_uid = fake_api.create(pending)["metadata"]["uid"]
     fake_api.delete("Pod", "web", "default")
     fake_api.create(pending)

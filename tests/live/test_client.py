@@ -32,21 +32,12 @@ def kubeconfig(tmp_path: Path, cluster: dict[str, Any], context: dict[str, Any])
 @pytest.mark.parametrize(
     ("cluster", "context", "message"),
     [
-        (
-            {"insecure-skip-tls-verify": True},
-            {"cluster": "prod", "user": "me"},
-            "cluster 'prod' (of context 'ctx') has no `server` URL",
-        ),
-        (
-            {"server": ""},
-            {"cluster": "prod", "user": "me"},
-            "cluster 'prod' (of context 'ctx') has no `server` URL",
-        ),
-        (
-            {"server": "https://h:6443"},
-            {"cluster": "staging", "user": "me"},
-            "context 'ctx' names cluster 'staging', which is not in its `clusters` list",
-        ),
+        ({"insecure-skip-tls-verify": True}, {"cluster": "prod", "user": "me"},
+         "cluster 'prod' (of context 'ctx') has no `server` URL"),
+        ({"server": ""}, {"cluster": "prod", "user": "me"},
+         "cluster 'prod' (of context 'ctx') has no `server` URL"),
+        ({"server": "https://h:6443"}, {"cluster": "staging", "user": "me"},
+         "context 'ctx' names cluster 'staging', which is not in its `clusters` list"),
         ({"server": "https://h:6443"}, {"user": "me"}, "context 'ctx' names no cluster"),
     ],
     ids=["no-server", "empty-server", "unknown-cluster", "no-cluster"],

@@ -129,7 +129,8 @@ def test_lease_rights_are_namespaced_and_narrow() -> None:
 @pytest.mark.parametrize(
     ("binding", "role_kind", "role_name"),
     [
-        pytest.param("clusterrolebinding.yaml", "ClusterRole", "clusterrole.yaml", id="cluster"),
+        pytest.param("clusterrolebinding.yaml", "ClusterRole", "clusterrole.yaml",
+                     id="cluster"),
         pytest.param("rolebinding.yaml", "Role", "role.yaml", id="namespaced"),
     ],
 )
@@ -137,15 +138,11 @@ def test_bindings_give_the_roles_to_the_service_account(
     binding: str, role_kind: str, role_name: str
 ) -> None:
     doc = load(binding)
-    assert doc["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": role_kind,
-        "name": load(role_name)["metadata"]["name"],
-    }
+    assert doc["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind,
+                              "name": load(role_name)["metadata"]["name"]}
     sa = load("serviceaccount.yaml")["metadata"]
-    assert doc["subjects"] == [
-        {"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}
-    ]
+    assert doc["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"],
+                                "namespace": sa["namespace"]}]
 
 
 def scheduler_config() -> Obj:
@@ -192,11 +189,8 @@ def test_leader_election_agrees_across_config_flags_and_role() -> None:
     assert f["--leader-elect"] == "true"
     assert f["--leader-elect-resource-name"] == le["resourceName"]
     assert f["--leader-elect-resource-namespace"] == le["resourceNamespace"] == NS
-    for field, flag in (
-        ("leaseDuration", "lease-duration"),
-        ("renewDeadline", "renew-deadline"),
-        ("retryPeriod", "retry-period"),
-    ):
+    for field, flag in (("leaseDuration", "lease-duration"), ("renewDeadline", "renew-deadline"),
+                        ("retryPeriod", "retry-period")):
         assert f[f"--leader-elect-{flag}"] == le[field]
     role = load("role.yaml")
     assert role["metadata"]["namespace"] == le["resourceNamespace"]
@@ -208,7 +202,8 @@ def test_deployment_runs_bosun_with_its_account_config_and_probes() -> None:
     spec = deploy["spec"]
     pod = spec["template"]["spec"]
     assert spec["replicas"] == 2
-    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"][
+        "labels"].items()
     assert pod["serviceAccountName"] == load("serviceaccount.yaml")["metadata"]["name"]
 
     c = deployment_container()
@@ -218,7 +213,8 @@ def test_deployment_runs_bosun_with_its_account_config_and_probes() -> None:
     mounts = {m["name"]: m for m in c["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     mount = next(m for m in mounts.values() if Path(m["mountPath"]) == config_path.parent)
-    assert volumes[mount["name"]]["configMap"]["name"] == load("configmap.yaml")["metadata"]["name"]
+    assert volumes[mount["name"]]["configMap"]["name"] == load("configmap.yaml")["metadata"][
+        "name"]
     assert config_path.name in load("configmap.yaml")["data"]
 
     port = {p["name"]: p["containerPort"] for p in c["ports"]}
@@ -242,11 +238,8 @@ def test_deployment_runs_bosun_with_its_account_config_and_probes() -> None:
 
 
 def test_dockerfile_installs_bosun_and_serves_the_mounted_config() -> None:
-    lines = [
-        ln.strip()
-        for ln in (ROOT / "Dockerfile").read_text().splitlines()
-        if ln.strip() and not ln.lstrip().startswith("#")
-    ]
+    lines = [ln.strip() for ln in (ROOT / "Dockerfile").read_text().splitlines()
+             if ln.strip() and not ln.lstrip().startswith("#")]
     assert lines[0] == "FROM python:3.11-slim"
     # installed from a folder it then removes, never the working directory (a RUN whose
     # WORKDIR was deleted by an earlier step has no directory to start in)
@@ -262,20 +255,8 @@ def test_dockerfile_installs_bosun_and_serves_the_mounted_config() -> None:
 
 # Installed in the venv but not in the image (`pip install .` gets the core dependencies
 # of pyproject.toml only: no optional extra, no dev tool).
-NOT_IN_IMAGE = (
-    "torch",
-    "prophet",
-    "statsforecast",
-    "gymnasium",
-    "stable_baselines3",
-    "sb3_contrib",
-    "onnx",
-    "onnxscript",
-    "ray",
-    "pytest",
-    "hypothesis",
-    "mypy",
-)
+NOT_IN_IMAGE = ("torch", "prophet", "statsforecast", "gymnasium", "stable_baselines3",
+                "sb3_contrib", "onnx", "onnxscript", "ray", "pytest", "hypothesis", "mypy")
 
 _IMAGE_SCRIPT = """
 import importlib.abc, sys
@@ -302,12 +283,7 @@ def test_the_image_runs_bosun_serve_with_the_core_dependencies_only() -> None:
     env = {**os.environ, "COLUMNS": "240", "NO_COLOR": "1", "TERM": "dumb"}
     out = subprocess.run(
         [sys.executable, "-c", _IMAGE_SCRIPT, ",".join(NOT_IN_IMAGE)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=ROOT,
-        check=False,
+        capture_output=True, text=True, timeout=120, env=env, cwd=ROOT, check=False,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     for flag in flags(deployment_container()):

@@ -36,12 +36,8 @@ def pod(name: str, node_name: str = "", scheduler: str = "", ns: str = "default"
         spec["nodeName"] = node_name
     if scheduler:
         spec["schedulerName"] = scheduler
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": spec,
-    }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": spec}
 
 
 def lease(name: str, holder: str) -> client.V1Lease:
@@ -102,14 +98,13 @@ def when(cond: Callable[[], bool], then: Callable[[], None]) -> threading.Thread
         ("spec.nodeName==n1", "", ["bound-a"]),
         ("spec.schedulerName=bosun", "", ["pending-bosun"]),
         ("spec.schedulerName=bosun,spec.nodeName=", "", ["pending-bosun"]),
-        (
-            "status.phase!=Succeeded,status.phase!=Failed",
-            "",
-            ["bound-a", "bound-b", "pending-bosun", "pending-default"],
-        ),
+        ("status.phase!=Succeeded,status.phase!=Failed", "", ["bound-a", "bound-b",
+                                                               "pending-bosun",
+                                                               "pending-default"]),
         ("metadata.namespace=kube-system", "", ["bound-b"]),
     ],
-    ids=["all", "pending", "bound", "on-n1", "bosun", "bosun-pending", "not-terminal", "namespace"],
+    ids=["all", "pending", "bound", "on-n1", "bosun", "bosun-pending", "not-terminal",
+         "namespace"],
 )
 def test_list_pods_with_field_selectors(
     seeded: FakeApiServer,
@@ -147,14 +142,10 @@ def test_list_nodes_with_label_selectors(
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (
-            lambda c: c.list_pod_for_all_namespaces(field_selector="spec.bogus=x"),
-            "field label not supported: spec.bogus",
-        ),
-        (
-            lambda c: c.list_node(field_selector="spec.nodeName="),
-            "field label not supported: spec.nodeName",
-        ),
+        (lambda c: c.list_pod_for_all_namespaces(field_selector="spec.bogus=x"),
+         "field label not supported: spec.bogus"),
+        (lambda c: c.list_node(field_selector="spec.nodeName="),
+         "field label not supported: spec.nodeName"),
         (lambda c: c.list_node(_continue="not-a-token"), "continue key is not valid"),
     ],
     ids=["pod-field", "node-field", "bad-continue"],
@@ -204,9 +195,8 @@ def collect(stream: Iterator[Obj], until: str) -> list[tuple[str, str, str]]:
     out = []
     for ev in stream:
         obj = ev["raw_object"]
-        out.append(
-            (ev["type"], obj["metadata"].get("name", ""), obj["metadata"]["resourceVersion"])
-        )
+        out.append((ev["type"], obj["metadata"].get("name", ""),
+                    obj["metadata"]["resourceVersion"]))
         if ev["type"] == until:
             break
     return out
@@ -217,33 +207,21 @@ def test_watch_replays_from_a_resource_version_and_sends_bookmarks(
 ) -> None:
     rv = seeded.resource_version
     seeded.create(pod("new"))
-    seeded.update(
-        {
-            **seeded.get("Pod", "new", "default"),
-            "metadata": {**seeded.get("Pod", "new", "default")["metadata"], "labels": {"x": "1"}},
-        }
-    )
+    seeded.update({**seeded.get("Pod", "new", "default"), "metadata": {
+        **seeded.get("Pod", "new", "default")["metadata"], "labels": {"x": "1"}}})
     seeded.delete("Pod", "new", "default")
     seeded.create(node("n4"))  # another resource: not in this watch
     helper = when(lambda: seeded.open_watches == 1, seeded.send_bookmarks)
     w = watch.Watch()
     events = collect(
-        w.stream(
-            core.list_namespaced_pod,
-            "default",
-            resource_version=str(rv),
-            allow_watch_bookmarks=True,
-            timeout_seconds=5,
-        ),
+        w.stream(core.list_namespaced_pod, "default", resource_version=str(rv),
+                 allow_watch_bookmarks=True, timeout_seconds=5),
         until="BOOKMARK",
     )
     w.stop()
     helper.join()
     assert [(t, n) for t, n, _ in events] == [
-        ("ADDED", "new"),
-        ("MODIFIED", "new"),
-        ("DELETED", "new"),
-        ("BOOKMARK", ""),
+        ("ADDED", "new"), ("MODIFIED", "new"), ("DELETED", "new"), ("BOOKMARK", "")
     ]
     rvs = [int(r) for _, _, r in events]
     assert rvs == sorted(rvs) and rvs[-1] == seeded.resource_version
@@ -256,15 +234,15 @@ def test_watch_without_resource_version_starts_with_the_current_objects(
     w = watch.Watch()
     helper = when(lambda: seeded.open_watches == 1, lambda: seeded.create(pod("p9")))
     events = []
-    for ev in w.stream(
-        core.list_pod_for_all_namespaces, field_selector="spec.nodeName=", timeout_seconds=5
-    ):
+    for ev in w.stream(core.list_pod_for_all_namespaces, field_selector="spec.nodeName=",
+                       timeout_seconds=5):
         events.append((ev["type"], ev["object"].metadata.name))
         if len(events) == 3:
             break
     w.stop()
     helper.join()
-    assert events == [("ADDED", "pending-bosun"), ("ADDED", "pending-default"), ("ADDED", "p9")]
+    assert events == [("ADDED", "pending-bosun"), ("ADDED", "pending-default"),
+                      ("ADDED", "p9")]
 
 
 def test_selector_watch_sees_a_bound_pod_leave_as_deleted(
@@ -272,25 +250,14 @@ def test_selector_watch_sees_a_bound_pod_leave_as_deleted(
 ) -> None:
     rv = seeded.resource_version
     core.create_namespaced_pod_binding(
-        "pending-bosun",
-        "default",
-        client.V1Binding(
-            metadata=client.V1ObjectMeta(name="pending-bosun"),
-            target=client.V1ObjectReference(kind="Node", name="n3"),
-        ),
+        "pending-bosun", "default",
+        client.V1Binding(metadata=client.V1ObjectMeta(name="pending-bosun"),
+                         target=client.V1ObjectReference(kind="Node", name="n3")),
         _preload_content=False,
     )
     w = watch.Watch()
-    got = next(
-        iter(
-            w.stream(
-                core.list_pod_for_all_namespaces,
-                resource_version=str(rv),
-                field_selector="spec.nodeName=",
-                timeout_seconds=5,
-            )
-        )
-    )
+    got = next(iter(w.stream(core.list_pod_for_all_namespaces, resource_version=str(rv),
+                             field_selector="spec.nodeName=", timeout_seconds=5)))
     w.stop()
     # kube sends the previous content (still pending) with the event's resourceVersion.
     assert got["type"] == "DELETED"
@@ -322,28 +289,19 @@ def test_watch_window_is_bounded() -> None:
         for i in range(4):
             server.create(node(f"w{i}"))
         with pytest.raises(ApiException) as info:
-            next(
-                iter(
-                    watch.Watch().stream(api.list_node, resource_version=str(rv), timeout_seconds=5)
-                )
-            )
+            next(iter(watch.Watch().stream(api.list_node, resource_version=str(rv),
+                                           timeout_seconds=5)))
         assert info.value.status == 410
         # Within the window is fine.
-        ev = next(
-            iter(
-                watch.Watch().stream(api.list_node, resource_version=str(rv + 1), timeout_seconds=5)
-            )
-        )
+        ev = next(iter(watch.Watch().stream(api.list_node, resource_version=str(rv + 1),
+                                            timeout_seconds=5)))
         assert ev["object"].metadata.name == "w1"
 
 
 def test_watch_times_out_cleanly(seeded: FakeApiServer, core: client.CoreV1Api) -> None:
     start = time.monotonic()
-    events = list(
-        watch.Watch().stream(
-            core.list_node, resource_version=str(seeded.resource_version), timeout_seconds=1
-        )
-    )
+    events = list(watch.Watch().stream(core.list_node, resource_version=str(
+        seeded.resource_version), timeout_seconds=1))
     assert events == []
     assert 0.9 < time.monotonic() - start < 3
 
@@ -368,9 +326,8 @@ def test_watch_faults(
         seeded.create(node("late"))
 
     helper = when(lambda: seeded.open_watches == 1, inject)
-    stream = watch.Watch().stream(
-        core.list_node, resource_version=str(seeded.resource_version), timeout_seconds=5
-    )
+    stream = watch.Watch().stream(core.list_node, resource_version=str(seeded.resource_version),
+                                  timeout_seconds=5)
     start = time.monotonic()
     if raises:
         with pytest.raises(urllib3.exceptions.ProtocolError):
@@ -386,10 +343,8 @@ def test_watch_faults(
 
 
 def bind(core: client.CoreV1Api, name: str, node_name: str) -> Any:
-    body = client.V1Binding(
-        metadata=client.V1ObjectMeta(name=name),
-        target=client.V1ObjectReference(kind="Node", name=node_name),
-    )
+    body = client.V1Binding(metadata=client.V1ObjectMeta(name=name),
+                            target=client.V1ObjectReference(kind="Node", name=node_name))
     # The real apiserver answers a Status, which the client cannot read as a V1Binding.
     return core.create_namespaced_pod_binding(name, "default", body, _preload_content=False)
 
@@ -397,13 +352,8 @@ def bind(core: client.CoreV1Api, name: str, node_name: str) -> Any:
 def test_binding_then_conflict(seeded: FakeApiServer, core: client.CoreV1Api) -> None:
     resp = bind(core, "pending-default", "n2")
     assert resp.status == 201
-    assert json.loads(resp.data) == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Success",
-        "code": 201,
-    }
+    assert json.loads(resp.data) == {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                     "status": "Success", "code": 201}
     got = core.read_namespaced_pod("pending-default", "default")
     assert got.spec.node_name == "n2"
     assert [(c.type, c.status) for c in got.status.conditions] == [("PodScheduled", "True")]
@@ -412,11 +362,9 @@ def test_binding_then_conflict(seeded: FakeApiServer, core: client.CoreV1Api) ->
     assert info.value.status == 409
     status = json.loads(info.value.body)
     assert status["reason"] == "Conflict"
-    assert status["message"] == (
-        "Operation cannot be fulfilled on pods/binding "
-        '"pending-default": pod pending-default is already assigned '
-        'to node "n2"'
-    )
+    assert status["message"] == ('Operation cannot be fulfilled on pods/binding '
+                                 '"pending-default": pod pending-default is already assigned '
+                                 'to node "n2"')
     with pytest.raises(ApiException) as info:
         bind(core, "missing", "n3")
     assert info.value.status == 404
@@ -448,21 +396,13 @@ def _being_deleted(fake: FakeApiServer) -> str:
 @pytest.mark.parametrize(
     ("setup", "resource", "why"),
     [
-        pytest.param(
-            _recreated, "pods", "Precondition failed: UID in precondition: ", id="uid-precondition"
-        ),
-        pytest.param(
-            _gated,
-            "pods/binding",
-            "pod pending-bosun has non-empty .spec.schedulingGates",
-            id="gated",
-        ),
-        pytest.param(
-            _being_deleted,
-            "pods/binding",
-            "pod pending-bosun is being deleted, cannot be assigned to a host",
-            id="being-deleted",
-        ),
+        pytest.param(_recreated, "pods", "Precondition failed: UID in precondition: ",
+                     id="uid-precondition"),
+        pytest.param(_gated, "pods/binding",
+                     "pod pending-bosun has non-empty .spec.schedulingGates", id="gated"),
+        pytest.param(_being_deleted, "pods/binding",
+                     "pod pending-bosun is being deleted, cannot be assigned to a host",
+                     id="being-deleted"),
     ],
 )
 def test_binding_refusals_of_the_pod_registry(
@@ -476,14 +416,12 @@ def test_binding_refusals_of_the_pod_registry(
     precondition (``409 Conflict`` on ``pods``), and a gated pod or one being deleted is
     refused (``409 Conflict`` on ``pods/binding``)."""
     uid = setup(seeded) or seeded.get("Pod", "pending-bosun", "default")["metadata"]["uid"]
-    body = {
-        "apiVersion": "v1",
-        "kind": "Binding",
-        "metadata": {"name": "pending-bosun", "namespace": "default", "uid": uid},
-        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
-    }
+    body = {"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": "pending-bosun", "namespace": "default", "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
     with pytest.raises(ApiException) as info:
-        core.create_namespaced_pod_binding("pending-bosun", "default", body, _preload_content=False)
+        core.create_namespaced_pod_binding("pending-bosun", "default", body,
+                                           _preload_content=False)
     assert info.value.status == 409
     status = json.loads(info.value.body)
     assert status["reason"] == "Conflict"
@@ -493,7 +431,9 @@ def test_binding_refusals_of_the_pod_registry(
     assert "nodeName" not in seeded.get("Pod", "pending-bosun", "default")["spec"]
 
 
-def test_forced_bind_conflict_is_a_lost_race(seeded: FakeApiServer, core: client.CoreV1Api) -> None:
+def test_forced_bind_conflict_is_a_lost_race(
+    seeded: FakeApiServer, core: client.CoreV1Api
+) -> None:
     seeded.conflict_next_bind("elsewhere")
     with pytest.raises(ApiException) as info:
         bind(core, "pending-bosun", "n1")
@@ -536,31 +476,19 @@ def test_lease_get_create_update_conflicts(
 def test_pod_status_patch_merges_conditions_by_type(
     seeded: FakeApiServer, core: client.CoreV1Api
 ) -> None:
-    cond = {
-        "type": "PodScheduled",
-        "status": "False",
-        "reason": "Unschedulable",
-        "message": "0/3 nodes are available",
-    }
-    core.patch_namespaced_pod_status("pending-bosun", "default", {"status": {"conditions": [cond]}})
+    cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/3 nodes are available"}
+    core.patch_namespaced_pod_status("pending-bosun", "default",
+                                     {"status": {"conditions": [cond]}})
     core.patch_namespaced_pod_status(
-        "pending-bosun",
-        "default",
-        {
-            "status": {
-                "conditions": [
-                    {"type": "PodScheduled", "message": "again"},
-                    {"type": "Other", "status": "True"},
-                ]
-            },
-            "spec": {"nodeName": "ignored"},
-        },
+        "pending-bosun", "default",
+        {"status": {"conditions": [{"type": "PodScheduled", "message": "again"},
+                                   {"type": "Other", "status": "True"}]},
+         "spec": {"nodeName": "ignored"}},
     )
     got = seeded.get("Pod", "pending-bosun", "default")
-    assert got["status"]["conditions"] == [
-        {**cond, "message": "again"},
-        {"type": "Other", "status": "True"},
-    ]
+    assert got["status"]["conditions"] == [{**cond, "message": "again"},
+                                           {"type": "Other", "status": "True"}]
     assert got["status"]["phase"] == "Pending"
     assert "nodeName" not in got["spec"]  # pods/status changes only the status
 
@@ -568,12 +496,9 @@ def test_pod_status_patch_merges_conditions_by_type(
 def test_events_create_and_list(fake_api: FakeApiServer, core: client.CoreV1Api) -> None:
     ev = client.CoreV1Event(
         metadata=client.V1ObjectMeta(generate_name="pending-bosun."),
-        involved_object=client.V1ObjectReference(
-            kind="Pod", namespace="default", name="pending-bosun"
-        ),
-        reason="FailedScheduling",
-        message="0/3 nodes are available",
-        type="Warning",
+        involved_object=client.V1ObjectReference(kind="Pod", namespace="default",
+                                                 name="pending-bosun"),
+        reason="FailedScheduling", message="0/3 nodes are available", type="Warning",
     )
     made = core.create_namespaced_event("default", ev)
     assert made.metadata.name.startswith("pending-bosun.")
@@ -586,16 +511,10 @@ def test_events_create_and_list(fake_api: FakeApiServer, core: client.CoreV1Api)
 
 
 def _event(ns: str = "default", involved_ns: str = "default", **extra: Any) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": "p.1", "namespace": ns},
-        "involvedObject": {"kind": "Pod", "namespace": involved_ns, "name": "p"},
-        "reason": "Scheduled",
-        "message": "m",
-        "type": "Normal",
-        **extra,
-    }
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "p.1", "namespace": ns},
+            "involvedObject": {"kind": "Pod", "namespace": involved_ns, "name": "p"},
+            "reason": "Scheduled", "message": "m", "type": "Normal", **extra}
 
 
 @pytest.mark.parametrize(
@@ -603,35 +522,14 @@ def _event(ns: str = "default", involved_ns: str = "default", **extra: Any) -> O
     [
         pytest.param(_event(), 201, id="legacy-event"),
         pytest.param(_event(involved_ns="kube-system"), 422, id="namespaces-differ"),
-        pytest.param(
-            _event(
-                eventTime="2026-01-01T00:00:00.000001Z",
-                action="Binding",
-                reportingComponent="bosun",
-                reportingInstance="r1",
-            ),
-            201,
-            id="new-style-event",
-        ),
-        pytest.param(
-            _event(
-                eventTime="2026-01-01T00:00:00.000001Z",
-                action="Binding",
-                reportingComponent="bosun",
-            ),
-            422,
-            id="new-style-no-instance",
-        ),
-        pytest.param(
-            _event(
-                eventTime="2026-01-01T00:00:00Z",
-                action="Binding",
-                reportingComponent="bosun",
-                reportingInstance="r1",
-            ),
-            400,
-            id="event-time-not-micro",
-        ),
+        pytest.param(_event(eventTime="2026-01-01T00:00:00.000001Z", action="Binding",
+                            reportingComponent="bosun", reportingInstance="r1"),
+                     201, id="new-style-event"),
+        pytest.param(_event(eventTime="2026-01-01T00:00:00.000001Z", action="Binding",
+                            reportingComponent="bosun"), 422, id="new-style-no-instance"),
+        pytest.param(_event(eventTime="2026-01-01T00:00:00Z", action="Binding",
+                            reportingComponent="bosun", reportingInstance="r1"),
+                     400, id="event-time-not-micro"),
         pytest.param(_event(lastTimestamp="2026-01-01 00:00:00"), 400, id="bad-timestamp"),
     ],
 )
@@ -644,8 +542,7 @@ def test_events_are_validated_as_the_core_api_does(
     Sent as raw JSON (the client would re-serialize the times through its models)."""
     req = urllib.request.Request(
         f"{fake_api.url}/api/v1/namespaces/{body['metadata']['namespace']}/events",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
+        data=json.dumps(body).encode(), headers={"Content-Type": "application/json"},
         method="POST",
     )
     try:
@@ -660,20 +557,12 @@ def test_events_are_validated_as_the_core_api_does(
 @pytest.mark.parametrize(
     ("verb", "resource", "call", "message"),
     [
-        (
-            "list",
-            "nodes",
-            lambda c: c.list_node(),
-            'nodes is forbidden: User "system:serviceaccount:kube-system:bosun" cannot list '
-            'resource "nodes" in API group "" at the cluster scope',
-        ),
-        (
-            "create",
-            "pods/binding",
-            lambda c: bind(c, "pending-bosun", "n1"),
-            'pods "pending-bosun" is forbidden: User "system:serviceaccount:kube-system:bosun" '
-            'cannot create resource "pods/binding" in API group "" in the namespace "default"',
-        ),
+        ("list", "nodes", lambda c: c.list_node(),
+         'nodes is forbidden: User "system:serviceaccount:kube-system:bosun" cannot list '
+         'resource "nodes" in API group "" at the cluster scope'),
+        ("create", "pods/binding", lambda c: bind(c, "pending-bosun", "n1"),
+         'pods "pending-bosun" is forbidden: User "system:serviceaccount:kube-system:bosun" '
+         'cannot create resource "pods/binding" in API group "" in the namespace "default"'),
     ],
     ids=["list-nodes", "bind"],
 )
@@ -698,11 +587,8 @@ def test_bearer_token_required() -> None:
         with pytest.raises(ApiException) as info:
             client.CoreV1Api(client.ApiClient(anonymous)).list_node()
         assert info.value.status == 401
-        cfg = client.Configuration(
-            host=server.url,
-            api_key={"authorization": "s3cret"},
-            api_key_prefix={"authorization": "Bearer"},
-        )
+        cfg = client.Configuration(host=server.url, api_key={"authorization": "s3cret"},
+                                   api_key_prefix={"authorization": "Bearer"})
         assert client.CoreV1Api(client.ApiClient(cfg)).list_node().items == []
 
 
@@ -713,11 +599,8 @@ def test_stop_ends_open_watches() -> None:
     ended = threading.Event()
 
     def run() -> None:
-        list(
-            watch.Watch().stream(
-                api.list_node, resource_version=str(server.resource_version), timeout_seconds=30
-            )
-        )
+        list(watch.Watch().stream(api.list_node, resource_version=str(
+            server.resource_version), timeout_seconds=30))
         ended.set()
 
     t = threading.Thread(target=run, daemon=True)
@@ -744,4 +627,5 @@ def test_graceful_deletion_of_bound_pods_only(
     core.delete_namespaced_pod("pending-default", "default", _preload_content=False)
     names = [p["metadata"]["name"] for p in seeded.list("Pod")]
     assert "pending-default" not in names and "bound-a" in names
-    assert eventually(lambda: "bound-a" not in [p["metadata"]["name"] for p in seeded.list("Pod")])
+    assert eventually(lambda: "bound-a" not in [p["metadata"]["name"]
+                                               for p in seeded.list("Pod")])

@@ -283,10 +283,7 @@ def test_relist_after_410_delivers_what_changed_while_disconnected(
     ],
 )
 def test_an_error_event_lists_again_with_a_backoff_unless_it_is_410(
-    fake_api: FakeApiServer,
-    api: client.ApiClient,
-    started: list[Informer],
-    fault: str,
+    fake_api: FakeApiServer, api: client.ApiClient, started: list[Informer], fault: str,
     waits: int,
 ) -> None:
     """A watch answered with an ERROR event: 410 Expired (the resourceVersion was

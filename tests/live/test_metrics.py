@@ -78,33 +78,20 @@ class Attempts:
 
 ATTEMPT_CASES = [
     pytest.param(
-        Attempts(
-            (("scheduled", "bosun-scheduler", 0.0015),),
-            {("scheduled", "bosun-scheduler"): 1},
-            {
-                ("scheduled", "bosun-scheduler", "0.001"): 0,
-                ("scheduled", "bosun-scheduler", "0.002"): 1,
-                ("scheduled", "bosun-scheduler", "+Inf"): 1,
-            },
-        ),
+        Attempts((("scheduled", "bosun-scheduler", 0.0015),), {("scheduled", "bosun-scheduler"): 1},
+                 {("scheduled", "bosun-scheduler", "0.001"): 0,
+                  ("scheduled", "bosun-scheduler", "0.002"): 1,
+                  ("scheduled", "bosun-scheduler", "+Inf"): 1}),
         id="one-scheduled",
     ),
     pytest.param(
         Attempts(
-            (
-                ("scheduled", "a", 0.01),
-                ("scheduled", "a", 0.02),
-                ("unschedulable", "a", 0.5),
-                ("error", "b", 30.0),
-            ),
+            (("scheduled", "a", 0.01), ("scheduled", "a", 0.02), ("unschedulable", "a", 0.5),
+             ("error", "b", 30.0)),
             {("scheduled", "a"): 2, ("unschedulable", "a"): 1, ("error", "b"): 1},
-            {
-                ("scheduled", "a", "0.016"): 1,
-                ("scheduled", "a", "0.032"): 2,
-                ("unschedulable", "a", "0.512"): 1,
-                ("error", "b", "16.384"): 0,
-                ("error", "b", "+Inf"): 1,
-            },
+            {("scheduled", "a", "0.016"): 1, ("scheduled", "a", "0.032"): 2,
+             ("unschedulable", "a", "0.512"): 1, ("error", "b", "16.384"): 0,
+             ("error", "b", "+Inf"): 1},
         ),
         id="results-and-profiles-apart",
     ),
@@ -153,9 +140,8 @@ def test_pending_pods_and_preemption(metrics: SchedulerMetrics, server: HealthSe
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        pytest.param(
-            lambda m: m.observe_attempt("bound", "p", 0.1), "result 'bound'", id="unknown-result"
-        ),
+        pytest.param(lambda m: m.observe_attempt("bound", "p", 0.1), "result 'bound'",
+                     id="unknown-result"),
         pytest.param(lambda m: m.set_pending({"waiting": 1}), "waiting", id="unknown-queue"),
     ],
 )

@@ -56,10 +56,8 @@ def test_signal_stops_serve_cleanly(
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_until(
-            lambda: (
-                sum(1 for i in range(PODS) if node_of(fake_api, f"p{i}")) >= 8
-                or proc.poll() is not None
-            ),
+            lambda: sum(1 for i in range(PODS) if node_of(fake_api, f"p{i}")) >= 8
+            or proc.poll() is not None,
             60.0,
             "the first binds",
         )

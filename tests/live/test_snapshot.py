@@ -141,7 +141,9 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
-def test_snapshot_round_trips(cluster: FakeApiServer, runner: CliRunner, tmp_path: Path) -> None:
+def test_snapshot_round_trips(
+    cluster: FakeApiServer, runner: CliRunner, tmp_path: Path
+) -> None:
     out = tmp_path / "cluster.yaml"
     res = runner.invoke(
         app, ["snapshot", "--kubeconfig", str(kubeconfig(tmp_path, cluster.url)), "-o", str(out)]
@@ -190,9 +192,7 @@ def test_snapshot_round_trips(cluster: FakeApiServer, runner: CliRunner, tmp_pat
     pod_doc = next(d for d in docs if d["metadata"]["name"] == "web-1")
     assert pod_doc["status"] == {"phase": "Running"}
     assert set(next(d for d in docs if d["kind"] == "Node")["status"]) == {
-        "capacity",
-        "allocatable",
-        "images",
+        "capacity", "allocatable", "images"
     }
 
     # The snapshot feeds `bosun schedule --nodes` as it is.
@@ -256,38 +256,21 @@ def closed_port() -> int:
         ("missing", "cannot read kubeconfig {dir}/nope.yaml: No such file or directory"),
         ("malformed", "kubeconfig {dir}/kubeconfig is not valid YAML"),
         ("not-kubeconfig", "kubeconfig {dir}/kubeconfig is not a kubeconfig"),
-        (
-            "bad-server",
-            "kubeconfig {dir}/kubeconfig: context 'fake' names cluster 'fake', "
-            "which is not in its `clusters` list",
-        ),
-        (
-            "no-server",
-            "kubeconfig {dir}/kubeconfig: cluster 'fake' (of context 'fake') has no `server` URL",
-        ),
+        ("bad-server", "kubeconfig {dir}/kubeconfig: context 'fake' names cluster 'fake', "
+                       "which is not in its `clusters` list"),
+        ("no-server", "kubeconfig {dir}/kubeconfig: cluster 'fake' (of context 'fake') has no "
+                      "`server` URL"),
         ("unknown-context", "kubeconfig {dir}/kubeconfig has no context 'other' (contexts: fake)"),
         ("refused", "cannot reach the API server at http://127.0.0.1:{port}"),
-        (
-            "forbidden",
-            "not allowed to list nodes (403 Forbidden): nodes is forbidden: User "
-            '"system:serviceaccount:kube-system:bosun" cannot list resource "nodes" '
-            'in API group "" at the cluster scope',
-        ),
+        ("forbidden", 'not allowed to list nodes (403 Forbidden): nodes is forbidden: User '
+                      '"system:serviceaccount:kube-system:bosun" cannot list resource "nodes" '
+                      'in API group "" at the cluster scope'),
         ("unauthorized", "did not accept the credentials (401 Unauthorized) to list namespaces"),
         ("in-cluster", "no kubeconfig given and not running in a cluster"),
     ],
-    ids=[
-        "missing",
-        "malformed",
-        "not-kubeconfig",
-        "bad-server",
-        "no-server",
-        "unknown-context",
-        "refused",
-        "forbidden",
-        "unauthorized",
-        "in-cluster",
-    ],
+    ids=["missing", "malformed", "not-kubeconfig", "bad-server", "no-server", "unknown-context",
+         "refused",
+         "forbidden", "unauthorized", "in-cluster"],
 )
 def test_cannot_reach_cluster_exits_2_without_a_file(
     fake_api: FakeApiServer,
@@ -346,9 +329,6 @@ def test_write_snapshot_keeps_the_old_file_on_failure(tmp_path: Path) -> None:
     with pytest.raises(ClusterError, match=r"cannot write .*missing/c\.yaml"):
         write_snapshot([], tmp_path / "missing" / "c.yaml")
     target = tmp_path / "c.yaml"
-    write_snapshot(
-        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}],
-        target,
-        header="one\ntwo",
-    )
+    write_snapshot([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}], target,
+                   header="one\ntwo")
     assert target.read_text().startswith("# one\n# two\n---\napiVersion: v1\n")

@@ -189,7 +189,8 @@ def assert_same_as_fresh_list(lv: Live) -> None:
     pending = {
         p.key
         for p in pods
-        if not p.node_name and p.scheduler_name == "default-scheduler" and p.key not in terminating
+        if not p.node_name and p.scheduler_name == "default-scheduler"
+        and p.key not in terminating
     }
     assert {k for k in pending if lv.sched.queue.where(k) is not None} == pending
     assert len(lv.sched.queue) == len(pending)
@@ -456,21 +457,19 @@ ECHO_CASES = [
     pytest.param(lambda o: None, True, id="binding-echo"),
     pytest.param(
         lambda o: o["metadata"].update(resourceVersion="999", managedFields=[{"m": 1}]),
-        True,
-        id="bookkeeping-only",
+        True, id="bookkeeping-only",
     ),
     pytest.param(
         lambda o: o.setdefault("status", {}).update(conditions=[{"type": "PodScheduled"}]),
-        True,
-        id="conditions-only",
+        True, id="conditions-only",
     ),
     pytest.param(lambda o: o["metadata"]["labels"].update(app="z"), False, id="labels"),
     pytest.param(
         lambda o: o["spec"]["containers"][0]["resources"]["requests"].update(cpu="2"),
-        False,
-        id="requests",
+        False, id="requests",
     ),
-    pytest.param(lambda o: o.setdefault("status", {}).update(phase="Running"), False, id="phase"),
+    pytest.param(lambda o: o.setdefault("status", {}).update(phase="Running"), False,
+                 id="phase"),
 ]
 
 
@@ -480,7 +479,9 @@ def test_the_binding_echo_reuses_the_parsed_pod(
 ) -> None:
     """The bound version of a pending pod is parsed again only when something the loader
     reads changed; either way the result equals a full parse of the bound object."""
-    sched = Scheduler(default_configuration(registry_points(in_tree_registry())), Snapshot())
+    sched = Scheduler(
+        default_configuration(registry_points(in_tree_registry())), Snapshot()
+    )
     sync = ClusterSync(sched)
     sync.apply(("ADDED", "Node", node("n1")))
     pending = pod("p", scheduler="default-scheduler")

@@ -36,16 +36,11 @@ def api_pdb(
 ) -> Obj:
     """A PDB as the API server serves it (no kind/apiVersion, as in a list)."""
     obj: Obj = {
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"u-{name}",
-            "resourceVersion": "7",
-            "generation": 1,
+        "metadata": {"name": name, "namespace": namespace, "uid": f"u-{name}",
+                     "resourceVersion": "7", "generation": 1},
+        "spec": spec if spec is not None else {
+            "minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}
         },
-        "spec": spec
-        if spec is not None
-        else {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
     }
     if status is not None:
         obj["status"] = status
@@ -56,25 +51,16 @@ def api_pdb(
     ("spec", "status", "expected"),
     [
         # kube-scheduler reads status.disruptionsAllowed, whatever the spec says
-        (
-            {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
-            {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2},
-            1,
-        ),
-        (
-            {"maxUnavailable": "50%", "selector": {"matchLabels": {"app": "web"}}},
-            {"disruptionsAllowed": 3},
-            3,
-        ),
+        ({"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+         {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2}, 1),
+        ({"maxUnavailable": "50%", "selector": {"matchLabels": {"app": "web"}}},
+         {"disruptionsAllowed": 3}, 3),
         # neither field: the API server accepts it, the controller gives it 0
         ({"selector": {"matchLabels": {"app": "web"}}}, {"disruptionsAllowed": 0}, 0),
         # not yet seen by the controller: Go's zero value, 0
         ({"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}, None, 0),
-        (
-            {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-            {"currentHealthy": 2},
-            0,
-        ),
+        ({"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+         {"currentHealthy": 2}, 0),
     ],
     ids=["status-not-spec", "percent-spec", "neither-field", "no-status", "no-field"],
 )
@@ -93,27 +79,14 @@ def test_pdb_from_api_is_budgeted_by_its_status(spec: Obj, status: Any, expected
         (None, {"disruptionsAllowed": True}, "status.disruptionsAllowed"),
         (None, {"disruptionsAllowed": 1.5}, "status.disruptionsAllowed"),
         (None, "broken", "status"),
-        (
-            {
-                "minAvailable": 1,
-                "selector": {
-                    "matchExpressions": [{"key": "app", "operator": "Bogus", "values": ["x"]}]
-                },
-            },
-            {"disruptionsAllowed": 1},
-            "spec.selector.matchExpressions[0].operator",
-        ),
-        ({"minAvailable": 1, "selector": "app=web"}, {"disruptionsAllowed": 1}, "spec.selector"),
+        ({"minAvailable": 1, "selector": {"matchExpressions": [
+            {"key": "app", "operator": "Bogus", "values": ["x"]}]}},
+         {"disruptionsAllowed": 1}, "spec.selector.matchExpressions[0].operator"),
+        ({"minAvailable": 1, "selector": "app=web"}, {"disruptionsAllowed": 1},
+         "spec.selector"),
     ],
-    ids=[
-        "negative",
-        "string",
-        "bool",
-        "float",
-        "status-not-object",
-        "bad-operator",
-        "selector-not-object",
-    ],
+    ids=["negative", "string", "bool", "float", "status-not-object", "bad-operator",
+         "selector-not-object"],
 )
 def test_a_malformed_pdb_is_an_input_error_naming_it_and_the_field(
     spec: Obj | None, status: Any, field: str
@@ -140,12 +113,8 @@ def kube_violating(allowed: int, victims: list[tuple[str, dict[str, str]]]) -> l
     return out
 
 
-POD_KINDS = [
-    ("default", {"app": "x"}),
-    ("default", {"app": "y"}),
-    ("default", {}),
-    ("other", {"app": "x"}),
-]
+POD_KINDS = [("default", {"app": "x"}), ("default", {"app": "y"}), ("default", {}),
+             ("other", {"app": "x"})]
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
@@ -161,9 +130,8 @@ def test_the_status_budget_flags_the_victims_kube_flags(
     flags exactly the victims kube flags with ``status.disruptionsAllowed``."""
     nodes = [make_node("n0", cpu="64"), make_node("n1", cpu="64")]
     bound = [
-        make_pod(
-            f"p{i}", cpu="1", namespace=POD_KINDS[k][0], labels=POD_KINDS[k][1], node_name=f"n{n}"
-        )
+        make_pod(f"p{i}", cpu="1", namespace=POD_KINDS[k][0], labels=POD_KINDS[k][1],
+                 node_name=f"n{n}")
         for i, (k, n) in enumerate(pods)
     ]
     snap = Snapshot(nodes, bound)
