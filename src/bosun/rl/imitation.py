@@ -28,6 +28,8 @@ search policy into a network as in AlphaGo's supervised stage, Silver et al., Na
    policy with the FGD prior (which chooses among FGD's best nodes), then the policy
    folder is written as ``bosun rl train`` writes one (sb3 model, ONNX actor, meta), so
    the ``RLPolicy`` plugin serves it and ``bosun rl evaluate --policy`` measures it.
+6. **Optionally, PPO** (:func:`finetune_policy`): MaskablePPO on the reward from the
+   distilled weights, on inflated windows of the training arrivals.
 
 Labels are stored as ``.npz`` files of flat arrays (:func:`save_labels`); nothing is
 pickled.
