@@ -74,21 +74,12 @@ def train_arrivals(trace: Any, train_fraction: float) -> Any:
     Raises:
         InputError: no arrival in that share.
     """
-    n = len(trace.arrivals)
-    lo = math.floor(train_fraction * n)
-    if lo < 1:
-        raise InputError(
-            [
-                InputProblem(
-                    trace.name,
-                    "arrival window",
-                    "train_fraction",
-                    f"expected at least 1 training arrival in the first {train_fraction:.0%} "
-                    f"of {n}, found 0",
-                )
-            ]
-        )
-    return replace(trace, arrivals=trace.arrivals[:lo], name=f"{trace.name}[:{train_fraction:g}]")
+    from bosun.rl.env import split_trace
+
+    try:
+        return split_trace(trace, (0.0, train_fraction))
+    except InputError as e:  # name the argument this function was given
+        raise InputError([replace(p, field="train_fraction") for p in e.problems]) from None
 
 
 def proxy_window(
@@ -136,11 +127,8 @@ def proxy_window(
                 )
             ]
         )
-    settings = replace(
-        base or EnvSettings(departures=False),
-        warmup=(base.warmup if base is not None else None) or "fgd",
-        max_steps=None,
-    )
+    base = base or EnvSettings(departures=False)
+    settings = replace(base, warmup=base.warmup or "fgd", max_steps=None)
     if load is None:
         return train, replace(
             settings,
@@ -317,12 +305,6 @@ def load_labels(path: Path | str) -> tuple[list[Label], int]:
     if int((ncand * nsamp).sum()) != len(val_flat):
         raise bad(
             "labels file", "values", f"expected {int((ncand * nsamp).sum())}, found {len(val_flat)}"
-        )
-    if b and len(obs_flat) % b:
-        raise bad(
-            "labels file",
-            "obs",
-            f"expected {b} observations of one size, found {len(obs_flat)} values",
         )
     g = (len(obs_flat) - int(nodes.sum()) * f) // b if b else 0
     if b and (g < 0 or int(nodes.sum()) * f + g * b != len(obs_flat)):
@@ -562,7 +544,6 @@ def distill(
 
     from bosun.rl.policy import new_meta
 
-    torch.manual_seed(s.seed)
     torch.set_num_threads(1)
     model = MaskablePPO(
         maskable_policy_class(),
@@ -775,9 +756,8 @@ def distill_policy(
     Raises:
         InputError: as :func:`load_label_files` and :func:`distill`.
     """
-    from bosun.rl.features import FEATURES_VERSION
     from bosun.rl.policy import ObsLayout
-    from bosun.rl.train import WEIGHT_NAMES, EnvSettings, make_env
+    from bosun.rl.train import EnvSettings, make_env, meta_fields_of
 
     labels, _ = load_label_files(label_paths)
     es = env_settings or EnvSettings(departures=False, warmup="fgd")
@@ -792,13 +772,12 @@ def distill_policy(
         labels,
         out,
         layout,
-        meta_fields={
-            "features_version": FEATURES_VERSION,
-            "history_len": spec.history_len,
-            "reward_weights": dict(zip(WEIGHT_NAMES, es.reward_weights, strict=True)),
-            "trace": f"{trace_spec or trace.name} (imitation of the lookahead)",
-            "train_window": (0.0, train_fraction),
-        },
+        meta_fields=meta_fields_of(
+            spec,
+            es.reward_weights,
+            f"{trace_spec or trace.name} (imitation of the lookahead)",
+            (0.0, train_fraction),
+        ),
         settings=settings,
         task_classes=classes,
         progress=progress,

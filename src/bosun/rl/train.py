@@ -720,6 +720,27 @@ def default_n_envs() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def meta_fields_of(
+    spec: Any,
+    reward_weights: Sequence[float],
+    trace: str,
+    train_window: tuple[float, float],
+) -> dict[str, Any]:
+    """The :func:`bosun.rl.policy.new_meta` fields a run over envs of the observation spec
+    ``spec`` (:class:`bosun.rl.features.ObservationSpec`) records: the features version,
+    the history length, the reward weights by name (w1..w4), the trace's name and the
+    training window."""
+    from bosun.rl.features import FEATURES_VERSION
+
+    return {
+        "features_version": FEATURES_VERSION,
+        "history_len": spec.history_len,
+        "reward_weights": dict(zip(WEIGHT_NAMES, reward_weights, strict=True)),
+        "trace": trace,
+        "train_window": train_window,
+    }
+
+
 def train(
     trace: Any,
     timesteps: int,
@@ -758,7 +779,6 @@ def train(
     """
     import functools
 
-    from bosun.rl.features import FEATURES_VERSION
     from bosun.twin.trace import Trace
 
     es = env_settings or EnvSettings()
@@ -787,13 +807,12 @@ def train(
         fns,
         layout,
         out,
-        meta_fields={
-            "features_version": FEATURES_VERSION,
-            "history_len": spec.history_len,
-            "reward_weights": dict(zip(WEIGHT_NAMES, es.reward_weights, strict=True)),
-            "trace": spec_name if es.nodes is None else f"{spec_name} (nodes={es.nodes})",
-            "train_window": es.arrival_fraction,
-        },
+        meta_fields=meta_fields_of(
+            spec,
+            es.reward_weights,
+            spec_name if es.nodes is None else f"{spec_name} (nodes={es.nodes})",
+            es.arrival_fraction,
+        ),
         timesteps=timesteps,
         algo=algo,
         seed=seed,
