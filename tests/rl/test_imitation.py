@@ -347,3 +347,17 @@ def test_label_episode_follows_another_policy() -> None:
     assert all((x.obs == obs).all() for x, obs in zip(labels, seen, strict=True))
     # the follower left FGD's choice somewhere, so this is not FGD's episode
     assert any(int(np.flatnonzero(x.mask)[0]) != x.base for x in labels)
+
+
+def test_labels_of_mixed_node_counts_round_trip(tmp_path: Path) -> None:
+    """One file may hold decisions over different node counts (2, 3 and 3 nodes, a
+    global block of 3): 8 * F + 3 * 3 = 137 observation values in all, not a multiple
+    of the 3 decisions, and still one valid file."""
+    labels = [
+        _label([0.1, 0.2], [True, True], 0, 0, g=3),
+        _label([0.1, 0.2, 0.3], [True, True, True], 0, 2, g=3),
+        _label([0.3, 0.2, 0.1], [True, True, True], 2, 2, g=3),
+    ]
+    back, _ = load_labels(save_labels(labels, tmp_path / "mixed.npz", F))
+    assert [len(x.mask) for x in back] == [2, 3, 3]
+    assert all((a.obs == b.obs).all() for a, b in zip(labels, back, strict=True))
