@@ -155,7 +155,9 @@ def test_bad_settings_write_nothing(tmp_path: Path, kwargs: dict[str, object], f
 # ------------------------------------------------------------------ the real twin
 
 
-def _twin_rewards(choose: Callable[[Any], int], seeds: range) -> float:
+def _twin_returns(choose: Callable[[Any], int], seeds: range) -> float:
+    """The mean episode return (``reward_total``: every placement's reward, the pods placed
+    without a decision included) of ``choose`` on the tiny trace over ``seeds``."""
     from tiny_trace import tiny_trace
 
     from bosun.rl.evaluate import run_policy
@@ -163,20 +165,22 @@ def _twin_rewards(choose: Callable[[Any], int], seeds: range) -> float:
 
     env = make_env(tiny_trace(), EnvSettings(), 0)
     try:
-        return float(np.mean([run_policy(env, choose, s)["reward_mean"] for s in seeds]))
+        return float(np.mean([run_policy(env, choose, s)["reward_total"] for s in seeds]))
     finally:
         env.close()
 
 
-@pytest.mark.slow
 def test_smoke_training_on_the_twin_beats_random(tmp_path: Path) -> None:
     """4,096 MaskablePPO steps (FAST_LEARNING settings, seed 0) on the tiny trace: the served
-    policy's mean reward per decision beats a random feasible choice by more than 0.03.
+    policy's episode return beats a random feasible choice's by more than 3.
 
-    Why 0.03: the reward per decision of random placement over 5 episodes lies within
-    0.503..0.519 (spread +-0.008 around 0.513); a policy that keeps CPU pods off the GPU
-    nodes lets every GPU pod start at once (FGD, which tends to, reaches 0.57). 0.03 is 4
-    times the random spread and half the gain a trained policy shows (0.578).
+    The return, not the reward per decision: since ``reward_forced`` a step's reward also
+    holds the pods placed without a decision after it, so a policy that leaves fewer choices
+    has fewer, larger steps; the return is what PPO maximizes and what ``bosun rl evaluate``
+    reports. Why 3: all 200 pods are placed by every policy; the random choice's return over
+    10 episodes lies within 117.8..121.1 (about 119.8 +- 2); a policy that keeps CPU pods
+    off the GPU nodes lets every GPU pod start at once (FGD, which tends to, reaches 126.4).
+    3 is above the random spread and under half of FGD's gain.
     """
     from tiny_trace import tiny_trace
 
@@ -184,7 +188,7 @@ def test_smoke_training_on_the_twin_beats_random(tmp_path: Path) -> None:
     from bosun.rl.train import FAST_LEARNING, EnvSettings, train
 
     rng = np.random.default_rng(0)
-    random_mean = _twin_rewards(lambda d: int(rng.choice(d.rows)), range(5))
+    random_return = _twin_returns(lambda d: int(rng.choice(d.rows)), range(5))
     train(
         tiny_trace(),
         4096,
@@ -194,8 +198,8 @@ def test_smoke_training_on_the_twin_beats_random(tmp_path: Path) -> None:
         env_settings=EnvSettings(),
         settings=FAST_LEARNING,
     )
-    trained_mean = _twin_rewards(PolicyChooser(tmp_path / "p"), range(3))
-    assert trained_mean > random_mean + 0.03, (random_mean, trained_mean)
+    trained_return = _twin_returns(PolicyChooser(tmp_path / "p"), range(3))
+    assert trained_return > random_return + 3.0, (random_return, trained_return)
 
 
 def test_training_on_the_twin_is_deterministic(tmp_path: Path) -> None:
