@@ -24,6 +24,7 @@ from bosun.rl.policy import (
     check_compatible,
     load_meta,
     masked_argmax,
+    teacher_kl,
 )
 from bosun.rl.train import load_model
 
@@ -299,3 +300,56 @@ def test_untrained_prior_policy_chooses_as_fgd(tmp_path: Path, scale: float) -> 
             break
     env.close()
     assert decisions > 30
+
+
+@pytest.mark.parametrize(
+    ("student", "teacher", "mask", "expected"),
+    [
+        # p_T = (1/2, 1/2), p_S = (3/4, 1/4): 1/2 ln(2/3) + 1/2 ln 2 = 1/2 ln(4/3)
+        ([np.log(3.0), 0.0], [0.0, 0.0], [1, 1], 0.5 * np.log(4.0 / 3.0)),
+        # an infeasible third node counts for neither, whatever its logits
+        ([np.log(3.0), 0.0, -5.0], [0.0, 0.0, 10.0], [1, 1, 0], 0.5 * np.log(4.0 / 3.0)),
+        # p_T = (3/4, 1/4), p_S = (1/2, 1/2): 3/4 ln(3/2) + 1/4 ln(1/2)
+        ([0.0, 0.0], [np.log(3.0), 0.0], [1, 1], 0.75 * np.log(1.5) + 0.25 * np.log(0.5)),
+        # the same preferences up to a constant: the same distribution
+        ([1.0, 2.0, 3.0], [-4.0, -3.0, -2.0], [1, 1, 1], 0.0),
+        # one feasible node: both put all their mass on it
+        ([9.0, 0.0], [0.0, 9.0], [0, 1], 0.0),
+    ],
+    ids=[
+        "half-vs-three-quarters",
+        "infeasible-ignored",
+        "reverse-direction",
+        "shifted",
+        "one-feasible",
+    ],
+)
+def test_teacher_kl_by_hand(
+    student: list[float], teacher: list[float], mask: list[int], expected: float
+) -> None:
+    kl = teacher_kl(
+        torch.tensor([student], dtype=torch.float32),
+        torch.tensor([teacher], dtype=torch.float32),
+        np.array([mask]),
+    )
+    assert kl.shape == (1,)
+    assert float(kl[0]) == pytest.approx(expected, abs=1e-6)
+
+
+@settings(max_examples=50, deadline=None, derandomize=True)
+@given(
+    st.lists(st.floats(-20, 20), min_size=2, max_size=8),
+    st.integers(0, 2**31 - 1),
+    st.floats(-50, 50),
+)
+def test_teacher_kl_is_a_divergence(logits: list[float], seed: int, shift: float) -> None:
+    """KL >= 0; 0 against itself and against itself shifted by a constant (softmax is
+    shift-invariant); positive where the feasible preferences differ."""
+    rng = np.random.default_rng(seed)
+    n = len(logits)
+    mask = rng.random(n) < 0.7
+    mask[rng.integers(n)] = True
+    s = torch.tensor([logits], dtype=torch.float32)
+    other = torch.as_tensor(rng.normal(0, 3, (1, n)), dtype=torch.float32)
+    assert float(teacher_kl(s, other, mask[None])[0]) >= -1e-6
+    assert float(teacher_kl(s, s + shift, mask[None])[0]) == pytest.approx(0.0, abs=1e-4)

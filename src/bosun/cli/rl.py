@@ -190,6 +190,7 @@ _FLAGS = {
     "episodes": "--episodes",
     "jobs": "--jobs",
     "load": "--load",
+    "kickstart": "--kickstart",
 }
 
 
@@ -653,6 +654,14 @@ def finetune_cmd(
     n_envs: Annotated[int, typer.Option("--n-envs", help="Training environments.")] = 2,
     seed: Annotated[int, typer.Option("--seed", help="Seeds sb3, the envs and the windows.")] = 0,
     learning_rate: Annotated[float, typer.Option("--lr", help="PPO's learning rate.")] = 1e-4,
+    kickstart: Annotated[
+        float,
+        typer.Option(
+            "--kickstart",
+            help="Weight of KL(starting policy || policy) in PPO's loss, per decision: the "
+            "starting network, frozen, holds the policy near its choices (0: off).",
+        ),
+    ] = 0.0,
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
     ] = False,
@@ -675,6 +684,7 @@ def finetune_cmd(
             n_envs=n_envs,
             seed=seed,
             learning_rate=learning_rate,
+            kickstart=kickstart,
             show_progress=progress,
         )
     except BosunError as e:

@@ -795,6 +795,7 @@ def finetune_policy(
     n_envs: int = 2,
     seed: int = 0,
     learning_rate: float = 1e-4,
+    kickstart: float = 0.0,
     show_progress: bool = False,
 ) -> Any:
     """Fine-tune a policy folder (e.g. :func:`distill_policy`'s) with MaskablePPO on the
@@ -803,7 +804,9 @@ def finetune_policy(
     the second stage of the recipe of Silver et al. (2016), reinforcement learning from
     the imitation's weights. PPO's settings are bosun's (:class:`bosun.rl.train.
     PPOSettings`) with ``learning_rate`` and no entropy bonus, so the policy moves from
-    the lookahead's choices only as far as the reward pays.
+    the lookahead's choices only as far as the reward pays. ``kickstart`` > 0 adds
+    ``kickstart * KL(starting policy || policy)`` per decision to the loss
+    (:class:`bosun.rl.policy.Kickstart`), holding it nearer still.
 
     Returns:
         :class:`bosun.rl.train.TrainResult`.
@@ -842,4 +845,5 @@ def finetune_policy(
         show_progress=show_progress,
         extra={**extra, "init_from": str(policy_dir), "load": load},
         init_from=policy_dir,
+        kickstart=kickstart,
     )

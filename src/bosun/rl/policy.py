@@ -36,6 +36,16 @@ and :class:`NodeScorerPolicy` (sb3's ``ActorCriticPolicy``, for plain PPO) repla
 MLP extractor with :class:`NodeScorer` and the action head with the identity (the
 extractor already outputs one logit per node).
 
+**Kickstarting** (:class:`Kickstart`, ``bosun rl finetune --kickstart``): while PPO
+fine-tunes a policy, a frozen copy of the starting network (the *teacher*) can hold it
+near its choices: the loss gains ``coef * KL(teacher || student)`` over the feasible
+nodes of each decision in the batch (Schmitt et al., "Kickstarting Deep Reinforcement
+Learning", 2018: the teacher's cross-entropy on the student's own trajectories; the
+teacher's entropy is a constant, so the gradient is the same). sb3 has no hook for an
+extra loss term; the maskable policy passes it through the entropy slot of
+``evaluate_actions`` (MaskablePPO adds ``-ent_coef * mean(entropy)`` to the loss), with
+the model's ``ent_coef`` set to 1 and the slot holding ``ent_coef' * H - coef * KL``.
+
 **Policy folder** (written by :func:`bosun.rl.train.save_policy`, read by :func:`load_meta`,
 :class:`bosun.rl.export.OnnxActor` and :func:`bosun.rl.train.load_model`):
 
@@ -545,7 +555,29 @@ def maskable_policy_class() -> Any:
     if "Maskable" not in _CLASSES:
         from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
-        cls = _policy_mixin(MaskableActorCriticPolicy)
+        base = _policy_mixin(MaskableActorCriticPolicy)
+
+        class _Maskable(base):  # type: ignore[misc,valid-type]
+            #: the kickstarting term while fine-tuning (set by ``learn``); not saved
+            kickstart: Kickstart | None = None
+
+            def evaluate_actions(
+                self, obs: Any, actions: Any, action_masks: Any = None
+            ) -> tuple[Any, Any, Any]:
+                values, log_prob, entropy = super().evaluate_actions(
+                    obs, actions, action_masks=action_masks
+                )
+                kick = self.kickstart
+                if kick is None or action_masks is None:
+                    return values, log_prob, entropy
+                torch = _torch()
+                student = self.mlp_extractor.forward_actor(self.extract_features(obs))
+                with torch.no_grad():
+                    teacher = kick.teacher.forward_actor(obs)
+                kl = teacher_kl(student, teacher, action_masks)
+                return values, log_prob, kick.ent_coef * entropy - kick.coef * kl
+
+        cls = _Maskable
         cls.__name__ = cls.__qualname__ = "MaskableNodeScorerPolicy"
         _CLASSES["Maskable"] = cls
     return _CLASSES["Maskable"]
@@ -594,3 +626,41 @@ def masked_argmax(logits: Sequence[float] | Any, mask: Any) -> int:
         raise ValueError("no feasible action")
     masked = np.where(m, lg, -math.inf)
     return int(np.argmax(masked))
+
+
+def teacher_kl(student_logits: Any, teacher_logits: Any, mask: Any) -> Any:
+    """``KL(teacher || student)`` of the two masked softmax distributions, per row.
+
+    Args:
+        student_logits, teacher_logits: torch float tensors ``(B, N)``.
+        mask: ``(B, N)``, True (or non-zero) where the action is feasible; every row has at
+            least one.
+
+    Returns:
+        A torch tensor ``(B,)``: ``sum_i p_T(i) (log p_T(i) - log p_S(i))`` over the feasible
+        ``i`` (nats), >= 0, 0 where the two agree on the feasible actions.
+    """
+    torch = _torch()
+    m = torch.as_tensor(mask, device=student_logits.device).reshape(student_logits.shape)
+    m = m.bool()
+    neg = torch.finfo(student_logits.dtype).min
+    log_s = torch.log_softmax(student_logits.masked_fill(~m, neg), dim=-1)
+    log_t = torch.log_softmax(teacher_logits.masked_fill(~m, neg), dim=-1)
+    terms = torch.where(m, log_t.exp() * (log_t - log_s), torch.zeros_like(log_s))
+    return terms.sum(dim=-1)
+
+
+@dataclass
+class Kickstart:
+    """The kickstarting term of a fine-tune (module docstring, Kickstarting).
+
+    Attributes:
+        teacher: a frozen :class:`NodeScorer` (``forward_actor(obs) -> (B, N)`` logits).
+        coef: weight of ``KL(teacher || student)`` in the loss (per decision, nats); > 0.
+        ent_coef: the entropy bonus's weight the fine-tune would have had (the model's own
+            ``ent_coef`` is set to 1 while the term is on).
+    """
+
+    teacher: Any
+    coef: float
+    ent_coef: float = 0.0

@@ -28,6 +28,7 @@ is seeded ``seed + i``).
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import math
@@ -45,6 +46,7 @@ from bosun.rl.policy import (
     META_FILE,
     ONNX_FILE,
     SB3_FILE,
+    Kickstart,
     ObsLayout,
     PolicyMeta,
     maskable_policy_class,
@@ -384,6 +386,7 @@ def learn(
     show_progress: bool = False,
     extra: Mapping[str, Any] | None = None,
     init_from: Path | str | None = None,
+    kickstart: float = 0.0,
 ) -> TrainResult:
     """Train on the given env factories and write the policy folder ``out``.
 
@@ -407,6 +410,9 @@ def learn(
         init_from: a policy folder whose weights (actor and critic) the training starts
             from instead of a random initialisation (e.g. one ``bosun rl distill`` wrote);
             it must have this layout, ``algo`` and network width.
+        kickstart: with ``init_from`` and MaskablePPO, weight of the kickstarting term
+            ``KL(start || policy)`` per decision (:class:`bosun.rl.policy.Kickstart`): a
+            frozen copy of the starting network holds the policy near its choices. 0: off.
 
     Raises:
         InputError: bad arguments (before anything is written).
@@ -438,6 +444,22 @@ def learn(
                     f"{layout.node_features}: expected fgd_prior=False for it",
                 )
             )
+    if not (math.isfinite(kickstart) and kickstart >= 0.0):
+        problems.append(
+            InputProblem(
+                "command line", "training", "kickstart", f"expected >= 0, found {kickstart}"
+            )
+        )
+    elif kickstart > 0.0 and (init_from is None or algo != "maskable-ppo"):
+        problems.append(
+            InputProblem(
+                "command line",
+                "training",
+                "kickstart",
+                f"the kickstarting term needs a starting policy (init_from) and "
+                f"maskable-ppo, found init_from={init_from} and algo={algo}",
+            )
+        )
     if problems:
         raise InputError(problems)
     dest = Path(out)
@@ -479,6 +501,11 @@ def learn(
                     f"{init_from}: expected a policy of this layout and width "
                     f"({layout}, hidden {settings.hidden}), found another ({e})"
                 ) from None
+            if kickstart > 0.0:
+                teacher = copy.deepcopy(start.policy.mlp_extractor).eval()
+                teacher.requires_grad_(False)
+                model.policy.kickstart = Kickstart(teacher, kickstart, settings.ent_coef)
+                model.ent_coef = 1.0  # the entropy slot carries ent_coef * H - coef * KL
         dest.mkdir(parents=True, exist_ok=True)
         ckpt_dir = dest / CHECKPOINT_DIR
         if checkpoint_every > 0:
@@ -489,6 +516,9 @@ def learn(
         started = time.perf_counter()
         model.learn(total_timesteps=timesteps, callback=callback)
         wall = time.perf_counter() - started
+        if kickstart > 0.0:  # the saved model is a plain fine-tuned policy
+            model.policy.kickstart = None
+            model.ent_coef = settings.ent_coef
     finally:
         vec.close()
 
@@ -504,6 +534,7 @@ def learn(
             "ppo": dict(vars(settings)),
             "ray": bool(use_ray or ray_address is not None),
             "fgd_prior": settings.fgd_prior,
+            **({"kickstart": kickstart} if kickstart > 0.0 else {}),
             **dict(extra or {}),
         },
         **meta_fields,
