@@ -185,8 +185,9 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
         ),
         # 13000: a typo would clone pods for minutes: refused
         (["--train-load", "13000"], "--train-load: expected 0 < load <= 10, found 13000"),
+        (["--test-load", "-1"], "command line: options: --test-load: expected 0 < load <= 10"),
     ],
-    ids=["warmup", "hidden", "n-envs", "train-load", "train-load-huge"],
+    ids=["warmup", "hidden", "n-envs", "train-load", "train-load-huge", "test-load"],
 )
 def test_evaluate_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
     out = tmp_path / "eval"

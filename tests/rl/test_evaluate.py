@@ -17,10 +17,12 @@ from bosun.rl.evaluate import (
     POLICIES,
     RUN_COLUMNS,
     Decision,
+    Evaluation,
     HeuristicChooser,
     check_split,
     confidence_interval,
     evaluate,
+    inflated_test_window,
     t_quantile_975,
 )
 from bosun.rl.train import EnvSettings, PPOSettings
@@ -194,8 +196,8 @@ def test_protocol_end_to_end(tmp_path: Path) -> None:
     assert sorted(ev.policy_dirs) == [0, 1]
 
 
-def _gpu_trace() -> Trace:
-    """4 nodes of 4 GPUs and 32 cores; 32 one-GPU, one-core pods, one every 10 s."""
+def _gpu_trace(pods: int = 32) -> Trace:
+    """4 nodes of 4 GPUs and 32 cores; ``pods`` one-GPU, one-core pods, one every 10 s."""
     nodes = [
         make_node(f"g{i}", cpu="32", memory="64Gi", extra={"nvidia.com/gpu": 4}) for i in range(4)
     ]
@@ -205,7 +207,7 @@ def _gpu_trace() -> Trace:
             i * 10.0,
             duration_s=60.0,
         )
-        for i in range(32)
+        for i in range(pods)
     ]
     return Trace("gpus", nodes, arrivals)
 
@@ -245,3 +247,55 @@ def test_saturation_protocol_heuristics(tmp_path: Path) -> None:
         scale_pods=True,
     )
     assert timed.runs["unscheduled_pods"].tolist() == [0]
+
+
+def test_inflated_test_window_by_hand() -> None:
+    """8 one-GPU pods on 16 GPUs, inflated to 1.5 x the GPUs: 16 clones join (24 GPUs of
+    demand, one more would exceed 24); the window starts at arrival floor(0.25 * 8) = 2 of
+    the original trace and holds its 6 test pods, then every clone; the 2 before it are the
+    trace's own first arrivals."""
+    from bosun.rl.env import split_trace
+
+    trace = _gpu_trace(pods=8)
+    inflated, fraction = inflated_test_window(trace, 0.25, 1.5, seed=3)
+    names = [a.pod.name for a in inflated.arrivals]
+    assert len(names) == 24
+    assert names[:8] == [a.pod.name for a in trace.arrivals]
+    assert all("-clone-" in n for n in names[8:])
+    window = [a.pod.name for a in split_trace(inflated, fraction).arrivals]
+    assert window == names[2:]
+    before = [a.pod.name for a in split_trace(inflated, (0.0, fraction[0])).arrivals]
+    assert before == ["p00", "p01"]
+
+
+def test_test_load_fills_a_light_workload(tmp_path: Path) -> None:
+    """The saturation protocol on a workload of half the GPUs: as it is, every pod fits
+    (GPU allocation 8/16 at the end, none pending); with ``test_load=1.5`` the window gets
+    16 clones, so after the 2 warm-up pods 14 of its 22 pods fit, 8 stay pending and the
+    GPUs end fully allocated, whatever the policy; a load below the workload's own (0.4)
+    changes nothing."""
+
+    def run(test_load: float | None) -> Evaluation:
+        return evaluate(
+            _gpu_trace(pods=8),
+            timesteps=0,
+            seeds=[0],
+            train_fraction=0.25,
+            policies=["leastallocated", "fgd"],
+            work_dir=tmp_path,
+            env_settings=EnvSettings(departures=False, warmup="fgd"),
+            test_load=test_load,
+        )
+
+    plain, filled, light = run(None), run(1.5), run(0.4)
+    runs = plain.runs.set_index("policy")
+    assert runs["gpu_alloc_end"].tolist() == [0.5, 0.5]
+    assert runs["unscheduled_pods"].tolist() == [0, 0]
+    runs = filled.runs.set_index("policy")
+    assert runs["gpu_alloc_start"].tolist() == [2 / 16, 2 / 16]
+    assert runs["gpu_alloc_end"].tolist() == [1.0, 1.0]
+    assert runs["unscheduled_pods"].tolist() == [8, 8]
+    assert filled.settings["test_load"] == 1.5
+    assert "test window inflated to 1.5x GPUs" in filled.trace
+    cols = ["reward_total", "placements", "gpu_alloc_end"]
+    assert light.runs[cols].equals(plain.runs[cols])

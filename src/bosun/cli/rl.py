@@ -387,6 +387,15 @@ def evaluate_cmd(
             "every seed, instead of training one per seed.",
         ),
     ] = None,
+    test_load: Annotated[
+        float | None,
+        typer.Option(
+            "--test-load",
+            help="Replay the test window with clones of the trace's pods appended until the "
+            "GPU demand reaches this multiple of the cluster's GPUs (FGD's protocol: a "
+            "lighter workload still fills the cluster).",
+        ),
+    ] = None,
 ) -> None:
     """Train on the first 70% of a trace's arrivals, compare with the heuristics on the rest.
 
@@ -437,6 +446,7 @@ def evaluate_cmd(
             train_load=train_load,
             progress=lambda line: console.print(escape(line)),
             policy_dir=policy,
+            test_load=test_load,
         )
         ev.write(tmp)
         if out.exists():
@@ -452,7 +462,9 @@ def evaluate_cmd(
     table = Table(
         title=f"RL evaluation: {escape(trace)}"
         + (f" ({nodes} nodes)" if nodes else "")
-        + f", test = last {1 - train_fraction:.0%} of arrivals, {seeds} seed(s), mean ± 95% CI",
+        + f", test = last {1 - train_fraction:.0%} of arrivals"
+        + (f" + clones to {test_load:g}x GPUs" if test_load is not None else "")
+        + f", {seeds} seed(s), mean ± 95% CI",
         header_style="bold",
     )
     cols = [

@@ -50,6 +50,10 @@ Two settings (``env_settings``, ``scale_pods``; docs/rl.md, docs/results.md):
   every earlier arrival; the train window starts empty, as it is the trace's start) and,
   with a node subset ``k``, ``scale_pods=True`` (:func:`bosun.rl.env.scale_trace`: the
   arrivals in proportion ``k / N``, so the small cluster gets the full load per node).
+  With ``test_load`` L, the test window also gets clones of the trace's pods appended
+  until its GPU demand reaches L times the GPUs (:func:`inflated_test_window`), so a
+  workload lighter than the cluster (openb's ``gpushare80``, 0.71 of the GPUs) still
+  fills it, as FGD's own experiments submit pods until the cluster is full.
   Policies then place different numbers of pods before the cluster is full, so the total
   reward (every pod placed earns its reward) is the measure; the reward per decision is
   not comparable across policies (leaving more pods a single feasible node raises it).
@@ -479,6 +483,33 @@ def inflated_train_window(
     return inflate_trace(window, train_load, seed)
 
 
+def inflated_test_window(
+    trace: Any, train_fraction: float, test_load: float, seed: int
+) -> tuple[Any, tuple[float, float]]:
+    """The replay of ``evaluate(test_load=...)``: ``trace`` (already on the evaluated nodes)
+    with clones of its own pods appended until its arrived GPU demand reaches ``test_load``
+    times the GPUs (:func:`bosun.rl.env.inflate_trace`, seeded ``seed``), and the arrival
+    window that holds the test window's own arrivals followed by every clone. This is FGD's
+    protocol (Weng et al., ATC '23, §6.1): keep submitting pods drawn from the workload
+    until the cluster is full, so a workload lighter than the cluster still reaches
+    saturation. The arrivals before the window are the trace's first ``train_fraction``,
+    unchanged.
+
+    Returns:
+        ``(inflated trace, (a, 1.0))``, ``a`` chosen so that
+        :func:`bosun.rl.env.split_trace` starts the window at arrival
+        ``floor(train_fraction * n)`` of the original ``n``.
+
+    Raises:
+        InputError: as :func:`bosun.rl.env.inflate_trace`.
+    """
+    from bosun.rl.env import inflate_trace
+
+    first = math.floor(train_fraction * len(trace.arrivals))
+    inflated = inflate_trace(trace, test_load, seed)
+    return inflated, ((first + 0.5) / len(inflated.arrivals), 1.0)
+
+
 def evaluate(
     trace: Any,
     *,
@@ -496,6 +527,7 @@ def evaluate(
     train_load: float | None = None,
     progress: Callable[[str], None] | None = None,
     policy_dir: Path | str | None = None,
+    test_load: float | None = None,
 ) -> Evaluation:
     """Run the protocol of the module docstring.
 
@@ -524,6 +556,11 @@ def evaluate(
         policy_dir: evaluate this policy folder (e.g. one ``bosun rl distill`` wrote) as
             the ``ppo`` row on every seed instead of training one per seed; ``timesteps``
             is then not used.
+        test_load: replay the test window with clones of the trace's pods appended until
+            the arrived GPU demand reaches this multiple of the GPUs
+            (:func:`inflated_test_window`, seeded with the seed; every policy of a seed
+            meets the same window), so that a workload lighter than the cluster still
+            saturates it; None: the test window as it is.
 
     Raises:
         InputError: a trace too short to split, an unknown policy, no seed, bad settings.
@@ -563,19 +600,20 @@ def evaluate(
                 "command line", "options", "--timesteps", f"expected >= 1, found {timesteps}"
             )
         )
-    if train_load is not None and not (
-        isinstance(train_load, int | float)
-        and not isinstance(train_load, bool)
-        and 0 < train_load <= MAX_DEMAND_LIMIT
-    ):
-        problems.append(
-            InputProblem(
-                "command line",
-                "options",
-                "--train-load",
-                f"expected 0 < load <= {MAX_DEMAND_LIMIT:g}, found {train_load!r}",
+    for flag, load in (("--train-load", train_load), ("--test-load", test_load)):
+        if load is not None and not (
+            isinstance(load, int | float)
+            and not isinstance(load, bool)
+            and 0 < load <= MAX_DEMAND_LIMIT
+        ):
+            problems.append(
+                InputProblem(
+                    "command line",
+                    "options",
+                    flag,
+                    f"expected 0 < load <= {MAX_DEMAND_LIMIT:g}, found {load!r}",
+                )
             )
-        )
     base = env_settings or EnvSettings()
     scaled_to: int | None = None
     if scale_pods and isinstance(trace, Trace) and base.nodes is not None:
@@ -592,10 +630,15 @@ def evaluate(
         # bad input (a trace without GPUs) fails here, before any training
         inflated_train_window(trace, base.nodes, train_fraction, train_load, 0)
         train_env = replace(base, arrival_fraction=(0.0, 1.0))
+    if test_load is not None:
+        # likewise for the test window, before any training
+        inflated_test_window(trace, train_fraction, test_load, 0)
     test_env = replace(base, arrival_fraction=(train_fraction, 1.0), max_steps=None)
     train_name = f"{name}" if scaled_to is None else f"{name} (scaled to {scaled_to} nodes)"
     if train_load is not None:
         train_name += f" (train window inflated to {train_load:g}x GPUs)"
+    if test_load is not None:
+        name = f"{name} (test window inflated to {test_load:g}x GPUs)"
     work = Path(work_dir)
     rows: list[dict[str, Any]] = []
     dirs: dict[int, Path] = {}
@@ -622,8 +665,12 @@ def evaluate(
             chooser_of["ppo"] = lambda pdir=pdir: PolicyChooser(pdir)  # type: ignore[misc]
         for h in HEURISTICS:
             chooser_of[h] = lambda h=h, seed=seed: HeuristicChooser(h, seed)  # type: ignore[misc]
+        replay, window = trace, test_env
+        if test_load is not None:
+            replay, fraction = inflated_test_window(trace, train_fraction, test_load, seed)
+            window = replace(test_env, arrival_fraction=fraction)
         for policy in policies:
-            env = make_env(trace, test_env, seed, record_metrics=True)
+            env = make_env(replay, window, seed, record_metrics=True)
             try:
                 chooser = chooser_of[policy]()
                 row = run_policy(env, chooser, seed)
@@ -652,6 +699,7 @@ def evaluate(
         "seeds": list(seeds),
         "train_fraction": train_fraction,
         "train_load": train_load,
+        "test_load": test_load,
         "reward_weights": list(base.reward_weights),
         "reward_forced": base.reward_forced,
         "algo": algo,
