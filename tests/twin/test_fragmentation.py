@@ -249,6 +249,20 @@ def test_gpu_model_constraint(
     assert node_fragmentation(snap, workload) == pytest.approx([expected])
 
 
+def test_a_new_gpu_model_joins_the_constrained_classes() -> None:
+    """A class that accepts only A100 while no node has one: the T4 node cannot run it
+    (F = T = 1000 milli). A node labelled A100 joins the same snapshot (the model label
+    gets a new value): the class runs there, its one free GPU fits the 500 share whole,
+    F = 0; the T4 node is unchanged."""
+    snap = snapshot_of(node_with([0], model="T4", name="n1"))
+    workload = classes((0, 0, 1, 500, 1.0), models=[("A100",)])
+    assert node_fragmentation(snap, workload) == pytest.approx([1.0])
+    snap.add_node(
+        make_node("n2", cpu="8", memory="8Gi", extra={WHOLE: 1}, labels={GPU_MODEL_LABEL: "A100"})
+    )
+    assert node_fragmentation(snap, workload) == pytest.approx([1.0, 0.0])
+
+
 def test_cluster_sums_nodes_and_rows_select() -> None:
     # n1: the worked example, 0.65 GPU. n2: R = [300, 300] (700 used on each):
     # A (500) fits nothing -> 600; B (1000) fits nothing -> 600; C -> 600: F = 600 milli.

@@ -481,15 +481,13 @@ def _usable(dev: IntArray, t: _Tables) -> tuple[IntArray, IntArray]:
     return usable, count
 
 
-def _access(
-    codes: npt.NDArray[np.int32], allowed: Sequence[tuple[int, IntArray]], kg: int
-) -> BoolArray | None:
-    """bool ``(n, Kg)``: the node's GPU model is one each class accepts (None = all True)."""
-    if not allowed:
+def _access(codes: npt.NDArray[np.int32], table: BoolArray | None) -> BoolArray | None:
+    """bool ``(n, Kg)``: the node's GPU model is one each class accepts (None = all True);
+    ``table`` is :func:`_access_table`'s, indexed by the nodes' model codes (code ``-1``,
+    no model label, picks its last row)."""
+    if table is None:
         return None
-    out = np.ones((len(codes), kg), dtype=bool)
-    for pos, model_codes in allowed:
-        out[:, pos] = np.isin(codes, model_codes)
+    out: BoolArray = table[codes]
     return out
 
 
@@ -512,12 +510,19 @@ def _expected(
     return out
 
 
-def _allowed_codes(snapshot: Snapshot, t: _Tables) -> list[tuple[int, IntArray]]:
+def _access_table(snapshot: Snapshot, t: _Tables) -> BoolArray | None:
+    """bool ``(V + 1, Kg)``: row ``c`` says which classes accept GPU model code ``c`` of the
+    snapshot's ``V`` model label values; the last row is for a node without the label
+    (no model-constrained class accepts it). None when no class names a model. Label codes
+    are never reassigned, so the table stays right until ``V`` grows."""
+    if not t.models:
+        return None
     labels = snapshot.node_labels
-    return [
-        (pos, np.array(labels.codes_of(GPU_MODEL_LABEL, models), dtype=np.int32))
-        for pos, models in t.models
-    ]
+    table = np.ones((labels.num_values(GPU_MODEL_LABEL) + 1, len(t.pop)), dtype=bool)
+    for pos, models in t.models:
+        table[:, pos] = False
+        table[labels.codes_of(GPU_MODEL_LABEL, models), pos] = True
+    return table
 
 
 # ------------------------------------------------------------------------ node state
@@ -598,7 +603,7 @@ class FragmentationTracker:
         self._usable = np.zeros((0, 0), dtype=np.int64)
         self._count = np.zeros((0, 0), dtype=np.int64)
         self._shapes: OrderedDict[tuple[Any, ...], _Shape] = OrderedDict()
-        self._allowed: list[tuple[int, IntArray]] = []
+        self._access_table: BoolArray | None = None
 
     # ------------------------------------------------------------------ refresh
 
@@ -619,7 +624,8 @@ class FragmentationTracker:
         code = snapshot.node_labels.column(GPU_MODEL_LABEL)[:n]
         count_dev = snapshot.gpu_count[:n]
         used = snapshot.gpu_used_milli[:n]
-        self._allowed = _allowed_codes(snapshot, self._t)
+        # another snapshot may number the model labels otherwise: rebuilt in full
+        self._access_table = _access_table(snapshot, self._t)
         self._clock += 1
         if n != self._n or g != self._g:
             self._n, self._g = n, g
@@ -654,6 +660,15 @@ class FragmentationTracker:
         self._seen = weakref.ref(snapshot)
         self._seen_generation = snapshot.generation
 
+    def _update_access_table(self, snapshot: Snapshot) -> None:
+        """Rebuild the GPU-model access table when the seen snapshot's model label has new
+        values."""
+        if not self._t.models:
+            return
+        size = snapshot.node_labels.num_values(GPU_MODEL_LABEL) + 1
+        if self._access_table is None or len(self._access_table) != size:
+            self._access_table = _access_table(snapshot, self._t)
+
     def _refresh_rows(self, snapshot: Snapshot) -> None:
         """:meth:`refresh` for the snapshot seen last time, with the same rows: only the rows
         whose :attr:`~bosun.framework.snapshot.Snapshot.row_version` moved since are read
@@ -661,7 +676,7 @@ class FragmentationTracker:
         are the label table's), so a call after one placement costs one row, not N."""
         n = self._n
         code = snapshot.node_labels.column(GPU_MODEL_LABEL)[:n]
-        self._allowed = _allowed_codes(snapshot, self._t)
+        self._update_access_table(snapshot)
         self._clock += 1
         moved = np.flatnonzero(snapshot.row_version[:n] > self._seen_generation)
         relabelled = _changed(code, self._code, 1)
@@ -690,7 +705,7 @@ class FragmentationTracker:
         usable, count = _usable(dev, self._t)
         self._usable[rows] = usable
         self._count[rows] = count
-        access = _access(self._code[rows], self._allowed, len(self._t.pop))
+        access = _access(self._code[rows], self._access_table)
         w = _weights(self._cpu[rows], self._mem[rows], access, self._t)
         self._frag[rows] = _expected(total, usable, count, w, self._t)
 
@@ -802,7 +817,7 @@ class FragmentationTracker:
         ok = (cpu2 >= 0) & (mem2 >= 0)
         if self._t.empty:
             return np.zeros((len(rows), 0), dtype=np.float64), ok
-        access = _access(self._code[rows], self._allowed, len(self._t.pop))
+        access = _access(self._code[rows], self._access_table)
         return _weights(cpu2, mem2, access, self._t), ok
 
     def _place_cpu_only(self, rows: IndexArray, c: int, m: int) -> tuple[FloatArray, IntArray]:
