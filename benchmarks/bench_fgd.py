@@ -3,7 +3,10 @@
 The cluster: 1523 synthetic nodes with the node types of the Alibaba openb inventory
 (CPU, memory, GPU count and model, in openb's proportions; no data files are read). The
 target workload: ``--classes`` task classes (default 30) with openb-like demands (CPU-only,
-GPU-sharing at shares 100..900, whole 1/2/4/8 GPUs) and Zipf-like popularity.
+GPU-sharing at shares 100..900, whole 1/2/4/8 GPUs) and Zipf-like popularity; with
+``--model-share F`` each GPU class is, with probability F, restricted to one or two GPU
+models of the inventory (required node affinity on the model label, as in openb's
+``gpuspecXX`` pod lists, where 22 % of pods name a model).
 
 Three timings, each the wall-clock of one call in this process:
 
@@ -15,18 +18,28 @@ Three timings, each the wall-clock of one call in this process:
 * ``cluster_fragmentation``: :func:`bosun.twin.fragmentation.cluster_fragmentation` after
   each placement (incremental).
 
-Usage: ``python benchmarks/bench_fgd.py [--classes K] [--pods P] [--seed S]``.
+Usage: ``python benchmarks/bench_fgd.py [--classes K] [--pods P] [--seed S] [--model-share F]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from bosun.api.build import make_node, make_pod
-from bosun.api.types import GPU, GPU_MILLI, Node, Pod
+from bosun.api.types import (
+    GPU,
+    GPU_MILLI,
+    Affinity,
+    Node,
+    NodeAffinity,
+    NodeSelectorTerm,
+    Pod,
+    Requirement,
+)
 from bosun.framework.interface import CycleState
 from bosun.framework.snapshot import Snapshot
 from bosun.plugins.fgd import FGD
@@ -83,10 +96,16 @@ def openb_nodes() -> list[Node]:
     return nodes
 
 
-def synthetic_classes(k: int, rng: np.random.Generator) -> TaskClasses:
-    """``k`` distinct openb-like demands with Zipf-like popularity."""
+#: the GPU models of the inventory
+GPU_MODELS = tuple(sorted({m for _, _, g, m, _ in OPENB_NODE_TYPES if g}))
+
+
+def synthetic_classes(k: int, rng: np.random.Generator, model_share: float = 0.0) -> TaskClasses:
+    """``k`` distinct openb-like demands with Zipf-like popularity; each GPU class accepts
+    only one or two GPU models with probability ``model_share``."""
     seen: set[tuple[int, int, int, int]] = set()
     rows: list[tuple[int, int, int, int]] = []
+    models: list[tuple[str, ...]] = []
     while len(rows) < k:
         kind = rng.random()
         cpu = int(rng.choice([1000, 2000, 3152, 4000, 8000, 11300, 12000, 16000, 32000]))
@@ -100,9 +119,21 @@ def synthetic_classes(k: int, rng: np.random.Generator) -> TaskClasses:
         if demand not in seen:
             seen.add(demand)
             rows.append(demand)
+            accepted: tuple[str, ...] = ()
+            if demand[2] and rng.random() < model_share:
+                size = int(rng.integers(1, 3))
+                accepted = tuple(sorted(rng.choice(GPU_MODELS, size=size, replace=False)))
+            models.append(accepted)
     arr = np.array(rows, dtype=np.int64)
     weights = 1.0 / np.arange(1, k + 1)
-    return TaskClasses(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], weights / weights.sum())
+    return TaskClasses(
+        arr[:, 0],
+        arr[:, 1],
+        arr[:, 2],
+        arr[:, 3],
+        weights / weights.sum(),
+        tuple(models) if any(models) else (),
+    )
 
 
 def pod_of(classes: TaskClasses, i: int, name: str) -> Pod:
@@ -112,12 +143,17 @@ def pod_of(classes: TaskClasses, i: int, name: str) -> Pod:
         extra[GPU] = int(classes.gpu_count[i])
         if classes.gpu_milli[i] < 1000:
             extra[GPU_MILLI] = int(classes.gpu_milli[i])
-    return make_pod(
+    pod = make_pod(
         name,
         cpu=f"{int(classes.milli_cpu[i])}m",
         memory=int(classes.memory_bytes[i]),
         extra=extra or None,
     )
+    accepted = classes.gpu_models[i] if classes.gpu_models else ()
+    if not accepted:
+        return pod
+    term = NodeSelectorTerm(match_expressions=(Requirement(GPU_MODEL_LABEL, "In", accepted),))
+    return replace(pod, affinity=Affinity(node_affinity=NodeAffinity(required=(term,))))
 
 
 def feasible_rows(snapshot: Snapshot, pod: Pod) -> np.ndarray:
@@ -129,6 +165,11 @@ def feasible_rows(snapshot: Snapshot, pod: Pod) -> np.ndarray:
     )
     if pod.gpu_count:
         ok &= (free.device_milli >= pod.gpu_milli).sum(axis=1) >= pod.gpu_count
+    node_affinity = pod.affinity.node_affinity if pod.affinity else None
+    required = node_affinity.required if node_affinity else None
+    if required:
+        accepted = set(required[0].match_expressions[0].values)
+        ok &= np.array([n.labels.get(GPU_MODEL_LABEL) in accepted for n in snapshot.nodes])
     out: np.ndarray = rows[ok]
     return out
 
@@ -147,10 +188,11 @@ def main() -> None:
     parser.add_argument("--classes", type=int, default=30)
     parser.add_argument("--pods", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model-share", type=float, default=0.0)
     opts = parser.parse_args()
     rng = np.random.default_rng(opts.seed)
     snapshot = Snapshot(openb_nodes())
-    classes = synthetic_classes(opts.classes, rng)
+    classes = synthetic_classes(opts.classes, rng, opts.model_share)
     plugin = FGD({"taskClasses": classes.to_args()})
     all_rows = np.arange(snapshot.num_nodes, dtype=np.intp)
 
@@ -189,7 +231,11 @@ def main() -> None:
         p50, p99 = np.percentile(a, [50, 99])
         return f"mean {a.mean():7.3f} ms  p50 {p50:7.3f} ms  p99 {p99:7.3f} ms"
 
-    print(f"nodes {snapshot.num_nodes}, task classes {len(classes)}, pods placed {placed}")
+    constrained = sum(1 for m in classes.gpu_models if m)
+    print(
+        f"nodes {snapshot.num_nodes}, task classes {len(classes)} ({constrained} "
+        f"GPU-model constrained), pods placed {placed}"
+    )
     print(f"FGD cold   (all {snapshot.num_nodes} nodes, new shape): {fmt(cold)}")
     print(f"FGD steady ({scored / max(len(steady), 1):.0f} nodes/call):     {fmt(steady)}")
     print(f"cluster_fragmentation (incremental):        {fmt(frag)}")
