@@ -25,6 +25,7 @@ from bosun.rl.env import (
     scale_trace,
     select_nodes,
     split_trace,
+    without_departures,
 )
 from bosun.rl.reward import RewardConfig
 from bosun.twin.trace import NodeEvent, NodeEventKind, PodArrival, Trace
@@ -605,6 +606,36 @@ def test_untimed_trace_is_rejected_at_construction() -> None:
     trace = replace(_gpu_trace(1), timed=False)
     with pytest.raises(InputError, match="hand: trace: timed: this trace has no time columns"):
         SchedulingEnv(trace)
+
+
+def test_untimed_trace_without_departures_is_a_placement_sequence() -> None:
+    """With pods that never leave, a pod list without times replays in file order, one pod
+    a second (the openb multigpu lists give every pod time 0). Taking the first feasible
+    node: p0 and p1 (half a GPU each) are decisions and share n0's GPU; p2 (a whole GPU)
+    then has n1 only, is placed without a decision, and nothing is left pending."""
+    untimed = replace(
+        _gpu_trace(1),
+        arrivals=[PodArrival(a.pod, 0.0) for a in _gpu_trace(1).arrivals],
+        timed=False,
+    )
+    seq = without_departures(untimed)
+    assert seq.timed
+    assert [(a.pod.name, a.arrival_s, a.departure_s) for a in seq.arrivals] == [
+        ("p0", 0.0, None),
+        ("p1", 1.0, None),
+        ("p2", 2.0, None),
+    ]
+    env = SchedulingEnv(untimed, departures=False, record_metrics=True)
+    env.reset(seed=0)
+    decided, done = [], False
+    while not done:
+        assert env.pending is not None
+        decided.append(env.pending.pod.name)
+        _, _, term, trunc, info = env.step(int(np.flatnonzero(env.action_masks())[0]))
+        done = term or trunc
+    assert decided == ["p0", "p1"]
+    assert info["forced_placements"] == 1
+    assert info["result"].summary["unschedulable_at_end"] == 0
 
 
 def test_bad_reward_weights() -> None:

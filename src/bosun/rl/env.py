@@ -127,8 +127,9 @@ through the Filters before the next decision comes.
 
 Raises (constructor): :class:`~bosun.errors.InputError` for a bad argument, a trace the twin
 cannot replay (:func:`bosun.twin.engine.validate_trace`: e.g. a placement-only trace such
-as ``openb:multigpu50``) or a trace too short to split (naming the trace, the window, the
-arrivals expected and found).
+as ``openb:multigpu50`` with departures on; with ``departures=False`` it is replayed as a
+placement sequence, :func:`without_departures`) or a trace too short to split (naming the
+trace, the window, the arrivals expected and found).
 """
 
 from __future__ import annotations
@@ -336,15 +337,21 @@ def scale_trace(trace: Trace, nodes: int) -> Trace:
     return replace(sub, arrivals=picks, name=f"{trace.name}[{nodes} nodes, {m} arrivals]")
 
 
-def without_departures(trace: Trace) -> Trace:
+def without_departures(trace: Trace, *, gap_s: float = 1.0) -> Trace:
     """The trace with pods that never finish: every ``departure_s`` and ``duration_s``
     dropped, so the cluster fills up as in FGD's experiment (Weng et al., ATC '23, §6:
-    tasks are submitted and never leave)."""
-    return replace(
-        trace,
-        arrivals=[PodArrival(a.pod, a.arrival_s) for a in trace.arrivals],
-        name=f"{trace.name}[no departures]",
-    )
+    tasks are submitted and never leave).
+
+    A trace without time columns (``timed=False``: openb's ``multigpuXX`` pod lists, every
+    pod at 0 in file order) becomes a placement sequence, as FGD's experiment submits
+    such a list: arrival ``i`` at ``i * gap_s`` seconds (default 1 s), in file order, and
+    the result is timed. Without departures the times only order the pods.
+    """
+    if trace.timed:
+        arrivals = [PodArrival(a.pod, a.arrival_s) for a in trace.arrivals]
+    else:
+        arrivals = [PodArrival(a.pod, i * gap_s) for i, a in enumerate(trace.arrivals)]
+    return replace(trace, arrivals=arrivals, name=f"{trace.name}[no departures]", timed=True)
 
 
 #: Largest ``demand_limit`` of :func:`inflate_trace` (10 times the GPUs: far past
