@@ -571,9 +571,10 @@ def maskable_policy_class() -> Any:
                 if kick is None or action_masks is None:
                     return values, log_prob, entropy
                 torch = _torch()
-                student = self.mlp_extractor.forward_actor(self.extract_features(obs))
+                features = self.extract_features(obs)
+                student = self.mlp_extractor.forward_actor(features)
                 with torch.no_grad():
-                    teacher = kick.teacher.forward_actor(obs)
+                    teacher = kick.teacher.forward_actor(features)
                 kl = teacher_kl(student, teacher, action_masks)
                 return values, log_prob, kick.ent_coef * entropy - kick.coef * kl
 
