@@ -299,3 +299,22 @@ def test_test_load_fills_a_light_workload(tmp_path: Path) -> None:
     assert "test window inflated to 1.5x GPUs" in filled.trace
     cols = ["reward_total", "placements", "gpu_alloc_end"]
     assert light.runs[cols].equals(plain.runs[cols])
+
+
+def test_test_load_counts_the_gpus_of_the_nodes_evaluated(tmp_path: Path) -> None:
+    """On 2 of the 4 nodes (8 GPUs; ``nodes=2`` without scaling the pods), the 8 one-GPU
+    pods already ask for 1.0 of them: ``test_load=1.5`` adds 4 clones (12 GPUs), not the
+    16 that 1.5 x the whole cluster's 16 GPUs would. After the 2 warm-up pods, 6 of the
+    window's 10 pods fit, 4 stay pending."""
+    ev = evaluate(
+        _gpu_trace(pods=8),
+        timesteps=0,
+        seeds=[0],
+        train_fraction=0.25,
+        policies=["fgd"],
+        work_dir=tmp_path,
+        env_settings=EnvSettings(nodes=2, departures=False, warmup="fgd"),
+        test_load=1.5,
+    )
+    run = ev.runs.iloc[0]
+    assert (run["gpu_alloc_end"], run["unscheduled_pods"]) == (1.0, 4)

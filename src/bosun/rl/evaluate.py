@@ -568,7 +568,7 @@ def evaluate(
     """
     from dataclasses import replace
 
-    from bosun.rl.env import MAX_DEMAND_LIMIT
+    from bosun.rl.env import MAX_DEMAND_LIMIT, select_nodes
     from bosun.rl.train import EnvSettings, make_env, train
     from bosun.twin.trace import Trace
 
@@ -632,7 +632,7 @@ def evaluate(
         train_env = replace(base, arrival_fraction=(0.0, 1.0))
     if test_load is not None:
         # likewise for the test window, before any training
-        inflated_test_window(trace, train_fraction, test_load, 0)
+        inflated_test_window(select_nodes(trace, base.nodes), train_fraction, test_load, 0)
     test_env = replace(base, arrival_fraction=(train_fraction, 1.0), max_steps=None)
     train_name = f"{name}" if scaled_to is None else f"{name} (scaled to {scaled_to} nodes)"
     if train_load is not None:
@@ -667,8 +667,11 @@ def evaluate(
             chooser_of[h] = lambda h=h, seed=seed: HeuristicChooser(h, seed)  # type: ignore[misc]
         replay, window = trace, test_env
         if test_load is not None:
-            replay, fraction = inflated_test_window(trace, train_fraction, test_load, seed)
-            window = replace(test_env, arrival_fraction=fraction)
+            # inflated against the GPUs of the nodes evaluated on
+            replay, fraction = inflated_test_window(
+                select_nodes(trace, base.nodes), train_fraction, test_load, seed
+            )
+            window = replace(test_env, nodes=None, arrival_fraction=fraction)
         for policy in policies:
             env = make_env(replay, window, seed, record_metrics=True)
             try:
