@@ -186,8 +186,21 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
         # 13000: a typo would clone pods for minutes: refused
         (["--train-load", "13000"], "--train-load: expected 0 < load <= 10, found 13000"),
         (["--test-load", "-1"], "command line: options: --test-load: expected 0 < load <= 10"),
+        (
+            ["--test-load", "1.3"],
+            "--test-load: expected the saturation protocol with it (--no-departures and "
+            "--warmup), found departures on and warm-up none",
+        ),
     ],
-    ids=["warmup", "hidden", "n-envs", "train-load", "train-load-huge", "test-load"],
+    ids=[
+        "warmup",
+        "hidden",
+        "n-envs",
+        "train-load",
+        "train-load-huge",
+        "test-load",
+        "test-load-timed",
+    ],
 )
 def test_evaluate_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
     out = tmp_path / "eval"

@@ -353,3 +353,15 @@ def test_teacher_kl_is_a_divergence(logits: list[float], seed: int, shift: float
     other = torch.as_tensor(rng.normal(0, 3, (1, n)), dtype=torch.float32)
     assert float(teacher_kl(s, other, mask[None])[0]) >= -1e-6
     assert float(teacher_kl(s, s + shift, mask[None])[0]) == pytest.approx(0.0, abs=1e-4)
+
+
+def test_teacher_kl_mixes_precisions() -> None:
+    """A float16 teacher against a float32 student: each is masked at its own dtype's
+    lowest value, and the KL is the float32 one's (to float16's precision)."""
+    student = torch.tensor([[np.log(3.0), 0.0, 7.0]], dtype=torch.float32)
+    teacher = torch.tensor([[0.0, 0.0, -7.0]], dtype=torch.float32)
+    mask = np.array([[1, 1, 0]])
+    want = float(teacher_kl(student, teacher, mask)[0])
+    got = float(teacher_kl(student, teacher.half(), mask)[0])
+    assert want == pytest.approx(0.5 * np.log(4.0 / 3.0), abs=1e-6)
+    assert got == pytest.approx(want, abs=1e-3)

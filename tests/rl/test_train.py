@@ -144,6 +144,9 @@ def test_policy_folder_contents(tmp_path: Path) -> None:
         ({"kickstart": 0.5}, "kickstart"),  # no starting policy to hold it near
         ({"kickstart": -1.0}, "kickstart"),
         ({"kickstart": float("nan")}, "kickstart"),
+        ({"kickstart": True}, "kickstart"),
+        # a checkpoint would keep the model's ent_coef of 1, which carries the term
+        ({"kickstart": 0.5, "init_from": "start", "checkpoint_every": 128}, "kickstart"),
     ],
     ids=[
         "algo",
@@ -155,6 +158,8 @@ def test_policy_folder_contents(tmp_path: Path) -> None:
         "kickstart-without-start",
         "kickstart-negative",
         "kickstart-nan",
+        "kickstart-bool",
+        "kickstart-checkpoints",
     ],
 )
 def test_bad_settings_write_nothing(tmp_path: Path, kwargs: dict[str, object], field: str) -> None:

@@ -391,9 +391,10 @@ def evaluate_cmd(
         float | None,
         typer.Option(
             "--test-load",
-            help="Replay the test window with clones of the trace's pods appended until the "
-            "GPU demand reaches this multiple of the cluster's GPUs (FGD's protocol: a "
-            "lighter workload still fills the cluster).",
+            help="With --no-departures and --warmup: replay the test window with clones of "
+            "the trace's pods appended until the GPU demand (the warm-up's included) reaches "
+            "this multiple of the cluster's GPUs (FGD's protocol: a lighter workload still "
+            "fills the cluster).",
         ),
     ] = None,
 ) -> None:

@@ -556,8 +556,9 @@ def evaluate(
         policy_dir: evaluate this policy folder (e.g. one ``bosun rl distill`` wrote) as
             the ``ppo`` row on every seed instead of training one per seed; ``timesteps``
             is then not used.
-        test_load: replay the test window with clones of the trace's pods appended until
-            the arrived GPU demand reaches this multiple of the GPUs
+        test_load: with ``departures=False`` and a ``warmup`` (refused otherwise), replay
+            the test window with clones of the trace's pods appended until the arrived GPU
+            demand (the warm-up's included) reaches this multiple of the GPUs
             (:func:`inflated_test_window`, seeded with the seed; every policy of a seed
             meets the same window), so that a workload lighter than the cluster still
             saturates it; None: the test window as it is.
@@ -615,6 +616,19 @@ def evaluate(
                 )
             )
     base = env_settings or EnvSettings()
+    if test_load is not None and (base.departures or base.warmup is None):
+        # the inflation counts the warm-up's demand; without it, or with pods leaving,
+        # the arrived demand does not say how full the cluster is
+        problems.append(
+            InputProblem(
+                "command line",
+                "options",
+                "--test-load",
+                "expected the saturation protocol with it (--no-departures and --warmup), "
+                f"found departures {'on' if base.departures else 'off'} and warm-up "
+                f"{base.warmup or 'none'}",
+            )
+        )
     scaled_to: int | None = None
     if scale_pods and isinstance(trace, Trace) and base.nodes is not None:
         from bosun.rl.env import scale_trace

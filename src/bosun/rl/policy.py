@@ -572,6 +572,8 @@ def maskable_policy_class() -> Any:
                     return values, log_prob, entropy
                 torch = _torch()
                 features = self.extract_features(obs)
+                if isinstance(features, tuple):  # no shared extractor: the actor's part
+                    features = features[0]
                 student = self.mlp_extractor.forward_actor(features)
                 with torch.no_grad():
                     teacher = kick.teacher.forward_actor(features)
@@ -644,9 +646,12 @@ def teacher_kl(student_logits: Any, teacher_logits: Any, mask: Any) -> Any:
     torch = _torch()
     m = torch.as_tensor(mask, device=student_logits.device).reshape(student_logits.shape)
     m = m.bool()
-    neg = torch.finfo(student_logits.dtype).min
-    log_s = torch.log_softmax(student_logits.masked_fill(~m, neg), dim=-1)
-    log_t = torch.log_softmax(teacher_logits.masked_fill(~m, neg), dim=-1)
+
+    def masked_log_softmax(logits: Any) -> Any:
+        return torch.log_softmax(logits.masked_fill(~m, torch.finfo(logits.dtype).min), dim=-1)
+
+    log_s = masked_log_softmax(student_logits)
+    log_t = masked_log_softmax(teacher_logits)
     terms = torch.where(m, log_t.exp() * (log_t - log_s), torch.zeros_like(log_s))
     return terms.sum(dim=-1)
 
@@ -659,7 +664,8 @@ class Kickstart:
         teacher: a frozen :class:`NodeScorer` (``forward_actor(obs) -> (B, N)`` logits).
         coef: weight of ``KL(teacher || student)`` in the loss (per decision, nats); > 0.
         ent_coef: the entropy bonus's weight the fine-tune would have had (the model's own
-            ``ent_coef`` is set to 1 while the term is on).
+            ``ent_coef`` is set to 1 while the term is on, so sb3's logged
+            ``train/entropy_loss`` is then ``-(ent_coef * H - coef * KL)``, not an entropy).
     """
 
     teacher: Any

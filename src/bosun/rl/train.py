@@ -444,10 +444,17 @@ def learn(
                     f"{layout.node_features}: expected fgd_prior=False for it",
                 )
             )
-    if not (math.isfinite(kickstart) and kickstart >= 0.0):
+    if (
+        isinstance(kickstart, bool)
+        or not isinstance(kickstart, int | float)
+        or not (math.isfinite(kickstart) and kickstart >= 0.0)
+    ):
         problems.append(
             InputProblem(
-                "command line", "training", "kickstart", f"expected >= 0, found {kickstart}"
+                "command line",
+                "training",
+                "kickstart",
+                f"expected a finite number >= 0, found {kickstart!r}",
             )
         )
     elif kickstart > 0.0 and (init_from is None or algo != "maskable-ppo"):
@@ -458,6 +465,17 @@ def learn(
                 "kickstart",
                 f"the kickstarting term needs a starting policy (init_from) and "
                 f"maskable-ppo, found init_from={init_from} and algo={algo}",
+            )
+        )
+    elif kickstart > 0.0 and checkpoint_every > 0:
+        # a checkpoint would save the model's ent_coef of 1, which carries the term
+        problems.append(
+            InputProblem(
+                "command line",
+                "training",
+                "kickstart",
+                f"expected no checkpoints with the kickstarting term, found "
+                f"checkpoint_every={checkpoint_every}",
             )
         )
     if problems:
