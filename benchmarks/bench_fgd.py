@@ -120,7 +120,8 @@ def synthetic_classes(k: int, rng: np.random.Generator, model_share: float = 0.0
             seen.add(demand)
             rows.append(demand)
             accepted: tuple[str, ...] = ()
-            if demand[2] and rng.random() < model_share:
+            # drawn only when asked for, so the default workload is the one measured before
+            if demand[2] and model_share > 0 and rng.random() < model_share:
                 size = int(rng.integers(1, 3))
                 accepted = tuple(sorted(rng.choice(GPU_MODELS, size=size, replace=False)))
             models.append(accepted)
@@ -190,6 +191,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model-share", type=float, default=0.0)
     opts = parser.parse_args()
+    if not 0.0 <= opts.model_share <= 1.0:  # nan fails this too
+        parser.error(f"--model-share: expected a share in [0, 1], found {opts.model_share}")
     rng = np.random.default_rng(opts.seed)
     snapshot = Snapshot(openb_nodes())
     classes = synthetic_classes(opts.classes, rng, opts.model_share)

@@ -638,6 +638,12 @@ def test_untimed_trace_without_departures_is_a_placement_sequence() -> None:
     assert info["result"].summary["unschedulable_at_end"] == 0
 
 
+@pytest.mark.parametrize("gap", [0.0, -1.0, float("nan"), float("inf")], ids=str)
+def test_placement_sequence_bad_gap(gap: float) -> None:
+    with pytest.raises(InputError, match="gap_s: expected a number > 0"):
+        without_departures(replace(_gpu_trace(1), timed=False), gap_s=gap)
+
+
 def test_bad_reward_weights() -> None:
     with pytest.raises(InputError, match=r"w_sla: must be a finite number >= 0, found -0\.2"):
         SchedulingEnv(SMALL, reward=RewardConfig(w_sla=-0.2))

@@ -263,6 +263,19 @@ def test_a_new_gpu_model_joins_the_constrained_classes() -> None:
     assert node_fragmentation(snap, workload) == pytest.approx([1.0, 0.0])
 
 
+def test_one_tracker_over_snapshots_that_number_models_otherwise() -> None:
+    """The same task classes (so the same tracker) over two snapshots of the same shape whose
+    model label values are numbered the other way round (n1 is T4 in A, A100 in B: code 0
+    both times): each answer is that of a fresh tracker. A class accepting only A100 runs
+    on the A100 node alone (F = 0 there, the whole free GPU elsewhere)."""
+    workload = classes((0, 0, 1, 500, 1.0), models=[("A100",)])
+    a = snapshot_of(node_with([0], model="T4", name="n1"), node_with([0], model="A100", name="n2"))
+    b = snapshot_of(node_with([0], model="A100", name="n1"), node_with([0], model="T4", name="n2"))
+    assert node_fragmentation(a, workload) == pytest.approx([1.0, 0.0])
+    assert node_fragmentation(b, workload) == pytest.approx([0.0, 1.0])
+    assert node_fragmentation(a, workload) == pytest.approx([1.0, 0.0])
+
+
 def test_cluster_sums_nodes_and_rows_select() -> None:
     # n1: the worked example, 0.65 GPU. n2: R = [300, 300] (700 used on each):
     # A (500) fits nothing -> 600; B (1000) fits nothing -> 600; C -> 600: F = 600 milli.

@@ -346,7 +346,16 @@ def without_departures(trace: Trace, *, gap_s: float = 1.0) -> Trace:
     pod at 0 in file order) becomes a placement sequence, as FGD's experiment submits
     such a list: arrival ``i`` at ``i * gap_s`` seconds (default 1 s), in file order, and
     the result is timed. Without departures the times only order the pods.
+
+    Raises:
+        InputError: ``gap_s`` not a positive finite number.
     """
+    if (
+        isinstance(gap_s, bool)
+        or not isinstance(gap_s, int | float)
+        or not (math.isfinite(gap_s) and gap_s > 0)
+    ):
+        raise InputError([_arg("gap_s", f"expected a number > 0, found {gap_s!r}")])
     if trace.timed:
         arrivals = [PodArrival(a.pod, a.arrival_s) for a in trace.arrivals]
     else:

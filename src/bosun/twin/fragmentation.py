@@ -624,7 +624,9 @@ class FragmentationTracker:
         code = snapshot.node_labels.column(GPU_MODEL_LABEL)[:n]
         count_dev = snapshot.gpu_count[:n]
         used = snapshot.gpu_used_milli[:n]
-        # another snapshot may number the model labels otherwise: rebuilt in full
+        # another snapshot may number the model labels otherwise: the table is rebuilt, and
+        # a row whose classes' access differs from before counts as changed (below)
+        old_table = self._access_table
         self._access_table = _access_table(snapshot, self._t)
         self._clock += 1
         if n != self._n or g != self._g:
@@ -648,6 +650,9 @@ class FragmentationTracker:
                 _changed(count_dev, self._count_dev, 1),
                 _changed(used, self._used, g),
             ]
+            if old_table is not None and self._access_table is not None:
+                k = self._access_table.shape[1]
+                parts.append(_changed(self._access_table[code], old_table[self._code], k))
             changed = np.unique(np.concatenate(parts)) if any(len(p) for p in parts) else None
             if changed is not None:
                 self._cpu[changed] = cpu[changed]
