@@ -373,8 +373,30 @@ def test_label_distill_evaluate(tmp_path: Path) -> None:
             ["evaluate", "--timesteps", "0", "--out", "{tmp}/e", "--policy", "{tmp}/none"],
             "meta.json",
         ),
+        (
+            [
+                "finetune",
+                "--policy",
+                "{tmp}/none",
+                "--out",
+                "{tmp}/p",
+                "--timesteps",
+                "8",
+                "--kickstart",
+                "-1",
+            ],
+            "command line: options: --kickstart: expected a finite number >= 0, found -1.0",
+        ),
     ],
-    ids=["episodes-syntax", "episodes-nodes", "jobs", "samples", "no-labels", "no-policy"],
+    ids=[
+        "episodes-syntax",
+        "episodes-nodes",
+        "jobs",
+        "samples",
+        "no-labels",
+        "no-policy",
+        "kickstart",
+    ],
 )
 def test_imitation_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
     command, *rest = args

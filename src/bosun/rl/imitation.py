@@ -817,8 +817,11 @@ def finetune_policy(
     import functools
 
     from bosun.rl.policy import ObsLayout, load_meta
-    from bosun.rl.train import PPOSettings, learn, load_model, make_env
+    from bosun.rl.train import PPOSettings, check_kickstart, learn, load_model, make_env
 
+    bad = check_kickstart(kickstart, policy_dir, "maskable-ppo")
+    if bad:  # before the windows are built
+        raise InputError(bad)
     meta = load_meta(policy_dir)
     hidden = int(load_model(policy_dir).policy.hidden)
     windows = [

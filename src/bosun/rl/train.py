@@ -370,6 +370,51 @@ def _write_text_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def check_kickstart(
+    kickstart: float, init_from: Path | str | None, algo: str, checkpoint_every: int = 0
+) -> list[InputProblem]:
+    """The problems with a kickstarting weight for :func:`learn` (empty when fine): a
+    finite number >= 0; above 0 it needs a starting policy (``init_from``), MaskablePPO and
+    no checkpoints (a checkpoint would keep the model's ``ent_coef`` of 1, which carries
+    the term)."""
+    problems: list[InputProblem] = []
+    if (
+        isinstance(kickstart, bool)
+        or not isinstance(kickstart, int | float)
+        or not (math.isfinite(kickstart) and kickstart >= 0.0)
+    ):
+        problems.append(
+            InputProblem(
+                "command line",
+                "training",
+                "kickstart",
+                f"expected a finite number >= 0, found {kickstart!r}",
+            )
+        )
+    elif kickstart > 0.0 and (init_from is None or algo != "maskable-ppo"):
+        problems.append(
+            InputProblem(
+                "command line",
+                "training",
+                "kickstart",
+                f"the kickstarting term needs a starting policy (init_from) and "
+                f"maskable-ppo, found init_from={init_from} and algo={algo}",
+            )
+        )
+    elif kickstart > 0.0 and checkpoint_every > 0:
+        # a checkpoint would save the model's ent_coef of 1, which carries the term
+        problems.append(
+            InputProblem(
+                "command line",
+                "training",
+                "kickstart",
+                f"expected no checkpoints with the kickstarting term, found "
+                f"checkpoint_every={checkpoint_every}",
+            )
+        )
+    return problems
+
+
 def learn(
     env_fns: Sequence[EnvFactory],
     layout: ObsLayout,
@@ -444,40 +489,7 @@ def learn(
                     f"{layout.node_features}: expected fgd_prior=False for it",
                 )
             )
-    if (
-        isinstance(kickstart, bool)
-        or not isinstance(kickstart, int | float)
-        or not (math.isfinite(kickstart) and kickstart >= 0.0)
-    ):
-        problems.append(
-            InputProblem(
-                "command line",
-                "training",
-                "kickstart",
-                f"expected a finite number >= 0, found {kickstart!r}",
-            )
-        )
-    elif kickstart > 0.0 and (init_from is None or algo != "maskable-ppo"):
-        problems.append(
-            InputProblem(
-                "command line",
-                "training",
-                "kickstart",
-                f"the kickstarting term needs a starting policy (init_from) and "
-                f"maskable-ppo, found init_from={init_from} and algo={algo}",
-            )
-        )
-    elif kickstart > 0.0 and checkpoint_every > 0:
-        # a checkpoint would save the model's ent_coef of 1, which carries the term
-        problems.append(
-            InputProblem(
-                "command line",
-                "training",
-                "kickstart",
-                f"expected no checkpoints with the kickstarting term, found "
-                f"checkpoint_every={checkpoint_every}",
-            )
-        )
+    problems += check_kickstart(kickstart, init_from, algo, checkpoint_every)
     if problems:
         raise InputError(problems)
     dest = Path(out)
