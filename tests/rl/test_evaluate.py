@@ -318,3 +318,34 @@ def test_test_load_counts_the_gpus_of_the_nodes_evaluated(tmp_path: Path) -> Non
     )
     run = ev.runs.iloc[0]
     assert (run["gpu_alloc_end"], run["unscheduled_pods"]) == (1.0, 4)
+
+
+@pytest.mark.parametrize(
+    "trace",
+    ["tiny", "synthetic:nodes=12,pods=60,hours=1"],
+    ids=["smaller-cluster", "larger-cluster"],
+)
+def test_policy_chooser_serves_another_cluster_size(tmp_path: Path, trace: str) -> None:
+    """A policy folder for 8 node rows evaluated on a cluster of another size: the plugin
+    is built with the env's node rows, so its history and observation are the env's and it
+    chooses, at every decision, the masked arg-max of the actor on the env's own
+    observation (before, the smaller cluster failed on the history's spec and the larger
+    one on maxNodes)."""
+    from policy_fixtures import write_policy
+
+    from bosun.rl.evaluate import PolicyChooser, run_policy
+    from bosun.rl.features import ObservationSpec
+    from bosun.rl.train import make_env
+    from bosun.twin.traces import load_trace
+
+    policy = write_policy(tmp_path / "p", ObservationSpec(8, 8))
+    replay = tiny_trace(pods=40) if trace == "tiny" else load_trace(trace)
+    env = make_env(replay, EnvSettings(), 0)
+    try:
+        chooser = PolicyChooser(policy)
+        row = run_policy(env, chooser, 0)
+    finally:
+        env.close()
+    assert len(replay.nodes) != 8
+    assert chooser.total == row["decisions"] > 0
+    assert chooser.agree == chooser.total

@@ -243,17 +243,22 @@ class PolicyChooser:
     The plugin's history is replaced by the env's before each decision (the env records
     every placement, as the plugin's Reserve does in a scheduler), and the plugin is
     served the replayed window's task classes (``taskClasses``), the workload the env's
-    observation and the FGD heuristic use. ``agree`` counts the
+    observation and the FGD heuristic use, and the env's node rows (``maxNodes``: the
+    env's, so that a policy trained on another cluster size is served the observation
+    the env shows). ``agree`` counts the
     decisions where the plugin's choice equals the masked arg-max of the ONNX actor on the
     env's observation.
+
+    Raises:
+        PolicyFileError: ``policy_dir`` is not a readable policy folder.
     """
 
     def __init__(self, policy_dir: Path | str, threads: int = 1) -> None:
         from bosun.plugins.rl_policy import RLPolicy
 
         self._args: dict[str, Any] = {"policyPath": str(policy_dir), "threads": threads}
-        self.plugin = RLPolicy(self._args)
-        self._classes: Any = None
+        self.plugin = RLPolicy(self._args)  # a bad folder fails here
+        self._built_for: tuple[Any, int] | None = None
         self.agree = 0
         self.total = 0
         #: wall seconds of the last decision's Score work (the check excluded)
@@ -263,19 +268,21 @@ class PolicyChooser:
         from bosun.framework.interface import CycleState
         from bosun.rl.policy import masked_argmax
 
-        if d.task_classes is not None and d.task_classes is not self._classes:
+        rows = len(d.mask)
+        built = self._built_for
+        if built is None or built[1] != rows or d.task_classes is not built[0]:
             # the replayed window's workload, as the FGD heuristic is given (the env's
-            # observation uses the same classes)
+            # observation uses the same classes), and the env's node rows
             from bosun.plugins.rl_policy import RLPolicy
 
-            self._classes = d.task_classes
+            self._built_for = (d.task_classes, rows)
+            args = {**self._args, "maxNodes": rows}
+            if d.task_classes is not None:
+                args["taskClasses"] = d.task_classes.to_args()
             # built on the window's cluster, as a profile is built on the scheduler's
             # snapshot: FGD's placements of the class shapes are computed here, untimed
             handle = _Handle(d.snapshot, np.random.default_rng(0))
-            self.plugin = RLPolicy(
-                {**self._args, "taskClasses": d.task_classes.to_args()},
-                handle,  # type: ignore[arg-type]
-            )
+            self.plugin = RLPolicy(args, handle)  # type: ignore[arg-type]
         self.plugin.history = d.history
         t0 = time.perf_counter()
         scores = self.plugin.score(CycleState(), d.pod, d.snapshot, d.rows)
