@@ -414,7 +414,7 @@ def test_training_starts_from_the_given_weights(tmp_path: Path) -> None:
     import torch
 
     from bosun.rl.imitation import proxy_window
-    from bosun.rl.policy import ObsLayout, load_meta
+    from bosun.rl.policy import load_meta
     from bosun.rl.train import PPOSettings, learn, load_model, make_env
     from bosun.twin.traces import load_trace
 
@@ -427,7 +427,7 @@ def test_training_starts_from_the_given_weights(tmp_path: Path) -> None:
     )  # fmt: skip
     assert code == 0, text
     meta = load_meta(policy)
-    layout = ObsLayout(meta.max_nodes, meta.node_features, meta.global_features)
+    layout = meta.layout
     window, settings = proxy_window(load_trace(TRACE), 0.7, 6)
     learn(
         [lambda: make_env(window, settings, 0)],
@@ -454,7 +454,7 @@ def test_finetune_refuses_a_policy_of_another_width(tmp_path: Path) -> None:
     folder named, not with torch's traceback."""
     from bosun.errors import BosunError
     from bosun.rl.imitation import proxy_window
-    from bosun.rl.policy import ObsLayout, load_meta
+    from bosun.rl.policy import load_meta
     from bosun.rl.train import PPOSettings, learn, make_env
     from bosun.twin.traces import load_trace
 
@@ -464,7 +464,7 @@ def test_finetune_refuses_a_policy_of_another_width(tmp_path: Path) -> None:
     assert _run("distill", "--trace", TRACE, "--labels", str(labels), "--out", str(policy),
                 "--epochs", "2", "--hidden", "8")[0] == 0  # fmt: skip
     meta = load_meta(policy)
-    layout = ObsLayout(meta.max_nodes, meta.node_features, meta.global_features)
+    layout = meta.layout
     window, settings = proxy_window(load_trace(TRACE), 0.7, 6)
     with pytest.raises(BosunError, match="expected a policy of this layout and width") as e:
         learn(

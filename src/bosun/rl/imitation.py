@@ -816,7 +816,7 @@ def finetune_policy(
     """
     import functools
 
-    from bosun.rl.policy import ObsLayout, load_meta
+    from bosun.rl.policy import load_meta
     from bosun.rl.train import PPOSettings, check_kickstart, learn, load_model, make_env
 
     bad = check_kickstart(kickstart, policy_dir, "maskable-ppo")
@@ -829,11 +829,10 @@ def finetune_policy(
         for i in range(n_envs)
     ]
     fns = [functools.partial(make_env, w, st, seed + i) for i, (w, st) in enumerate(windows)]
-    layout = ObsLayout(meta.max_nodes, meta.node_features, meta.global_features)
     extra = {k: v for k, v in meta.extra.items() if k in ("task_classes", "imitation")}
     return learn(
         fns,
-        layout,
+        meta.layout,
         out,
         meta_fields={
             "features_version": meta.features_version,
