@@ -377,42 +377,27 @@ def check_kickstart(
     finite number >= 0; above 0 it needs a starting policy (``init_from``), MaskablePPO and
     no checkpoints (a checkpoint would keep the model's ``ent_coef`` of 1, which carries
     the term)."""
-    problems: list[InputProblem] = []
+
+    def bad(message: str) -> list[InputProblem]:
+        return [InputProblem("command line", "training", "kickstart", message)]
+
     if (
         isinstance(kickstart, bool)
         or not isinstance(kickstart, int | float)
         or not (math.isfinite(kickstart) and kickstart >= 0.0)
     ):
-        problems.append(
-            InputProblem(
-                "command line",
-                "training",
-                "kickstart",
-                f"expected a finite number >= 0, found {kickstart!r}",
-            )
+        return bad(f"expected a finite number >= 0, found {kickstart!r}")
+    if kickstart > 0.0 and (init_from is None or algo != "maskable-ppo"):
+        return bad(
+            f"the kickstarting term needs a starting policy (init_from) and maskable-ppo, "
+            f"found init_from={init_from} and algo={algo}"
         )
-    elif kickstart > 0.0 and (init_from is None or algo != "maskable-ppo"):
-        problems.append(
-            InputProblem(
-                "command line",
-                "training",
-                "kickstart",
-                f"the kickstarting term needs a starting policy (init_from) and "
-                f"maskable-ppo, found init_from={init_from} and algo={algo}",
-            )
+    if kickstart > 0.0 and checkpoint_every > 0:
+        return bad(
+            f"expected no checkpoints with the kickstarting term, found "
+            f"checkpoint_every={checkpoint_every}"
         )
-    elif kickstart > 0.0 and checkpoint_every > 0:
-        # a checkpoint would save the model's ent_coef of 1, which carries the term
-        problems.append(
-            InputProblem(
-                "command line",
-                "training",
-                "kickstart",
-                f"expected no checkpoints with the kickstarting term, found "
-                f"checkpoint_every={checkpoint_every}",
-            )
-        )
-    return problems
+    return []
 
 
 def learn(
