@@ -337,6 +337,14 @@ def scale_trace(trace: Trace, nodes: int) -> Trace:
     return replace(sub, arrivals=picks, name=f"{trace.name}[{nodes} nodes, {m} arrivals]")
 
 
+def _gap_problems(gap_s: Any) -> list[InputProblem]:
+    """The problem with a gap between generated arrivals (seconds): a finite number > 0."""
+    number = isinstance(gap_s, int | float) and not isinstance(gap_s, bool)
+    if number and math.isfinite(gap_s) and gap_s > 0:
+        return []
+    return [_arg("gap_s", f"expected a number > 0, found {gap_s!r}")]
+
+
 def without_departures(trace: Trace, *, gap_s: float = 1.0) -> Trace:
     """The trace with pods that never finish: every ``departure_s`` and ``duration_s``
     dropped, so the cluster fills up as in FGD's experiment (Weng et al., ATC '23, §6:
@@ -350,12 +358,9 @@ def without_departures(trace: Trace, *, gap_s: float = 1.0) -> Trace:
     Raises:
         InputError: ``gap_s`` not a positive finite number.
     """
-    if (
-        isinstance(gap_s, bool)
-        or not isinstance(gap_s, int | float)
-        or not (math.isfinite(gap_s) and gap_s > 0)
-    ):
-        raise InputError([_arg("gap_s", f"expected a number > 0, found {gap_s!r}")])
+    bad_gap = _gap_problems(gap_s)
+    if bad_gap:
+        raise InputError(bad_gap)
     if trace.timed:
         arrivals = [PodArrival(a.pod, a.arrival_s) for a in trace.arrivals]
     else:
@@ -387,9 +392,7 @@ def inflate_trace(trace: Trace, demand_limit: float, seed: int = 0, *, gap_s: fl
             positive finite number, a trace
             without GPUs or without a GPU pod (nothing to saturate).
     """
-    problems: list[InputProblem] = []
-    if not (isinstance(gap_s, int | float) and math.isfinite(gap_s) and gap_s > 0):
-        problems.append(_arg("gap_s", f"expected a number > 0, found {gap_s!r}"))
+    problems = _gap_problems(gap_s)
     if (
         isinstance(demand_limit, bool)
         or not isinstance(demand_limit, int | float)
