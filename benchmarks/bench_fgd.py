@@ -168,9 +168,8 @@ def feasible_rows(snapshot: Snapshot, pod: Pod) -> np.ndarray:
         ok &= (free.device_milli >= pod.gpu_milli).sum(axis=1) >= pod.gpu_count
     node_affinity = pod.affinity.node_affinity if pod.affinity else None
     required = node_affinity.required if node_affinity else None
-    if required:
-        accepted = set(required[0].match_expressions[0].values)
-        ok &= np.array([n.labels.get(GPU_MODEL_LABEL) in accepted for n in snapshot.nodes])
+    if required:  # the one model requirement pod_of sets, over the label columns at once
+        ok &= snapshot.node_labels.match(required[0].match_expressions[0])[: len(rows)]
     out: np.ndarray = rows[ok]
     return out
 
