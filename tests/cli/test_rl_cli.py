@@ -191,6 +191,10 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
             "--test-load: expected the saturation protocol with it (--no-departures and "
             "--warmup), found departures on and warm-up none",
         ),
+        (
+            ["--gpu-devices", "ppo"],
+            "command line: options: --gpu-devices: expected one of fgd, bestfit",
+        ),
     ],
     ids=[
         "warmup",
@@ -200,6 +204,7 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
         "train-load-huge",
         "test-load",
         "test-load-timed",
+        "gpu-devices",
     ],
 )
 def test_evaluate_bad_input(tmp_path: Path, args: list[str], message: str) -> None:

@@ -368,6 +368,43 @@ def test_warmup_and_no_departures() -> None:
     env.close()
 
 
+def _device_trace() -> Trace:
+    """Nodes g0, g1 with 2 GPUs each; GPU-sharing pods a (300 milli) at 1 s, b (600) at 2 s
+    and c, d, e (400) at 3 to 5 s: FGD's task classes are 300 (1/5), 600 (1/5), 400 (3/5)."""
+    nodes = [make_node(f"g{i}", cpu="8", memory="32Gi", extra={GPU: 2}) for i in (0, 1)]
+    shares = {"a": 300, "b": 600, "c": 400, "d": 400, "e": 400}
+    pods = [make_pod(n, cpu="1", memory="1Gi", extra={SHARE: m}) for n, m in shares.items()]
+    return Trace("devices", nodes, [PodArrival(p, float(i + 1)) for i, p in enumerate(pods)])
+
+
+@pytest.mark.parametrize(
+    ("device_policy", "b_with_a"),
+    [(None, True), ("leastallocated", True), ("fgd", False)],
+    ids=["best-fit", "no-device-choice", "fgd"],
+)
+def test_gpu_device_policy(device_policy: str | None, b_with_a: bool) -> None:
+    """The agent puts a and then b on g0. a takes one device (700 milli left there). Best
+    fit puts b on that device, the tightest: free (100, 1000). FGD weighs the free milli
+    each class could not use: on a's device (100, 1000) leaves 100 unusable for every
+    class, F = 100; on the other (700, 400) leaves 400 unusable for the 600 class only,
+    F = 1/5 x 400 = 80, so FGD puts b on the free device. LeastAllocated has no device
+    choice: the best fit."""
+    env = SchedulingEnv(_device_trace(), departures=False, gpu_device_policy=device_policy)
+    _, info = env.reset(seed=0)
+    assert info["pod"] == "default/a"
+    _, _, _, _, info = env.step(0)
+    assert info["pod"] == "default/a" and info["node"] == "g0"
+    _, _, _, _, info = env.step(0)
+    assert info["pod"] == "default/b" and info["node"] == "g0"
+    ep = env._episode
+    assert ep is not None
+    pods = ep.sim.snapshot.pods
+    a, b = pods.get("default/a"), pods.get("default/b")
+    assert a is not None and b is not None and len(a.gpu_devices) == len(b.gpu_devices) == 1
+    assert (a.gpu_devices == b.gpu_devices) is b_with_a
+    env.close()
+
+
 def test_same_seed_same_actions_same_episode() -> None:
     actions = [int(x) for x in np.random.default_rng(7).integers(0, 6, 40)]
     a = _run(SchedulingEnv(SMALL), actions)
@@ -582,6 +619,10 @@ def test_inflate_trace_bad_input(trace_kind: str, kwargs: dict[str, Any], field:
         ({"max_steps": 0}, "max_steps: expected None or an integer >= 1"),
         ({"invalid_action_penalty": -1.0}, "invalid_action_penalty: expected a number >= 0"),
         ({"warmup": "nope"}, "warmup: expected one of fgd, bestfit.*found 'nope'"),
+        (
+            {"gpu_device_policy": "ppo"},
+            "gpu_device_policy: expected one of fgd, bestfit.*found 'ppo'",
+        ),
     ],
     ids=[
         "window-empty",
@@ -595,6 +636,7 @@ def test_inflate_trace_bad_input(trace_kind: str, kwargs: dict[str, Any], field:
         "max-steps",
         "penalty",
         "warmup-policy",
+        "device-policy",
     ],
 )
 def test_bad_arguments(kwargs: dict[str, Any], message: str) -> None:

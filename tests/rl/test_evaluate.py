@@ -296,6 +296,7 @@ def test_test_load_fills_a_light_workload(tmp_path: Path) -> None:
     assert runs["gpu_alloc_end"].tolist() == [1.0, 1.0]
     assert runs["unscheduled_pods"].tolist() == [8, 8]
     assert filled.settings["test_load"] == 1.5
+    assert filled.settings["gpu_device_policy"] is None
     assert "test window inflated to 1.5x GPUs" in filled.trace
     cols = ["reward_total", "placements", "gpu_alloc_end"]
     assert light.runs[cols].equals(plain.runs[cols])

@@ -397,6 +397,15 @@ def evaluate_cmd(
             "fills the cluster).",
         ),
     ] = None,
+    gpu_devices: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-devices",
+            help="Policy whose GPU-device choice every decided pod gets, whichever policy "
+            "chose its node (e.g. fgd: FGD's device for a GPU-sharing pod); default: the "
+            "best-fit device.",
+        ),
+    ] = None,
 ) -> None:
     """Train on the first 70% of a trace's arrivals, compare with the heuristics on the rest.
 
@@ -438,7 +447,11 @@ def evaluate_cmd(
             work_dir=tmp / "policies",
             trace_spec=trace,
             env_settings=EnvSettings(
-                nodes=nodes, reward_weights=weights, departures=departures, warmup=warmup
+                nodes=nodes,
+                reward_weights=weights,
+                departures=departures,
+                warmup=warmup,
+                gpu_device_policy=gpu_devices,
             ),
             ppo_settings=_ppo_settings(hidden, fgd_prior),
             algo=algo,

@@ -85,6 +85,12 @@ Arguments:
   choice, :class:`Heuristic`) without asking the agent and without SLA accounting, so the
   window starts on the cluster those earlier pods left (the held-out part of a trace is
   then evaluated in its real context).
+* ``gpu_device_policy``: None, or a policy of :data:`POLICIES` whose GPU-device choice the
+  window's pods get on the node the agent picked (``fgd``: the device with the smallest
+  fragmentation increase for a GPU-sharing pod, FGD's ``gpuSelection``; a policy without
+  a device choice, or a pod that is not GPU-sharing, gets the best fit); None: every
+  agent decision gets the snapshot's best-fit devices. Warm-up pods always get the
+  warm-up policy's devices.
 * ``departures``: False drops every pod's ``departure_s`` and ``duration_s``
   (:func:`without_departures`): pods never finish and the cluster fills up, the setting of
   FGD's experiment (Weng et al., ATC '23, §6), where placement quality shows at saturation.
@@ -621,12 +627,16 @@ class _Episode:
         warmup_keys: frozenset[str] = frozenset(),
         warmup_policy: str | None = None,
         reward_forced: bool = True,
+        device_policy: str | None = None,
     ) -> None:
         self.obs_spec = spec
         self.reward_forced = reward_forced
         self.warmup_keys = warmup_keys
         self.warmup_policy = warmup_policy
         self._warmup: Heuristic | None = None
+        #: the policy whose GPU devices the window's pods get, and its plugin once built
+        self.device_policy = device_policy
+        self._device_heuristic: Heuristic | None = None
         #: (pod key, row, cycle state) of the last warm-up choice, for its GPU devices
         self._warm_choice: tuple[str, int, CycleState] | None = None
         #: heuristics asked through SchedulingEnv.heuristic_action, by policy name
@@ -729,8 +739,17 @@ class _Episode:
     def warm_devices(
         self, pod: Pod, snapshot: Snapshot, row: int, handle: Any
     ) -> tuple[int, ...] | None:
-        """GPU devices of a warm-up pod: the warm-up policy's choice."""
-        if pod.key not in self.warmup_keys or self.warmup_policy is None:
+        """GPU devices of a pod on ``row``: the warm-up policy's choice for a warm-up pod,
+        the device policy's for a window pod (None: the snapshot's best fit)."""
+        if pod.key not in self.warmup_keys:
+            if self.device_policy is None:
+                return None
+            if self._device_heuristic is None:
+                self._device_heuristic = Heuristic(
+                    self.device_policy, handle, self.sim.task_classes
+                )
+            return self._device_heuristic.devices(CycleState(), pod, snapshot, row)
+        if self.warmup_policy is None:
             return None
         choice = self._warm_choice
         state = choice[2] if choice is not None and choice[:2] == (pod.key, row) else CycleState()
@@ -829,7 +848,8 @@ class _Episode:
 class _AgentPlugin:
     """The agent in the scheduler profile: PreFilter (SLA bookkeeping), Score (the
     decision; the warm-up policy's for warm-up pods), GPU devices (the warm-up policy's
-    for warm-up pods, else the snapshot's best fit), PostBind (history and reward
+    for warm-up pods, the device policy's for the others, else the snapshot's best fit),
+    PostBind (history and reward
     measurements)."""
 
     name = AGENT_PLUGIN
@@ -859,7 +879,8 @@ class _AgentPlugin:
     def choose_gpu_devices(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, node_row: int
     ) -> tuple[int, ...] | None:
-        """The warm-up policy's devices for a warm-up pod; None (best fit) otherwise."""
+        """The warm-up policy's devices for a warm-up pod, the device policy's for a window
+        pod; None (best fit) where neither applies."""
         return self._episode.warm_devices(pod, snapshot, node_row, self._handle)
 
     def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -892,6 +913,7 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
         departures: bool = True,
         warmup: str | None = None,
         reward_forced: bool = True,
+        gpu_device_policy: str | None = None,
     ) -> None:
         problems: list[InputProblem] = []
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -915,12 +937,13 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
             )
         if reward is not None and not isinstance(reward, RewardConfig):
             problems.append(_arg("reward", f"expected a RewardConfig, found {reward!r}"))
-        if warmup is not None and (
-            not isinstance(warmup, str) or warmup.strip().lower() not in POLICIES
-        ):
-            problems.append(
-                _arg("warmup", f"expected one of {', '.join(POLICIES)}, found {warmup!r}")
-            )
+        for name, value in (("warmup", warmup), ("gpu_device_policy", gpu_device_policy)):
+            if value is not None and (
+                not isinstance(value, str) or value.strip().lower() not in POLICIES
+            ):
+                problems.append(
+                    _arg(name, f"expected one of {', '.join(POLICIES)}, found {value!r}")
+                )
         if problems:
             raise InputError(problems)
         if isinstance(trace, Trace):
@@ -938,6 +961,10 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
         lo = math.floor(float(arrival_fraction[0]) * len(full.arrivals))
         self._warmup_keys: frozenset[str] = frozenset()
         self.warmup = warmup.strip().lower() if warmup is not None else None
+        #: the policy whose GPU-device choice the window's pods get (None: best fit)
+        self.gpu_device_policy = (
+            gpu_device_policy.strip().lower() if gpu_device_policy is not None else None
+        )
         if self.warmup is not None and lo > 0:
             hi = lo + len(window.arrivals)
             self._warmup_keys = frozenset(a.pod.key for a in full.arrivals[:lo])
@@ -1027,6 +1054,7 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
             warmup_keys=self._warmup_keys,
             warmup_policy=self.warmup,
             reward_forced=self.reward_forced,
+            device_policy=self.gpu_device_policy,
         )
 
         def factory(args: Mapping[str, Any], handle: Any) -> _AgentPlugin:
@@ -1150,8 +1178,9 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
         ``policy`` is a name of :data:`bosun.twin.experiments.fragmentation.POLICIES`
         (``leastallocated``, ``mostallocated``, ``fgd``, ``bestfit``, ...): its Score plugin
         as that policy's profile configures it, ties broken by a generator seeded with the
-        episode's seed. The pod then gets the snapshot's best-fit GPU devices, as every
-        agent decision does (FGD's own device choice applies to warm-up pods only).
+        episode's seed. The pod then gets the devices every agent decision gets (the
+        env's ``gpu_device_policy``, default the snapshot's best fit), not necessarily
+        this heuristic's own device choice.
 
         Raises:
             EnvError: no decision is pending.

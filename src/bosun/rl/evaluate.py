@@ -58,10 +58,13 @@ Two settings (``env_settings``, ``scale_pods``; docs/rl.md, docs/results.md):
   reward (every pod placed earns its reward) is the measure; the reward per decision is
   not comparable across policies (leaving more pods a single feasible node raises it).
 
-Deviations, on purpose: the heuristics run as the agent of the env, whose profile has no
-GPU-device plugin, so FGD's own choice of a sharing pod's GPU device is not applied (the
-snapshot's best-fit device is, as for every policy); every policy sees exactly the same
-Filters and queue.
+Deviations, on purpose: the heuristics run as the agent of the env, so every policy sees
+exactly the same Filters and queue, and every policy's pods get the same GPU-device
+choice on the node it picked: the snapshot's best-fit device by default, or with
+``EnvSettings.gpu_device_policy`` (``--gpu-devices fgd``) FGD's device choice for a
+GPU-sharing pod (the env's ``gpu_device_policy``). The first leaves FGD without its own
+device choice; the second gives it to FGD and to every other policy alike, so that the
+node choices are compared on equal terms either way.
 """
 
 from __future__ import annotations
@@ -578,6 +581,7 @@ def evaluate(
 
     from bosun.rl.env import MAX_DEMAND_LIMIT, select_nodes
     from bosun.rl.train import EnvSettings, make_env, train
+    from bosun.twin.experiments.fragmentation import POLICIES as ENV_POLICIES
     from bosun.twin.trace import Trace
 
     name = trace_spec or (trace if isinstance(trace, str) else getattr(trace, "name", "trace"))
@@ -623,6 +627,19 @@ def evaluate(
                 )
             )
     base = env_settings or EnvSettings()
+    device_policy = base.gpu_device_policy
+    if device_policy is not None and (
+        not isinstance(device_policy, str) or device_policy.strip().lower() not in ENV_POLICIES
+    ):
+        # checked here, before any training, rather than when the first test env is built
+        problems.append(
+            InputProblem(
+                "command line",
+                "options",
+                "--gpu-devices",
+                f"expected one of {', '.join(ENV_POLICIES)}, found {device_policy!r}",
+            )
+        )
     if test_load is not None and (base.departures or base.warmup is None):
         # the inflation counts the warm-up's demand; without it, or with pods leaving,
         # the arrived demand does not say how full the cluster is
@@ -726,6 +743,7 @@ def evaluate(
         "test_load": test_load,
         "reward_weights": list(base.reward_weights),
         "reward_forced": base.reward_forced,
+        "gpu_device_policy": base.gpu_device_policy,
         "algo": algo,
         "policy_dir": None if policy_dir is None else str(policy_dir),
     }

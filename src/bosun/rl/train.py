@@ -723,6 +723,8 @@ class EnvSettings:
             env's ``warmup``).
         reward_forced: pods placed without a decision earn their placement reward (see
             the env's ``reward_forced``).
+        gpu_device_policy: None, or the policy whose GPU-device choice the window's pods
+            get (see the env's ``gpu_device_policy``; None: the best fit).
     """
 
     nodes: int | None = None
@@ -734,6 +736,7 @@ class EnvSettings:
     departures: bool = True
     warmup: str | None = None
     reward_forced: bool = True
+    gpu_device_policy: str | None = None
 
 
 def make_env(trace: Any, settings: EnvSettings, seed: int, record_metrics: bool = False) -> Any:
@@ -758,6 +761,7 @@ def make_env(trace: Any, settings: EnvSettings, seed: int, record_metrics: bool 
         departures=settings.departures,
         warmup=settings.warmup,
         reward_forced=settings.reward_forced,
+        gpu_device_policy=settings.gpu_device_policy,
     )
 
 
