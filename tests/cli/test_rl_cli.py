@@ -218,6 +218,25 @@ def test_evaluate_bad_input(tmp_path: Path, args: list[str], message: str) -> No
     assert not out.exists()
 
 
+@pytest.mark.parametrize("flag", ["--train-load", "--test-load"], ids=["train", "test"])
+def test_evaluate_inflation_of_a_trace_without_gpus_names_the_flag(
+    tmp_path: Path, flag: str
+) -> None:
+    """A CPU-only trace has no GPU demand to inflate: the trace's problem, and the flag
+    that asked for the inflation."""
+    out = tmp_path / "eval"
+    code, text = _run(
+        "evaluate", "--trace", "synthetic:nodes=4,pods=40,hours=1,gpu_fraction=0",
+        "--timesteps", "1", "--out", str(out), "--seeds", "1", "--policies", "fgd",
+        "--no-departures", "--warmup", "fgd", flag, "1.0",
+    )  # fmt: skip
+    assert code == 2, text
+    said = " ".join(text.split())
+    assert "nvidia.com/gpu: expected GPU nodes and GPU pods to inflate" in said
+    assert f"(asked for by {flag})" in said
+    assert not out.exists()
+
+
 def _tree(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 

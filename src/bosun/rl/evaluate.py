@@ -520,6 +520,23 @@ def inflated_test_window(
     return inflated, ((first + 0.5) / len(inflated.arrivals), 1.0)
 
 
+def _check_inflation(flag: str, inflate: Callable[[], Any]) -> None:
+    """Run ``inflate`` (an inflated window, built for its checks alone); the problems it
+    raises (e.g. a trace without GPUs) say which flag asked for the inflation.
+
+    Raises:
+        InputError: ``inflate``'s problems, each message ending with ``(flag)``.
+    """
+    from dataclasses import replace
+
+    try:
+        inflate()
+    except InputError as e:
+        raise InputError(
+            [replace(p, message=f"{p.message} (asked for by {flag})") for p in e.problems]
+        ) from None
+
+
 def evaluate(
     trace: Any,
     *,
@@ -666,11 +683,19 @@ def evaluate(
     train_env = replace(base, arrival_fraction=(0.0, train_fraction))
     if train_load is not None:
         # bad input (a trace without GPUs) fails here, before any training
-        inflated_train_window(trace, base.nodes, train_fraction, train_load, 0)
+        _check_inflation(
+            "--train-load",
+            lambda: inflated_train_window(trace, base.nodes, train_fraction, train_load, 0),
+        )
         train_env = replace(base, arrival_fraction=(0.0, 1.0))
     if test_load is not None:
         # likewise for the test window, before any training
-        inflated_test_window(select_nodes(trace, base.nodes), train_fraction, test_load, 0)
+        _check_inflation(
+            "--test-load",
+            lambda: inflated_test_window(
+                select_nodes(trace, base.nodes), train_fraction, test_load, 0
+            ),
+        )
     test_env = replace(base, arrival_fraction=(train_fraction, 1.0), max_steps=None)
     train_name = f"{name}" if scaled_to is None else f"{name} (scaled to {scaled_to} nodes)"
     if train_load is not None:
