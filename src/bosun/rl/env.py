@@ -736,7 +736,7 @@ class _Episode:
         self._warm_choice = (pod.key, row, state)
         return row
 
-    def warm_devices(
+    def pod_devices(
         self, pod: Pod, snapshot: Snapshot, row: int, handle: Any
     ) -> tuple[int, ...] | None:
         """GPU devices of a pod on ``row``: the warm-up policy's choice for a warm-up pod,
@@ -849,8 +849,7 @@ class _AgentPlugin:
     """The agent in the scheduler profile: PreFilter (SLA bookkeeping), Score (the
     decision; the warm-up policy's for warm-up pods), GPU devices (the warm-up policy's
     for warm-up pods, the device policy's for the others, else the snapshot's best fit),
-    PostBind (history and reward
-    measurements)."""
+    PostBind (history and reward measurements)."""
 
     name = AGENT_PLUGIN
 
@@ -881,7 +880,7 @@ class _AgentPlugin:
     ) -> tuple[int, ...] | None:
         """The warm-up policy's devices for a warm-up pod, the device policy's for a window
         pod; None (best fit) where neither applies."""
-        return self._episode.warm_devices(pod, snapshot, node_row, self._handle)
+        return self._episode.pod_devices(pod, snapshot, node_row, self._handle)
 
     def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         """Record the placement."""
