@@ -155,6 +155,27 @@ def test_evaluate_saturation_flags(tmp_path: Path) -> None:
     assert len(runs) == 3 and "gpu_alloc_end" in runs[0]
 
 
+def test_evaluate_first_seed(tmp_path: Path) -> None:
+    """--first-seed 2 --seeds 2 runs seeds 2 and 3, each as it runs among seeds 0..3 (a
+    seed's window and tie-breaks depend on that seed alone)."""
+    import pandas as pd
+
+    def runs(out: Path, *args: str) -> pd.DataFrame:
+        code, text = _run(
+            "evaluate", "--trace", TRACE, "--timesteps", "1", "--out", str(out),
+            "--policies", "leastallocated,fgd", "--no-departures", "--warmup", "fgd",
+            "--train-fraction", "0.5", *args,
+        )  # fmt: skip
+        assert code == 0, text
+        return pd.read_csv(out / "runs.csv").set_index(["policy", "seed"]).sort_index()
+
+    later = runs(tmp_path / "later", "--first-seed", "2", "--seeds", "2")
+    every = runs(tmp_path / "every", "--seeds", "4")
+    assert sorted(set(later.index.get_level_values("seed"))) == [2, 3]
+    cols = ["reward_total", "placements", "gpu_alloc_end", "unscheduled_pods"]
+    pd.testing.assert_frame_equal(later[cols], every.loc[later.index, cols])
+
+
 def test_evaluate_inflated_training(tmp_path: Path) -> None:
     """--train-load: PPO trains on the train window inflated to 1.3 x the GPUs (the run
     goes through and records the setting)."""
@@ -191,6 +212,7 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
             "--test-load: expected the saturation protocol with it (--no-departures and "
             "--warmup), found departures on and warm-up none",
         ),
+        (["--first-seed", "-1"], "command line: options: --first-seed: expected >= 0, found -1"),
         (
             ["--gpu-devices", "ppo"],
             "command line: options: --gpu-devices: expected one of fgd, bestfit",
@@ -204,6 +226,7 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
         "train-load-huge",
         "test-load",
         "test-load-timed",
+        "first-seed",
         "gpu-devices",
     ],
 )

@@ -337,7 +337,9 @@ def evaluate_cmd(
     trace: TraceOption,
     timesteps: Annotated[int, typer.Option("--timesteps", help="Training decisions per seed.")],
     out: Annotated[Path, typer.Option("--out", help="Folder for runs.csv, summary.csv/.md.")],
-    seeds: Annotated[int, typer.Option("--seeds", help="Seeds 0..k-1.")] = 5,
+    seeds: Annotated[
+        int, typer.Option("--seeds", help="Number of seeds: --first-seed .. --first-seed + k-1.")
+    ] = 5,
     nodes: NodesOption = None,
     train_fraction: TrainFractionOption = 0.7,
     reward_weights: WeightsOption = "0.4,0.3,0.2,0.1",
@@ -397,6 +399,14 @@ def evaluate_cmd(
             "fills the cluster).",
         ),
     ] = None,
+    first_seed: Annotated[
+        int,
+        typer.Option(
+            "--first-seed",
+            help="The first seed (e.g. 10 with --seeds 20: seeds 10..29, fresh windows for a "
+            "confirmation run).",
+        ),
+    ] = 0,
     gpu_devices: Annotated[
         str | None,
         typer.Option(
@@ -436,12 +446,23 @@ def evaluate_cmd(
                     )
                 ]
             )
+        if first_seed < 0:
+            raise InputError(
+                [
+                    InputProblem(
+                        "command line",
+                        "options",
+                        "--first-seed",
+                        f"expected >= 0, found {first_seed}",
+                    )
+                ]
+            )
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         ev = evaluate(
             trace,
             timesteps=timesteps,
-            seeds=list(range(seeds)),
+            seeds=list(range(first_seed, first_seed + seeds)),
             train_fraction=train_fraction,
             policies=[p.strip() for p in policies.split(",") if p.strip()],
             work_dir=tmp / "policies",
@@ -478,7 +499,9 @@ def evaluate_cmd(
         + (f" ({nodes} nodes)" if nodes else "")
         + f", test = last {1 - train_fraction:.0%} of arrivals"
         + (f" + clones to {test_load:g}x GPUs" if test_load is not None else "")
-        + f", {seeds} seed(s), mean ± 95% CI",
+        + f", {seeds} seed(s)"
+        + (f" from seed {first_seed}" if first_seed else "")
+        + ", mean ± 95% CI",
         header_style="bold",
     )
     cols = [
