@@ -212,7 +212,13 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
             "--test-load: expected the saturation protocol with it (--no-departures and "
             "--warmup), found departures on and warm-up none",
         ),
-        (["--first-seed", "-1"], "command line: options: --first-seed: expected >= 0, found -1"),
+        (["--first-seed", "-1"], "--first-seed: expected 0 .. 4294967295 (with --seeds 1, the"),
+        # sb3 seeds numpy's legacy generator (< 2**32): refused before any training
+        (
+            ["--first-seed", "4294967295", "--seeds", "2"],
+            "--first-seed: expected 0 .. 4294967294 (with --seeds 2, the last seed at most "
+            "4294967295), found 4294967295",
+        ),
         (
             ["--gpu-devices", "ppo"],
             "command line: options: --gpu-devices: expected one of fgd, bestfit",
@@ -227,6 +233,7 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
         "test-load",
         "test-load-timed",
         "first-seed",
+        "first-seed-too-large",
         "gpu-devices",
     ],
 )
@@ -257,6 +264,23 @@ def test_evaluate_inflation_of_a_trace_without_gpus_names_the_flag(
     said = " ".join(text.split())
     assert "nvidia.com/gpu: expected GPU nodes and GPU pods to inflate" in said
     assert f"(asked for by {flag})" in said
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flag", ["--train-load", "--test-load"], ids=["train", "test"])
+def test_evaluate_bad_node_subset_is_not_blamed_on_the_load_flag(tmp_path: Path, flag: str) -> None:
+    """A node subset larger than the trace fails on --nodes, not on the load flag whose
+    inflation met it first."""
+    out = tmp_path / "eval"
+    code, text = _run(
+        "evaluate", "--trace", "synthetic:nodes=6,pods=60,hours=1", "--timesteps", "1",
+        "--out", str(out), "--seeds", "1", "--policies", "fgd", "--no-departures",
+        "--warmup", "fgd", "--nodes", "100", flag, "1.0",
+    )  # fmt: skip
+    assert code == 2, text
+    said = " ".join(text.split())
+    assert "nodes: expected 1..6, found 100" in said
+    assert "asked for by" not in said
     assert not out.exists()
 
 

@@ -405,6 +405,57 @@ def test_gpu_device_policy(device_policy: str | None, b_with_a: bool) -> None:
     env.close()
 
 
+def test_env_settings_carry_the_device_policy() -> None:
+    """``EnvSettings.gpu_device_policy`` reaches the env ``make_env`` builds (what
+    ``bosun rl evaluate --gpu-devices`` and training go through), normalized."""
+    from bosun.rl.train import EnvSettings, make_env
+
+    env = make_env(_device_trace(), EnvSettings(departures=False, gpu_device_policy=" FGD "), 0)
+    assert env.gpu_device_policy == "fgd"
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("warmup", "device_policy", "b_with_a"),
+    [("fgd", "leastallocated", False), ("mostallocated", "fgd", True)],
+    ids=["fgd-warmup", "mostallocated-warmup"],
+)
+def test_warmup_pods_keep_the_warmup_policys_devices(
+    warmup: str, device_policy: str, b_with_a: bool
+) -> None:
+    """Node g0 has 2 GPUs, node c none. Warm-up pods a (300 milli) and b (600) can only go to
+    g0; then c, d, e (400) follow on g0 and f, g (CPU only) ask for decisions. FGD's classes:
+    300 and 600 (1/7 each), 400 (3/7), CPU only (2/7, the same on either device). With
+    FGD's devices, b on a's device leaves (100, 1000): F = 5/7 x 100 = 71.4; on the other
+    (700, 400): F = 1/7 x 400 = 57.1, so b takes the other device. MostAllocated has no
+    device choice: the best fit puts b on a's device. The device policy, which applies to
+    the window's pods only, changes neither."""
+    nodes = [
+        make_node("g0", cpu="8", memory="32Gi", extra={GPU: 2}),
+        make_node("c", cpu="8", memory="32Gi"),
+    ]
+    shares = {"a": 300, "b": 600, "c": 400, "d": 400, "e": 400}
+    pods = [make_pod(n, cpu="1", memory="1Gi", extra={SHARE: m}) for n, m in shares.items()]
+    pods += [make_pod(n, cpu="1", memory="1Gi") for n in ("f", "g")]
+    trace = Trace("warm", nodes, [PodArrival(p, float(i + 1)) for i, p in enumerate(pods)])
+    # floor(0.3 x 7) = 2: a and b are the warm-up pods
+    env = SchedulingEnv(
+        trace,
+        departures=False,
+        arrival_fraction=(0.3, 1.0),
+        warmup=warmup,
+        gpu_device_policy=device_policy,
+    )
+    _, info = env.reset(seed=0)
+    assert info["pod"] == "default/f"
+    ep = env._episode
+    assert ep is not None
+    a, b = ep.sim.snapshot.pods.get("default/a"), ep.sim.snapshot.pods.get("default/b")
+    assert a is not None and b is not None and a.node_row == b.node_row == 0
+    assert (a.gpu_devices == b.gpu_devices) is b_with_a
+    env.close()
+
+
 def test_same_seed_same_actions_same_episode() -> None:
     actions = [int(x) for x in np.random.default_rng(7).integers(0, 6, 40)]
     a = _run(SchedulingEnv(SMALL), actions)

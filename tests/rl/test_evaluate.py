@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -192,7 +193,14 @@ def test_protocol_end_to_end(tmp_path: Path) -> None:
     md = ev.markdown()
     assert md.count("\n") == 2 + len(POLICIES)
     files = ev.write(tmp_path / "out")
-    assert sorted(p.name for p in files) == ["runs.csv", "summary.csv", "summary.md"]
+    assert sorted(p.name for p in files) == [
+        "runs.csv",
+        "settings.json",
+        "summary.csv",
+        "summary.md",
+    ]
+    written = json.loads((tmp_path / "out" / "settings.json").read_text())
+    assert written["seeds"] == [0, 1] and written["gpu_device_policy"] is None
     assert sorted(ev.policy_dirs) == [0, 1]
 
 

@@ -179,6 +179,10 @@ def _check_export_paths(policy: Path, out: Path | None) -> None:
 
 
 #: The ``bosun rl`` flag of each argument the library names in its problems.
+#: The largest seed a run takes: sb3 seeds numpy's legacy generator (``np.random.seed``),
+#: which accepts 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+
 _FLAGS = {
     "algo": "--algo",
     "timesteps": "--timesteps",
@@ -411,9 +415,10 @@ def evaluate_cmd(
         str | None,
         typer.Option(
             "--gpu-devices",
-            help="Policy whose GPU-device choice every decided pod gets, whichever policy "
-            "chose its node (e.g. fgd: FGD's device for a GPU-sharing pod); default: the "
-            "best-fit device.",
+            help="Policy whose GPU-device choice every pod of the window gets, whichever "
+            "policy chose its node, in training too (e.g. fgd: FGD's device for a "
+            "GPU-sharing pod); default: the best-fit device. Warm-up pods keep the warm-up "
+            "policy's devices.",
         ),
     ] = None,
 ) -> None:
@@ -446,14 +451,16 @@ def evaluate_cmd(
                     )
                 ]
             )
-        if first_seed < 0:
+        if not 0 <= first_seed <= MAX_SEED + 1 - seeds:
+            # sb3 seeds numpy's legacy generator, which takes seeds below 2**32
             raise InputError(
                 [
                     InputProblem(
                         "command line",
                         "options",
                         "--first-seed",
-                        f"expected >= 0, found {first_seed}",
+                        f"expected 0 .. {MAX_SEED + 1 - seeds} (with --seeds {seeds}, the last "
+                        f"seed at most {MAX_SEED}), found {first_seed}",
                     )
                 ]
             )

@@ -434,7 +434,11 @@ class Evaluation:
         return "\n".join(lines) + "\n"
 
     def write(self, out: Path) -> list[Path]:
-        """``runs.csv``, ``summary.csv`` and ``summary.md`` into ``out`` (atomically each)."""
+        """``runs.csv``, ``summary.csv``, ``summary.md`` and ``settings.json`` (the
+        protocol's settings: trace, nodes, seeds, loads, GPU-device policy, ...) into
+        ``out`` (atomically each)."""
+        import json
+
         from bosun.twin.experiments.fragmentation import write_atomic
 
         out.mkdir(parents=True, exist_ok=True)
@@ -443,6 +447,7 @@ class Evaluation:
                 out / "runs.csv": self.runs.to_csv(index=False),
                 out / "summary.csv": self.summary().to_csv(index=False),
                 out / "summary.md": self.markdown(),
+                out / "settings.json": json.dumps(self.settings, indent=2, sort_keys=True) + "\n",
             }
         )
 
@@ -521,19 +526,26 @@ def inflated_test_window(
 
 
 def _check_inflation(flag: str, inflate: Callable[[], Any]) -> None:
-    """Run ``inflate`` (an inflated window, built for its checks alone); the problems it
-    raises (e.g. a trace without GPUs) say which flag asked for the inflation.
+    """Run ``inflate`` (an inflated window, built for its checks alone); a trace without
+    GPU demand to inflate (:func:`bosun.rl.env.inflate_trace`'s ``nvidia.com/gpu``
+    problem) says which flag asked for the inflation; other problems (a bad node subset)
+    are raised as they are.
 
     Raises:
-        InputError: ``inflate``'s problems, each message ending with ``(flag)``.
+        InputError: ``inflate``'s problems, the GPU one's message ending with ``(flag)``.
     """
     from dataclasses import replace
+
+    from bosun.api.types import GPU
 
     try:
         inflate()
     except InputError as e:
         raise InputError(
-            [replace(p, message=f"{p.message} (asked for by {flag})") for p in e.problems]
+            [
+                replace(p, message=f"{p.message} (asked for by {flag})") if p.field == GPU else p
+                for p in e.problems
+            ]
         ) from None
 
 
@@ -768,7 +780,9 @@ def evaluate(
         "test_load": test_load,
         "reward_weights": list(base.reward_weights),
         "reward_forced": base.reward_forced,
-        "gpu_device_policy": base.gpu_device_policy,
+        "gpu_device_policy": (
+            device_policy.strip().lower() if isinstance(device_policy, str) else None
+        ),
         "algo": algo,
         "policy_dir": None if policy_dir is None else str(policy_dir),
     }
