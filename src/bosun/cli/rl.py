@@ -178,11 +178,11 @@ def _check_export_paths(policy: Path, out: Path | None) -> None:
         raise InputError(problems)
 
 
-#: The ``bosun rl`` flag of each argument the library names in its problems.
 #: The largest seed a run takes: sb3 seeds numpy's legacy generator (``np.random.seed``),
 #: which accepts 0 .. 2**32 - 1.
 MAX_SEED = 2**32 - 1
 
+#: The ``bosun rl`` flag of each argument the library names in its problems.
 _FLAGS = {
     "algo": "--algo",
     "timesteps": "--timesteps",
