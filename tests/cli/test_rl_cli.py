@@ -73,6 +73,8 @@ def test_export_rewrites_the_onnx(trained: Path, tmp_path: Path) -> None:
         (["--train-fraction", "0"], "expected 0 < f <= 1"),
         (["--trace", "nope.csv"], "no such file"),
         (["--hidden", "0"], "--hidden: expected >= 1, found 0"),
+        # sb3 seeds numpy's legacy generator, which takes 0 .. 2**32 - 1
+        (["--seed", "4294967296"], "--seed: expected 0 .. 4294967295, found 4294967296"),
     ],
     ids=[
         "weights-count",
@@ -85,6 +87,7 @@ def test_export_rewrites_the_onnx(trained: Path, tmp_path: Path) -> None:
         "fraction",
         "trace",
         "hidden",
+        "seed-too-large",
     ],
 )
 def test_train_bad_input(tmp_path: Path, args: list[str], message: str) -> None:

@@ -178,10 +178,6 @@ def _check_export_paths(policy: Path, out: Path | None) -> None:
         raise InputError(problems)
 
 
-#: The largest seed a run takes: sb3 seeds numpy's legacy generator (``np.random.seed``),
-#: which accepts 0 .. 2**32 - 1.
-MAX_SEED = 2**32 - 1
-
 #: The ``bosun rl`` flag of each argument the library names in its problems.
 _FLAGS = {
     "algo": "--algo",
@@ -195,6 +191,7 @@ _FLAGS = {
     "jobs": "--jobs",
     "load": "--load",
     "kickstart": "--kickstart",
+    "seed": "--seed",
 }
 
 
@@ -428,7 +425,7 @@ def evaluate_cmd(
     --no-departures --warmup fgd --nodes 128 --scale-pods
     """
     from bosun.rl.evaluate import evaluate
-    from bosun.rl.train import EnvSettings
+    from bosun.rl.train import MAX_SEED, EnvSettings
 
     console = Console()
     tmp: Path | None = None
@@ -452,7 +449,8 @@ def evaluate_cmd(
                 ]
             )
         if not 0 <= first_seed <= MAX_SEED + 1 - seeds:
-            # sb3 seeds numpy's legacy generator, which takes seeds below 2**32
+            # learn() refuses a seed above MAX_SEED, but only when that seed's training
+            # starts: the last seed is checked here, before the first trains
             raise InputError(
                 [
                     InputProblem(

@@ -55,6 +55,9 @@ from bosun.rl.policy import (
 )
 
 ALGOS = ("maskable-ppo", "ppo")
+#: The largest training seed: sb3 seeds numpy's legacy generator (``np.random.seed``),
+#: which accepts 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
 CURVE_FILE = "training_curve.csv"
 REPORT_FILE = "report.html"
 CHECKPOINT_DIR = "checkpoints"
@@ -137,7 +140,13 @@ class TrainResult:
 
 
 def check_settings(
-    *, algo: str, timesteps: int, n_envs: int, checkpoint_every: int, settings: PPOSettings
+    *,
+    algo: str,
+    timesteps: int,
+    n_envs: int,
+    checkpoint_every: int,
+    settings: PPOSettings,
+    seed: int = 0,
 ) -> list[InputProblem]:
     """Every problem with the training arguments (empty when they are fine), each named
     by its argument (``n_envs``); the CLI renames them to its flags (``--n-envs``)."""
@@ -152,6 +161,8 @@ def check_settings(
         bad("timesteps", f"expected a positive number of steps, found {timesteps}")
     if n_envs < 1:
         bad("n_envs", f"expected at least 1 environment, found {n_envs}")
+    if not 0 <= seed <= MAX_SEED:
+        bad("seed", f"expected 0 .. {MAX_SEED}, found {seed}")
     if checkpoint_every < 0:
         bad(
             "checkpoint_every",
@@ -459,6 +470,7 @@ def learn(
         n_envs=len(env_fns),
         checkpoint_every=checkpoint_every,
         settings=settings,
+        seed=seed,
     )
     if settings.fgd_prior:
         from bosun.rl.features import FGD_FEATURE, NODE_FEATURES
