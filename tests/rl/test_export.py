@@ -43,6 +43,30 @@ def test_onnx_matches_torch(small_policy: Path, num_nodes: int) -> None:
         np.testing.assert_array_equal(pred, got.argmax(axis=1))
 
 
+@pytest.mark.parametrize("hidden", [8, 64], ids=["hidden-8", "hidden-64"])
+def test_onnx_with_the_fgd_prior_matches_torch(tmp_path: Path, hidden: int) -> None:
+    """A policy with the FGD prior (the logits minus ``exp(log_beta)`` times the
+    ``fgd_increase`` feature), as shipped: the exported serving graph, which folds the node
+    layer's bias into the global term and runs the layers as Gemm, gives torch's
+    ``forward_actor`` logits (1e-5) at 1 and 1000 nodes, and the same arg-max."""
+    folder = write_policy(
+        tmp_path / "p", ObservationSpec(8, 2), seed=3, fgd_prior=True, hidden=hidden
+    )
+    model = load_model(folder)
+    # log_beta moved off its initial value, so the prior's term is not a round number
+    with torch.no_grad():
+        model.policy.mlp_extractor.log_beta.add_(0.37)
+    path = export_onnx(model.policy, tmp_path / "a.onnx", ObservationSpec(8, 2).size)
+    for num_nodes in (1, 1000):
+        spec = ObservationSpec(num_nodes, 2)
+        obs = np.random.default_rng(num_nodes).uniform(-1, 1, (3, spec.size)).astype(np.float32)
+        got = OnnxActor(path).logits(obs)
+        want = torch_logits(model.policy, obs)
+        assert got.shape == want.shape == (3, num_nodes)
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+        np.testing.assert_array_equal(got.argmax(axis=1), want.argmax(axis=1))
+
+
 def test_reexport_round_trip(small_policy: Path, tmp_path: Path) -> None:
     model = load_model(small_policy)
     path = export_onnx(model.policy, tmp_path / "a.onnx", 169)

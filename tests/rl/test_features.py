@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -409,3 +411,79 @@ def test_fgd_increase_by_hand() -> None:
         encode(snap, pod, [True, True, True], None, spec, classes),
         Encoder(classes)(snap, pod, [True, True, True], None, spec),
     )
+
+
+@st.composite
+def _cluster_steps(draw: st.DrawFn) -> list[tuple[str, int, int]]:
+    """Steps between two encodings: (kind, node index, amount)."""
+    kinds = ("add-pod", "add-pod", "remove-pod", "cordon", "resize", "add-node", "remove-node")
+    kinds += ("copy", "nothing")
+    return draw(
+        st.lists(
+            st.tuples(st.sampled_from(kinds), st.integers(0, 5), st.integers(1, 999)),
+            min_size=1,
+            max_size=14,
+        )
+    )
+
+
+@settings(derandomize=True, max_examples=80, deadline=None)
+@given(_cluster_steps(), st.booleans())
+def test_a_kept_encoder_equals_a_fresh_encode(
+    steps: list[tuple[str, int, int]], with_classes: bool
+) -> None:
+    """One Encoder kept over a changing cluster (pods placed and removed, cordons, new
+    allocatable, nodes added and removed, a copy of the snapshot encoded in between) gives,
+    after every step, exactly the observation of the stateless encode, which recomputes
+    everything."""
+    import copy
+
+    snap = _cluster()
+    spec = ObservationSpec(max_nodes=10, history_len=2)
+    pods = [_share("s", 300), make_pod("c", cpu="1", memory="1Gi"), make_pod("g", extra={GPU: 1})]
+    classes = TaskClasses.from_pods(pods) if with_classes else None
+    enc = Encoder(classes)
+    placed: list[str] = []
+    current = snap
+    for i, (kind, node, amount) in enumerate(steps):
+        row = node % current.num_nodes
+        name = current.node_names[row]
+        if kind == "add-pod":
+            pod = (
+                _share(f"p{i}", amount, cpu="500m")
+                if amount % 2
+                else make_pod(
+                    f"p{i}",
+                    cpu=f"{amount}m",
+                    memory="1Gi",
+                    extra={GPU: 1} if amount > 900 else None,
+                )
+            )
+            try:
+                current.add_pod(pod, name)
+                placed.append(pod.key)
+            except Exception:  # no GPU device room
+                pass
+        elif kind == "remove-pod" and placed:
+            key = placed.pop(node % len(placed))
+            if current.pods.get(key) is not None:
+                current.remove_pod(key)
+        elif kind == "cordon":
+            old = current.nodes[row]
+            current.update_node(dataclasses.replace(old, unschedulable=not old.unschedulable))
+        elif kind == "resize":
+            current.update_node(
+                make_node(name, cpu=str(8 + amount % 9), memory="64Gi", extra={GPU: 4})
+            )
+        elif kind == "add-node" and current.num_nodes < spec.max_nodes:
+            current.add_node(make_node(f"x{i}", cpu="32", memory="128Gi", extra={GPU: 8}))
+        elif kind == "remove-node" and current.num_nodes > 1:
+            current.remove_node(name)
+            placed = [k for k in placed if current.pods.get(k) is not None]
+        elif kind == "copy":
+            current = copy.deepcopy(current)
+        pod = pods[i % len(pods)]
+        feasible = (np.arange(current.num_nodes) + i) % 3 != 0
+        got = enc(current, pod, feasible, None, spec)
+        want = encode(current, pod, feasible, None, spec, classes)
+        assert np.array_equal(got, want), (i, kind)

@@ -83,3 +83,22 @@ def test_plugin_serves_the_actor_choice(extra: dict[str, int]) -> None:
     mask[feasible] = True
     want = masked_argmax(OnnxActor(SHIPPED / ONNX_FILE).logits(obs)[0], mask)
     assert feasible[int(np.argmax(scores))] == want
+
+
+def test_reexports(tmp_path: Path) -> None:
+    """``bosun rl export`` re-exports it: its logits reach about 140, where one float32
+    unit in the last place is 1.5e-5, so the check against torch scales with the logits
+    (an absolute 1e-5 refused this very policy); the new file gives the shipped file's
+    logits."""
+    from typer.testing import CliRunner
+
+    from bosun.cli.main import app
+
+    out = tmp_path / "again.onnx"
+    result = CliRunner().invoke(app, ["rl", "export", "--policy", str(SHIPPED), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    meta = load_meta(SHIPPED)
+    low, high = observation_bounds(ObservationSpec(meta.max_nodes, meta.history_len))
+    obs = np.random.default_rng(1).uniform(low, high, size=(8, len(low))).astype(np.float32)
+    want = OnnxActor(SHIPPED / ONNX_FILE).logits(obs)
+    np.testing.assert_allclose(OnnxActor(out).logits(obs), want, rtol=1e-5, atol=1e-5)

@@ -50,6 +50,7 @@ Extension points: Score, Reserve.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,24 +87,28 @@ def scores_from_logits(logits: npt.NDArray[Any], rows: IndexArray) -> IntArray:
     finite one, so scores stay integers in 0..100. See the module docstring.
     """
     lg = np.asarray(logits, dtype=np.float64)
-    out = np.zeros(len(lg), dtype=np.int64)
     if not len(lg):
-        return out
-    # a broken policy (NaN or infinite weights) must not crash the cycle: a non-finite
-    # logit ranks last, one below the lowest finite one
-    finite = np.isfinite(lg)
-    if not finite.all():
-        floor = float(lg[finite].min()) - 1.0 if finite.any() else 0.0
-        lg = np.where(finite, lg, floor)
+        return np.zeros(0, dtype=np.int64)
     hi = float(lg.max())
     lo = float(lg.min())
+    # a broken policy (NaN or infinite weights) must not crash the cycle: a non-finite
+    # logit ranks last, one below the lowest finite one (max and min are finite only when
+    # every logit is)
+    if not (math.isfinite(hi) and math.isfinite(lo)):
+        finite = np.isfinite(lg)
+        floor = float(lg[finite].min()) - 1.0 if finite.any() else 0.0
+        lg = np.where(finite, lg, floor)
+        hi = float(lg.max())
+        lo = float(lg.min())
+    best = int(np.argmax(lg))  # the first of the highest logits
     top = np.flatnonzero(lg == hi)
-    best = int(top[np.argmin(np.asarray(rows)[top])])
+    if len(top) > 1:  # a tie: the lowest row among them
+        best = int(top[np.argmin(np.asarray(rows)[top])])
     if hi > lo:
         scaled = np.floor((MAX_NODE_SCORE - 1) * (lg - lo) / (hi - lo))
-        out[:] = np.minimum(scaled, MAX_NODE_SCORE - 1).astype(np.int64)
+        out = np.minimum(scaled, MAX_NODE_SCORE - 1).astype(np.int64)
     else:
-        out[:] = MAX_NODE_SCORE - 1
+        out = np.full(len(lg), MAX_NODE_SCORE - 1, dtype=np.int64)
     out[best] = MAX_NODE_SCORE
     return out
 

@@ -7,6 +7,14 @@ nodes; the serving plugin applies the mask). ``batch`` and ``obs_size`` are dyna
 ``num_nodes = (obs_size - global_features) / node_features``, so one file serves any
 cluster size.
 
+The exported network is :func:`serving_module`: the same function as the policy's
+``forward_actor`` (equal to float32 rounding; the export is checked against it), arranged
+for onnxruntime: the node rows of the batch as one ``(batch * num_nodes, features)``
+matrix, so that the hidden and output layers become ``Gemm`` nodes with their bias fused
+in, and the node layer's bias folded into the per-observation global term. On 1,000
+nodes and 64 hidden units this runs about 10 % faster than the plain trace of
+``forward_actor`` (``benchmarks/bench_rl.py``).
+
 Uses the TorchScript-based exporter (``torch.onnx.export(..., dynamo=False)``, opset 17),
 whose ``dynamic_axes`` keep the reshape of the node block symbolic. The torch.export-based
 exporter (``dynamo=True`` with ``Dim.AUTO`` shapes) gives the same graph but takes ~4 s
@@ -55,8 +63,47 @@ def actor_module(policy: Any) -> Any:
     return module
 
 
+def serving_module(policy: Any) -> Any:
+    """A ``torch.nn.Module``: ``obs -> logits``, the same function as :func:`actor_module`'s
+    (module docstring), written so that its ONNX graph runs faster (eval mode).
+
+    Args:
+        policy: see :func:`actor_module`.
+    """
+    import torch
+    from torch.nn import functional
+
+    scorer = getattr(policy, "mlp_extractor", policy)
+
+    class ServingActor(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scorer = scorer
+
+        def forward(self, obs: Any) -> Any:
+            sc = self.scorer
+            b = obs.shape[0]
+            g = sc.global_features
+            width = obs.shape[1] - g
+            x = obs[:, :width].reshape(-1, sc.node_features)  # (B*N, F)
+            glob = obs[:, width:] if g else torch.zeros_like(obs[:, :1])
+            # node_in(x) + global_in(glob) = x W^T + (glob Wg^T + bias): one (B, H) term
+            per_obs = functional.linear(glob, sc.global_in.weight, sc.node_in.bias)
+            pre = torch.matmul(x, sc.node_in.weight.t()).reshape(b, -1, sc.hidden)
+            h = torch.tanh(pre + per_obs.unsqueeze(1)).reshape(-1, sc.hidden)
+            h = torch.tanh(torch.addmm(sc.node_mid.bias, h, sc.node_mid.weight.t()))
+            out = torch.addmm(sc.node_out.bias, h, sc.node_out.weight.t()).reshape(b, -1)
+            if sc.log_beta is not None:
+                out = out - torch.exp(sc.log_beta) * x[:, sc.prior_index].reshape(b, -1)
+            return out
+
+    module = ServingActor()
+    module.eval()
+    return module
+
+
 def export_onnx(policy: Any, path: Path | str, observation_size: int) -> Path:
-    """Write the actor of ``policy`` to ``path`` as ONNX.
+    """Write the actor of ``policy`` to ``path`` as ONNX (:func:`serving_module`).
 
     Args:
         policy: see :func:`actor_module`.
@@ -69,7 +116,7 @@ def export_onnx(policy: Any, path: Path | str, observation_size: int) -> Path:
     import torch
 
     out = Path(path)
-    module = actor_module(policy)
+    module = serving_module(policy)
     example = torch.zeros((1, observation_size), dtype=torch.float32)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

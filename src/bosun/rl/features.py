@@ -5,10 +5,11 @@ This module is the single definition of what the policy sees. The Gymnasium envi
 :class:`~bosun.framework.snapshot.Snapshot`, so a policy sees in serving exactly what it saw
 in training. Everything here is a pure function of the snapshot, the pod, the nodes the
 Score point was asked to score and the :class:`DecisionHistory`; nothing loops over nodes in
-Python. :class:`Encoder` gives the same observation, bit for bit, and keeps the part that
-depends only on the nodes' capacity (capacities, cordons, the largest node, the cluster
-totals) between calls until the snapshot's ``allocatable``, ``gpu_count`` or
-``unschedulable`` change: the serving plugin and the environment use one each.
+Python. :class:`Encoder` gives the same observation, bit for bit, and keeps between calls
+what does not depend on the pod: the capacity part (capacities, cordons, the largest node,
+the cluster totals) until the snapshot's ``allocatable``, ``gpu_count`` or
+``unschedulable`` change, and the usage part, recomputed only for the nodes whose pods
+changed: the serving plugin and the environment use one each.
 
 Layout (``spec = ObservationSpec(max_nodes, history_len)``), float32, length
 :func:`observation_size`::
@@ -128,6 +129,7 @@ stores the version it was trained with, and :func:`check_features_version` refus
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -503,16 +505,15 @@ def _pod_fragmentation_f(
     pod: Pod,
     dev: npt.NDArray[np.float64],
     total: npt.NDArray[np.float64],
-    alloc: npt.NDArray[np.int64],
-    used: npt.NDArray[np.int64],
+    free: npt.NDArray[np.int64],
     ones: npt.NDArray[np.float64],
 ) -> npt.NDArray[np.float64]:
-    """:func:`_pod_fragmentation` over a float64 device matrix, with the row sums done as
+    """:func:`_pod_fragmentation` over a float64 device matrix, with ``free`` the nodes'
+    allocatable minus requested CPU and memory (columns 0 and 1) and the row sums done as
     products with ``ones`` (the same integers, exactly)."""
     if pod.gpu_count == 0:
         return total
     cpu, mem, _ = _pod_request(pod)
-    free = alloc[:, :2] - used[:, :2]
     usable = dev >= pod.gpu_milli
     fits = (free[:, 0] >= cpu) & (free[:, 1] >= mem) & (usable @ ones >= pod.gpu_count)
     out: npt.NDArray[np.float64] = np.where(fits, np.where(usable, 0.0, dev) @ ones, total)
@@ -643,9 +644,10 @@ def action_mask(
 class _Static:
     """What an observation takes from the nodes' capacity alone (not from their usage or
     the pod): built by :func:`_static`, reused by :class:`Encoder` while the snapshot's
-    allocatable, GPU counts and cordons are unchanged."""
+    allocatable, GPU counts and cordons are unchanged (and the spec's ``max_nodes``)."""
 
     n: int
+    max_nodes: int  # spec.max_nodes (node_count is scaled by it)
     resource_key: tuple[int, ...]
     alloc_full: npt.NDArray[np.int64]  # (n, R) copy of snapshot.allocatable: the cache key
     count32: npt.NDArray[np.int32]  # (n,) copy of snapshot.gpu_count: the cache key
@@ -653,6 +655,8 @@ class _Static:
     alloc: npt.NDArray[np.int64]  # (n, 4) over _RESOURCES
     alloc_safe: npt.NDArray[np.float64]  # (n, 4) alloc, 1 where it is 0
     alloc_nz: npt.NDArray[np.float64]  # (n, 4) 1.0 where alloc != 0, else 0.0
+    alloc_safe3: npt.NDArray[np.float64]  # (n, 3) contiguous copy of alloc_safe[:, :3]
+    alloc_nz3: npt.NDArray[np.float64]  # (n, 3) contiguous copy of alloc_nz[:, :3]
     count_safe: npt.NDArray[np.float64]  # (n,) GPU devices, 1 where there is none
     gpu_milli_safe: npt.NDArray[np.float64]  # (n,) count * 1000, 1 where there is no GPU
     has_gpu: npt.NDArray[np.float64]  # (n,) 1.0 for a node with GPUs
@@ -685,15 +689,20 @@ def _static(snapshot: Snapshot, spec: ObservationSpec) -> _Static:
     exists = np.arange(width)[None, :] < count[:, None]
     sched = (~cordoned).astype(np.float64)
     total = alloc.sum(axis=0)
+    alloc_safe = np.where(alloc != 0, alloc, 1).astype(np.float64)
+    alloc_nz = (alloc != 0).astype(np.float64)
     return _Static(
         n=n,
+        max_nodes=spec.max_nodes,
         resource_key=tuple(snapshot.resource_index.get(r, -1) for r in _RESOURCES),
         alloc_full=snapshot.allocatable[:n].copy(),
         count32=snapshot.gpu_count[:n].copy(),
         cordoned=cordoned,
         alloc=alloc,
-        alloc_safe=np.where(alloc != 0, alloc, 1).astype(np.float64),
-        alloc_nz=(alloc != 0).astype(np.float64),
+        alloc_safe=alloc_safe,
+        alloc_nz=alloc_nz,
+        alloc_safe3=np.ascontiguousarray(alloc_safe[:, :3]),
+        alloc_nz3=np.ascontiguousarray(alloc_nz[:, :3]),
         count_safe=np.where(count != 0, count, 1).astype(np.float64),
         gpu_milli_safe=np.where(count != 0, count * GPU_MILLI_PER_GPU, 1).astype(np.float64),
         has_gpu=(count != 0).astype(np.float64),
@@ -718,30 +727,125 @@ def _static(snapshot: Snapshot, spec: ObservationSpec) -> _Static:
     )
 
 
-def _static_valid(st: _Static, snapshot: Snapshot) -> bool:
-    """Whether ``st`` still describes ``snapshot`` (same nodes' capacity and cordons)."""
-    n = snapshot.num_nodes
+def _static_valid(st: _Static, snapshot: Snapshot, spec: ObservationSpec) -> bool:
+    """Whether ``st`` still describes ``snapshot`` (same nodes' capacity and cordons) under
+    ``spec``, comparing every row."""
     return (
-        st.n == n
-        and st.resource_key == tuple(snapshot.resource_index.get(r, -1) for r in _RESOURCES)
-        and snapshot.allocatable.shape[1] == st.alloc_full.shape[1]
-        and np.array_equal(snapshot.gpu_count[:n], st.count32)
-        and np.array_equal(snapshot.unschedulable[:n], st.cordoned)
-        and snapshot.gpu_used_milli.shape[1] == st.exists.shape[1]
-        and np.array_equal(snapshot.allocatable[:n], st.alloc_full)
+        _static_shapes_same(st, snapshot, spec)
+        and np.array_equal(snapshot.gpu_count[: st.n], st.count32)
+        and np.array_equal(snapshot.unschedulable[: st.n], st.cordoned)
+        and np.array_equal(snapshot.allocatable[: st.n], st.alloc_full)
     )
 
 
-class Encoder:
-    """:func:`encode` with the capacity-only part of the observation kept between calls.
+def _static_shapes_same(st: _Static, snapshot: Snapshot, spec: ObservationSpec) -> bool:
+    """Whether ``snapshot`` has ``st``'s node count, resource columns and device width, and
+    ``spec`` its ``max_nodes`` (the cheap part of :func:`_static_valid`)."""
+    return (
+        st.n == snapshot.num_nodes
+        and st.max_nodes == spec.max_nodes
+        and st.resource_key == tuple(snapshot.resource_index.get(r, -1) for r in _RESOURCES)
+        and snapshot.allocatable.shape[1] == st.alloc_full.shape[1]
+        and snapshot.gpu_used_milli.shape[1] == st.exists.shape[1]
+    )
 
-    Calling an ``Encoder`` gives exactly :func:`encode`'s observation. The node
-    capacities, cordons, largest node and cluster totals are recomputed only when the
-    snapshot's ``allocatable``, ``gpu_count`` or ``unschedulable`` columns (or its
-    resource columns) differ from the last call's, checked by comparing the arrays (not
-    by ``Snapshot.generation``, which also moves with every pod placed); the per-call work
-    is the usage, the pod's fit and fragmentation, the feasible flags and the history. One
-    encoder per thread (it is not locked).
+
+def _static_rows_same(st: _Static, snapshot: Snapshot, rows: npt.NDArray[np.intp]) -> bool:
+    """Whether the capacity and cordon of ``rows`` are still ``st``'s."""
+    return (
+        np.array_equal(snapshot.gpu_count[rows], st.count32[rows])
+        and np.array_equal(snapshot.unschedulable[rows], st.cordoned[rows])
+        and np.array_equal(snapshot.allocatable[rows], st.alloc_full[rows])
+    )
+
+
+@dataclass(slots=True)
+class _Usage:
+    """What an observation takes from the nodes' usage (their requests and GPU devices) but
+    not from the pod: built by :func:`_usage`, kept by :class:`Encoder` and brought up to
+    date row by row (:func:`_fill_usage` on the rows whose ``Snapshot.row_version`` moved).
+
+    Every value is a function of its own row (or, for the sums, of these arrays), so a row
+    recomputed alone is the row a full computation gives, bit for bit."""
+
+    used: npt.NDArray[np.int64]  # (n, 4) requested over _RESOURCES
+    free: npt.NDArray[np.int64]  # (n, 3) allocatable - requested: cpu, memory, milli-GPU
+    dev: npt.NDArray[np.float64]  # (n, G) free milli-GPU per device, 0 for padding columns
+    dev_total: npt.NDArray[np.float64]  # (n,) row sums of dev
+    whole: npt.NDArray[np.float64]  # (n,) devices with all 1000 milli free
+    block: FloatArray  # (n, F): the template with the usage columns 4..7 and 12 filled
+    used_sum: npt.NDArray[np.float64]  # (4,) over the schedulable nodes
+    free_total: float  # free milli-GPU of the schedulable nodes
+    whole_sum: float  # whole free devices of the schedulable nodes
+
+
+def _usage(snapshot: Snapshot, st: _Static) -> _Usage:
+    """The usage part of the observation of every node of ``snapshot`` (rows of ``st``)."""
+    n, width = st.n, st.exists.shape[1]
+    u = _Usage(
+        used=np.zeros((n, 4), dtype=np.int64),
+        free=np.zeros((n, 3), dtype=np.int64),
+        dev=np.zeros((n, width), dtype=np.float64),
+        dev_total=np.zeros(n, dtype=np.float64),
+        whole=np.zeros(n, dtype=np.float64),
+        block=st.template.copy(),
+        used_sum=np.zeros(4, dtype=np.float64),
+        free_total=0.0,
+        whole_sum=0.0,
+    )
+    if n:
+        _fill_usage(u, snapshot, st, slice(0, n))
+    return u
+
+
+def _fill_usage(
+    u: _Usage, snapshot: Snapshot, st: _Static, rows: slice | npt.NDArray[np.intp]
+) -> None:
+    """Recompute ``rows`` of ``u`` from ``snapshot``, then the sums over every row."""
+    idx = st.resource_key
+    requested = snapshot.requested[rows]
+    if min(idx) >= 0:
+        used = requested[:, list(idx)]
+    else:
+        used = requested[:, [max(i, 0) for i in idx]]
+        used[:, np.array([i < 0 for i in idx])] = 0
+    # float64 so that the row sums are BLAS products; every value is an integer below
+    # 2**53, so exact
+    dev = np.where(st.exists[rows], float(GPU_MILLI_PER_GPU) - snapshot.gpu_used_milli[rows], 0.0)
+    whole = (dev == GPU_MILLI_PER_GPU) @ st.ones_g
+    u.used[rows] = used
+    u.free[rows] = st.alloc[rows, :3] - used[:, :3]
+    u.dev[rows] = dev
+    u.dev_total[rows] = dev @ st.ones_g
+    u.whole[rows] = whole
+    # x / safe * nz: the ratio where the denominator is not 0, else 0 (as _ratio)
+    u.block[rows, 4:8] = np.clip(used / st.alloc_safe[rows] * st.alloc_nz[rows], 0.0, 1.0)
+    u.block[rows, 12] = whole / st.count_safe[rows] * st.has_gpu[rows]
+    # sums over the schedulable nodes as float64 matrix-vector products (BLAS; int64
+    # reductions along the node axis are several times slower); exact while a sum stays
+    # below 2**53 (8 PiB of memory)
+    u.used_sum = st.sched @ u.used.astype(np.float64)
+    u.free_total = float(st.sched @ u.dev_total)
+    u.whole_sum = float(st.sched @ u.whole)
+
+
+class Encoder:
+    """:func:`encode` with the parts of the observation that do not depend on the pod
+    kept between calls.
+
+    Calling an ``Encoder`` gives exactly :func:`encode`'s observation, bit for bit. It keeps
+    two parts. The capacity part (node capacities, cordons, the largest node, the cluster
+    totals) is recomputed when the nodes' ``allocatable``, ``gpu_count`` or
+    ``unschedulable`` differ from the last call's. The usage part (requested resources, free
+    GPU devices, their ratios and sums) is recomputed only for the rows whose
+    :attr:`~bosun.framework.snapshot.Snapshot.row_version` moved since the last call on the
+    same snapshot object (every row on another snapshot). The per-call work is the pod's fit
+    and fragmentation, the feasible flags and the history. One encoder per thread (it is
+    not locked).
+
+    The snapshot must change through its own methods (``add_pod``, ``remove_pod``,
+    ``update_node``, ...), which move ``generation`` and ``row_version``; the scheduler, the
+    twin and the environment only change it that way.
 
     Args:
         classes: FGD's task classes (the target workload); with them the encoder fills
@@ -751,16 +855,19 @@ class Encoder:
             every node ahead of the first pod); None leaves that feature 0.
     """
 
-    __slots__ = ("_static", "classes", "tracker")
+    __slots__ = ("_seen", "_seen_generation", "_static", "_usage", "classes", "tracker")
 
     def __init__(self, classes: TaskClasses | None = None) -> None:
         self._static: _Static | None = None
+        self._usage: _Usage | None = None
+        self._seen: weakref.ref[Snapshot] | None = None
+        self._seen_generation = -1
         self.classes = classes
         self.tracker = FragmentationTracker(classes) if classes is not None else None
 
     def warm(self, snapshot: Snapshot, spec: ObservationSpec) -> None:
-        """Do now the work that depends only on the cluster: the capacity-only part of the
-        observation and FGD's placement of every class shape on every node
+        """Do now the work that depends only on the cluster: the parts of the observation
+        kept between calls and FGD's placement of every class shape on every node
         (:meth:`~bosun.twin.fragmentation.FragmentationTracker.prewarm`), so that the first
         pods on ``snapshot`` cost what any pod costs. The RL env does not call it: an
         episode asks for a fraction of the shapes, computed as its pods come.
@@ -769,10 +876,34 @@ class Encoder:
             FeatureError: more nodes than ``spec.max_nodes``.
         """
         _check_nodes(snapshot, spec)
-        if self._static is None or not _static_valid(self._static, snapshot):
-            self._static = _static(snapshot, spec)
+        self._refresh(snapshot, spec)
         if self.tracker is not None:
             self.tracker.prewarm(snapshot, device_choice="FGD")
+
+    def _refresh(self, snapshot: Snapshot, spec: ObservationSpec) -> tuple[_Static, _Usage]:
+        """The capacity and usage parts for ``snapshot``, brought up to date."""
+        st, u = self._static, self._usage
+        seen = self._seen() if self._seen is not None else None
+        if (
+            st is not None
+            and u is not None
+            and seen is snapshot
+            and _static_shapes_same(st, snapshot, spec)
+        ):
+            if snapshot.generation != self._seen_generation:
+                moved = np.flatnonzero(snapshot.row_version[: st.n] > self._seen_generation)
+                if len(moved) and not _static_rows_same(st, snapshot, moved):
+                    st = self._static = _static(snapshot, spec)
+                    u = self._usage = _usage(snapshot, st)
+                elif len(moved):
+                    _fill_usage(u, snapshot, st, moved)
+        else:
+            if st is None or not _static_valid(st, snapshot, spec):
+                st = self._static = _static(snapshot, spec)
+            u = self._usage = _usage(snapshot, st)
+        self._seen = weakref.ref(snapshot)
+        self._seen_generation = snapshot.generation
+        return st, u
 
     def __call__(
         self,
@@ -785,12 +916,13 @@ class Encoder:
         """:func:`encode` (same arguments, result and errors), with ``fgd_increase``
         filled in when the encoder has task classes."""
         _check_nodes(snapshot, spec)
-        st = self._static
-        if st is None or not _static_valid(st, snapshot):
-            st = self._static = _static(snapshot, spec)
-        out = _encode(snapshot, pod, feasible, history, spec, st)
+        if history is not None and history.spec != spec:
+            raise FeatureError(f"history was built for {history.spec}, the observation is {spec}")
+        mask = _feasible_mask(snapshot, feasible)
+        st, u = self._refresh(snapshot, spec)
+        out = _encode(snapshot, pod, mask, history, spec, st, u)
         if self.tracker is not None and st.n:
-            rows = np.flatnonzero(_feasible_mask(snapshot, feasible))
+            rows = np.flatnonzero(mask)
             delta, _ = self.tracker.placement(snapshot, pod, rows, device_choice="FGD")
             _put_fgd(out, spec, rows, delta)
         return out
@@ -839,58 +971,32 @@ def encode(
 def _encode(
     snapshot: Snapshot,
     pod: Pod,
-    feasible: npt.ArrayLike,
+    mask: BoolArray,
     history: DecisionHistory | None,
     spec: ObservationSpec,
     st: _Static,
+    u: _Usage,
 ) -> FloatArray:
-    if history is not None and history.spec != spec:
-        raise FeatureError(f"history was built for {history.spec}, the observation is {spec}")
+    """The observation from the kept parts ``st`` and ``u`` of ``snapshot`` (up to date),
+    with ``mask`` the feasible nodes."""
     n = st.n
-    mask = _feasible_mask(snapshot, feasible)
     out = np.zeros(spec.size, dtype=np.float32)
     cpu, mem, gpu = _pod_request(pod)
-
-    # (n, 4) int64 over cpu, memory, nvidia.com/gpu (milli), pods; 0 for a missing column
-    alloc = st.alloc
-    idx = st.resource_key
-    if min(idx) >= 0:
-        used = snapshot.requested[:n, list(idx)]
-    else:
-        used = snapshot.requested[:n, [max(i, 0) for i in idx]]
-        used[:, np.array([i < 0 for i in idx])] = 0
-    # free milli-GPU per device (0 for padding device columns), as float64 so that the
-    # row sums are BLAS products; every value is an integer below 2**53, so exact
-    dev = np.where(st.exists, float(GPU_MILLI_PER_GPU) - snapshot.gpu_used_milli[:n], 0.0)
-    dev_total = dev @ st.ones_g
-    whole = (dev == GPU_MILLI_PER_GPU) @ st.ones_g
-    frag = _pod_fragmentation_f(pod, dev, dev_total, alloc, used, st.ones_g)
+    frag = _pod_fragmentation_f(pod, u.dev, u.dev_total, u.free, st.ones_g)
 
     if n:
         block = out[: spec.max_nodes * _N_NODE].reshape(spec.max_nodes, _N_NODE)
         rows = block[:n]
-        rows[:] = st.template
-        # x / safe * nz: the ratio where the denominator is not 0, else 0 (as _ratio)
-        rows[:, 4:8] = np.clip(used / st.alloc_safe * st.alloc_nz, 0.0, 1.0)
-        after = alloc[:, :3] - used[:, :3] - np.array([cpu, mem, gpu], dtype=np.int64)
-        rows[:, 8:11] = np.clip(after / st.alloc_safe[:, :3] * st.alloc_nz[:, :3], -1.0, 1.0)
+        rows[:] = u.block
+        after = u.free - np.array([cpu, mem, gpu], dtype=np.int64)
+        rows[:, 8:11] = np.clip(after / st.alloc_safe3 * st.alloc_nz3, -1.0, 1.0)
         rows[:, 11] = np.clip(frag / st.gpu_milli_safe * st.has_gpu, 0.0, 1.0)
-        rows[:, 12] = whole / st.count_safe * st.has_gpu
         rows[:, 14] = mask
 
     g = spec.max_nodes * _N_NODE
-    sched = st.sched
-    if st.any_cordoned:
-        used_sum = sched @ used.astype(np.float64)
-        free_total = float(sched @ dev_total)
-        frag_sum = float(sched @ frag)
-        whole_sum = float(sched @ whole)
-    else:
-        used_sum = used.sum(axis=0).astype(np.float64)
-        free_total = float(dev_total.sum())
-        frag_sum = float(frag.sum())
-        whole_sum = float(whole.sum())
+    frag_sum = float(st.sched @ frag) if st.any_cordoned else float(frag.sum())
     alloc_sum = st.alloc_sum
+    used_sum = u.used_sum
     node_count, sched_share, cpu_total, mem_total, gpu_total = st.cluster_static
     cluster = (
         node_count,
@@ -898,14 +1004,14 @@ def _encode(
         _scalar_ratio(float(used_sum[0]), float(alloc_sum[0])),
         _scalar_ratio(float(used_sum[1]), float(alloc_sum[1])),
         _scalar_ratio(float(used_sum[2]), float(alloc_sum[2])),
-        _scalar_ratio(frag_sum, free_total),
-        _scalar_ratio(whole_sum, st.devices),
-        _scalar_ratio(float(mask.sum()), float(n)),
+        _scalar_ratio(frag_sum, u.free_total),
+        _scalar_ratio(u.whole_sum, st.devices),
+        _scalar_ratio(float(np.count_nonzero(mask)), float(n)),
         cpu_total,
         mem_total,
         gpu_total,
     )
-    out[g : g + _N_CLUSTER] = np.clip(cluster, 0.0, 1.0)
+    out[g : g + _N_CLUSTER] = [min(1.0, max(0.0, x)) for x in cluster]
     largest = st.largest
     max_cpu, max_mem, max_gpu = float(largest[0]), float(largest[1]), float(largest[2])
 

@@ -471,6 +471,8 @@ class _Tables:
 
 # ---------------------------------------------------------------- vectorized formula
 
+_INT64_MAX = np.iinfo(np.int64).max
+
 
 def _usable(dev: IntArray, t: _Tables) -> tuple[IntArray, IntArray]:
     """``(U, C)``: int64 ``(n, Q)``, per group the milli-GPU on, and the number of, the
@@ -838,6 +840,8 @@ class FragmentationTracker:
     def _place_best_fit(
         self, rows: IndexArray, c: int, m: int, cnt: int, share: int
     ) -> tuple[FloatArray, IntArray]:
+        if share == GPU_MILLI_PER_GPU:
+            return self._place_whole(rows, c, m, cnt)
         w2, ok = self._after_weights(rows, c, m)
         dev = self._dev[rows]
         n = len(rows)
@@ -856,6 +860,35 @@ class FragmentationTracker:
             after = _expected(total2, usable2, count2, w2, self._t)
         delta = np.where(ok, after - self._frag[rows], np.inf)
         return delta, np.where(ok, chosen[:, 0], -1).astype(np.int64)
+
+    def _place_whole(
+        self, rows: IndexArray, c: int, m: int, cnt: int
+    ) -> tuple[FloatArray, IntArray]:
+        """A pod of ``cnt`` whole GPUs, on the default best-fit devices: the ``cnt``
+        lowest-index devices with all 1000 milli free (the only ones with 1000 free, so
+        the fullest among those that fit).
+
+        Each of them goes from 1000 free to 0, so without recomputing the groups: every
+        ``U_q`` loses ``1000 * cnt`` (the 1000 counted before, as ``d_q <= 1000``, and 0
+        after) and every ``C_q`` loses ``cnt`` (0 free is below every ``d_q``: a GPU class
+        asks for 1 to 1000 milli).
+        """
+        t = self._t
+        w2, ok = self._after_weights(rows, c, m)
+        whole = self._dev[rows] == GPU_MILLI_PER_GPU
+        ok &= np.count_nonzero(whole, axis=1) >= cnt
+        taken = GPU_MILLI_PER_GPU * cnt
+        total2 = self._total[rows] - taken
+        if t.empty:
+            after = total2.astype(np.float64)
+        else:
+            usable2 = self._usable[rows] - taken
+            count2 = self._count[rows] - cnt
+            after = _expected(total2, usable2, count2, w2, t)
+        delta = np.where(ok, after - self._frag[rows], np.inf)
+        # ok is False on every row of a cluster without devices (no columns to arg-max)
+        first = np.argmax(whole, axis=1) if whole.shape[1] else np.zeros(len(rows), np.intp)
+        return delta, np.where(ok, first, -1).astype(np.int64)
 
     def _place_share(
         self, rows: IndexArray, c: int, m: int, share: int
@@ -898,12 +931,15 @@ class FragmentationTracker:
         delta = np.full(n, np.inf)
         device = np.full(n, -1, dtype=np.int64)
         if len(pr):
-            starts = np.flatnonzero(np.r_[True, pr[1:] != pr[:-1]])
+            # pairs come row by row (nonzero is row-major): a row's first pair starts a run
+            new_row = np.empty(len(pr), dtype=bool)
+            new_row[0] = True
+            np.not_equal(pr[1:], pr[:-1], out=new_row[1:])
+            starts = np.flatnonzero(new_row)
             row_of = pr[starts]
             best = np.minimum.reduceat(delta_pairs, starts)
-            at_best = delta_pairs == np.repeat(best, np.diff(np.r_[starts, len(pr)]))
-            big = np.iinfo(np.int64).max
-            pick = np.minimum.reduceat(np.where(at_best, device_of, big), starts)
+            at_best = delta_pairs == best[np.cumsum(new_row) - 1]
+            pick = np.minimum.reduceat(np.where(at_best, device_of, _INT64_MAX), starts)
             delta[row_of] = best
             device[row_of] = pick
         delta = np.where(ok, delta, np.inf)
