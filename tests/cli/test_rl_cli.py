@@ -196,7 +196,7 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--warmup", "nope"], "warmup: expected one of"),
+        (["--warmup", "nope"], "command line: options: --warmup: expected one of"),
         (["--hidden", "0"], "--hidden: expected >= 1, found 0"),
         # the library names n_envs; the CLI says the flag
         (

@@ -195,17 +195,32 @@ _FLAGS = {
 }
 
 
+#: The ``bosun rl`` flag of each environment argument (``SchedulingEnv: arguments``) that
+#: a flag sets.
+_ENV_FLAGS = {"warmup": "--warmup", "gpu_device_policy": "--gpu-devices"}
+
+
+def _flag_of(problem: InputProblem) -> str | None:
+    """The flag a problem about a library or environment argument is about, if any."""
+    if problem.source == "command line":
+        return _FLAGS.get(problem.field)
+    if (problem.source, problem.obj) == ("SchedulingEnv", "arguments"):
+        return _ENV_FLAGS.get(problem.field)
+    return None
+
+
 def _as_flags(error: BosunError) -> BosunError:
-    """``error`` with every problem about a library argument (``training: n_envs``) named
-    by its flag (``command line: options: --n-envs``), as the user typed it."""
+    """``error`` with every problem about a library argument (``training: n_envs``) or an
+    environment argument a flag sets (``SchedulingEnv: arguments: warmup``) named by its
+    flag (``command line: options: --n-envs``), as the user typed it."""
     if not isinstance(error, InputError):
         return error
-    renamed = [
-        InputProblem("command line", "options", _FLAGS[p.field], p.message)
-        if p.source == "command line" and p.field in _FLAGS
-        else p
-        for p in error.problems
-    ]
+    renamed = []
+    for p in error.problems:
+        flag = _flag_of(p)
+        renamed.append(
+            p if flag is None else InputProblem("command line", "options", flag, p.message)
+        )
     return InputError(renamed)
 
 
