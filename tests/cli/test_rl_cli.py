@@ -215,7 +215,13 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
             "--test-load: expected the saturation protocol with it (--no-departures and "
             "--warmup), found departures on and warm-up none",
         ),
-        (["--first-seed", "-1"], "--first-seed: expected 0 .. 4294967295 (with --seeds 1, the"),
+        (["--first-seed", "-1"], "--first-seed: expected 0 .. 4294967295, found -1"),
+        # both seed flags wrong: both reported at once (the later --seeds wins)
+        (
+            ["--seeds", "0", "--first-seed", "-1"],
+            "--seeds: expected >= 1, found 0 - command line: options: --first-seed: expected "
+            "0 .. 4294967295, found -1",
+        ),
         # sb3 seeds numpy's legacy generator (< 2**32): refused before any training
         (
             ["--first-seed", "4294967295", "--seeds", "2"],
@@ -236,6 +242,7 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
         "test-load",
         "test-load-timed",
         "first-seed",
+        "both-seed-flags",
         "first-seed-too-large",
         "gpu-devices",
     ],

@@ -455,28 +455,28 @@ def evaluate_cmd(
                     )
                 ]
             )
+        seed_problems = []
         if seeds < 1:
-            raise InputError(
-                [
-                    InputProblem(
-                        "command line", "options", "--seeds", f"expected >= 1, found {seeds}"
-                    )
-                ]
+            seed_problems.append(
+                InputProblem("command line", "options", "--seeds", f"expected >= 1, found {seeds}")
             )
-        if not 0 <= first_seed <= MAX_SEED + 1 - seeds:
+        last = MAX_SEED + 1 - max(seeds, 1)
+        if not 0 <= first_seed <= last:
             # learn() refuses a seed above MAX_SEED, but only when that seed's training
             # starts: the last seed is checked here, before the first trains
-            raise InputError(
-                [
-                    InputProblem(
-                        "command line",
-                        "options",
-                        "--first-seed",
-                        f"expected 0 .. {MAX_SEED + 1 - seeds} (with --seeds {seeds}, the last "
-                        f"seed at most {MAX_SEED}), found {first_seed}",
-                    )
-                ]
+            within = (
+                f" (with --seeds {seeds}, the last seed at most {MAX_SEED})" if seeds > 1 else ""
             )
+            seed_problems.append(
+                InputProblem(
+                    "command line",
+                    "options",
+                    "--first-seed",
+                    f"expected 0 .. {last}{within}, found {first_seed}",
+                )
+            )
+        if seed_problems:
+            raise InputError(seed_problems)
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         ev = evaluate(
