@@ -219,8 +219,22 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
         # both seed flags wrong: both reported at once (the later --seeds wins)
         (
             ["--seeds", "0", "--first-seed", "-1"],
-            "--seeds: expected >= 1, found 0 - command line: options: --first-seed: expected "
-            "0 .. 4294967295, found -1",
+            "--seeds: expected 1 .. 4294967296 (seeds are 0 .. 4294967295), found 0 - command "
+            "line: options: --first-seed: expected 0 .. 4294967295, found -1",
+        ),
+        # more seeds than there are: --seeds is wrong, not the default --first-seed 0 (this
+        # ran out of memory building the seed list)
+        (
+            ["--seeds", "4294967297"],
+            "error: 1 problem in the input: - command line: options: --seeds: expected 1 .. "
+            "4294967296 (seeds are 0 .. 4294967295), found 4294967297",
+        ),
+        # both environment policies wrong: both reported before any training
+        (
+            ["--warmup", "nope", "--gpu-devices", "nah"],
+            "--warmup: expected one of fgd, bestfit, dotprod, packing, clustering, random, "
+            "leastallocated, mostallocated, found 'nope' - command line: options: "
+            "--gpu-devices: expected one of",
         ),
         # sb3 seeds numpy's legacy generator (< 2**32): refused before any training
         (
@@ -243,6 +257,8 @@ def test_evaluate_inflated_training(tmp_path: Path) -> None:
         "test-load-timed",
         "first-seed",
         "both-seed-flags",
+        "too-many-seeds",
+        "warmup-and-gpu-devices",
         "first-seed-too-large",
         "gpu-devices",
     ],

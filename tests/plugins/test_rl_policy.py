@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bosun.api.build import make_node, make_pod
 from bosun.errors import InputError
@@ -70,12 +72,17 @@ def _nodes(n: int) -> list[Any]:
         ([2.0, 2.0, 1.0], [5, 2, 3], [99, 100, 0]),
         ([3.0, 3.0], [1, 0], [99, 100]),  # all equal: lowest row 100, others 99
         ([5.0], [3], [100]),
-        # NaN counts as lowest finite - 1 = 0: logits (0, 1, 2) -> 0, 49 (49.5 floored), 100
-        ([float("nan"), 1.0, 2.0], [0, 1, 2], [0, 49, 100]),
-        # all non-finite: all equal (0), the lowest row gets 100
+        # NaN scores 0; the finite (1, 2) among themselves: 0, 100
+        ([float("nan"), 1.0, 2.0, 1.5], [0, 1, 2, 3], [0, 0, 100, 49]),
+        # all non-finite: every node 99, the lowest row 100
         ([float("nan"), float("nan")], [7, 3], [99, 100]),
-        # +inf is not a winner either: floor = 1 - 1 = 0 -> logits (0, 1) -> 0, 100
+        # +inf is not a winner either: 0; the finite 1.0 alone gets 100
         ([float("inf"), 1.0], [0, 1], [0, 100]),
+        # a NaN beside logits beyond 2**53 (where "one below the lowest" is not a number
+        # of its own) still scores 0, and the finite one 100
+        ([1e17, float("nan")], [5, 2], [100, 0]),
+        # float64 logits whose spread overflows: halved first; 99 * 3.3 / 3.4 = 96.08
+        ([1.7e308, 1.6e308, -1.7e308], [0, 1, 2], [100, 96, 0]),
     ],
     ids=[
         "linear",
@@ -86,11 +93,44 @@ def _nodes(n: int) -> list[Any]:
         "nan-ranks-last",
         "all-nan",
         "inf-ranks-last",
+        "nan-beside-huge",
+        "spread-overflows",
     ],
 )
 def test_scores_from_logits(logits: list[float], rows: list[int], expected: list[int]) -> None:
     got = scores_from_logits(np.array(logits), np.array(rows))
     np.testing.assert_array_equal(got, expected)
+
+
+@settings(derandomize=True, max_examples=300, deadline=None)
+@given(
+    st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=1, max_size=12),
+    st.randoms(use_true_random=False),
+)
+def test_scores_from_logits_invariants(logits: list[float], rnd: Any) -> None:
+    """Any logits, NaN and infinities included: integer scores in 0..100, exactly one 100,
+    on a highest finite logit (the lowest row among equal ones) when there is one, and a
+    higher finite logit never scores below a lower one."""
+    rows = list(range(len(logits)))
+    rnd.shuffle(rows)
+    lg = np.array(logits)
+    got = scores_from_logits(lg, np.array(rows))
+    assert got.dtype == np.int64 and ((got >= 0) & (got <= 100)).all()
+    assert (got == 100).sum() == 1
+    finite = np.isfinite(lg)
+    winner = int(np.flatnonzero(got == 100)[0])
+    if finite.any():
+        hi = lg[finite].max()
+        tied = [i for i in range(len(lg)) if finite[i] and lg[i] == hi]
+        assert winner == min(tied, key=lambda i: rows[i])
+        assert (got[~finite] == 0).all()
+        f = np.flatnonzero(finite)
+        for i in f:
+            for j in f:
+                if lg[i] > lg[j]:
+                    assert got[i] >= got[j]
+    else:
+        assert rows[winner] == min(rows)
 
 
 @pytest.mark.parametrize(

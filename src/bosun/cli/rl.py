@@ -456,16 +456,23 @@ def evaluate_cmd(
                 ]
             )
         seed_problems = []
-        if seeds < 1:
+        if not 1 <= seeds <= MAX_SEED + 1:
             seed_problems.append(
-                InputProblem("command line", "options", "--seeds", f"expected >= 1, found {seeds}")
+                InputProblem(
+                    "command line",
+                    "options",
+                    "--seeds",
+                    f"expected 1 .. {MAX_SEED + 1} (seeds are 0 .. {MAX_SEED}), found {seeds}",
+                )
             )
-        last = MAX_SEED + 1 - max(seeds, 1)
+        last = MAX_SEED + 1 - min(max(seeds, 1), MAX_SEED + 1)
         if not 0 <= first_seed <= last:
             # learn() refuses a seed above MAX_SEED, but only when that seed's training
             # starts: the last seed is checked here, before the first trains
             within = (
-                f" (with --seeds {seeds}, the last seed at most {MAX_SEED})" if seeds > 1 else ""
+                f" (with --seeds {seeds}, the last seed at most {MAX_SEED})"
+                if 1 < seeds <= MAX_SEED + 1
+                else ""
             )
             seed_problems.append(
                 InputProblem(
@@ -482,7 +489,7 @@ def evaluate_cmd(
         ev = evaluate(
             trace,
             timesteps=timesteps,
-            seeds=list(range(first_seed, first_seed + seeds)),
+            seeds=range(first_seed, first_seed + seeds),
             train_fraction=train_fraction,
             policies=[p.strip() for p in policies.split(",") if p.strip()],
             work_dir=tmp / "policies",
@@ -796,7 +803,7 @@ def export_cmd(
         if not diff <= bound:
             raise BosunError(
                 f"{tmp}: onnxruntime and torch differ by {diff:.3g} (> {bound:.3g}, 1e-5 "
-                "times the largest logit)"
+                "times the largest logit, at least 1e-5)"
             )
         os.replace(tmp, target)
     except BosunError as e:

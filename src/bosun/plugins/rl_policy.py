@@ -9,8 +9,9 @@ live scheduler needs no torch install).
   pod, the nodes the Score point is given (the nodes that passed Filter, after
   ``percentageOfNodesToScore``) and the plugin's :class:`bosun.rl.features.DecisionHistory`;
   the actor gives one logit per node row. The plugin encodes with its own
-  :class:`bosun.rl.features.Encoder` (the same observation, with the capacity-only
-  features kept until the nodes' capacity or cordons change). The policy's choice is the
+  :class:`bosun.rl.features.Encoder` (the same observation, with what does not depend on
+  the pod kept between cycles and recomputed for the nodes that changed). The policy's
+  choice is the
   node with the highest logit among the scored nodes (the lowest row on ties, as
   ``numpy.argmax`` in the env and :func:`bosun.rl.policy.masked_argmax`): it scores 100.
   Every other scored node scores
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
     from bosun.framework.snapshot import Snapshot
 
 NAME = "RLPolicy"
+_FLOAT_MAX = float(np.finfo(np.float64).max)
 HISTORY_KEY = "Reserve" + NAME
 
 
@@ -83,29 +85,37 @@ def scores_from_logits(logits: npt.NDArray[Any], rows: IndexArray) -> IntArray:
 
     The highest logit (the lowest row among equal highest logits) gets 100; every other
     node ``min(99, floor(99 * (l - lowest) / (highest - lowest)))`` (99 when all logits are
-    equal). A non-finite logit (NaN, ±inf: a broken policy) counts as one below the lowest
-    finite one, so scores stay integers in 0..100. See the module docstring.
+    equal). A non-finite logit (NaN, ±inf: a broken policy) scores 0 and the finite ones
+    are scored among themselves; when none is finite, every node scores 99 and the lowest
+    row 100. So scores are always integers in 0..100, and 100 goes to one node. See the
+    module docstring.
     """
     lg = np.asarray(logits, dtype=np.float64)
     if not len(lg):
         return np.zeros(0, dtype=np.int64)
     hi = float(lg.max())
     lo = float(lg.min())
-    # a broken policy (NaN or infinite weights) must not crash the cycle: a non-finite
-    # logit ranks last, one below the lowest finite one (max and min are finite only when
-    # every logit is)
-    if not (math.isfinite(hi) and math.isfinite(lo)):
+    if not (math.isfinite(hi) and math.isfinite(lo)):  # both are finite iff every logit is
+        # a broken policy (NaN or infinite weights) must not crash the cycle
         finite = np.isfinite(lg)
-        floor = float(lg[finite].min()) - 1.0 if finite.any() else 0.0
-        lg = np.where(finite, lg, floor)
-        hi = float(lg.max())
-        lo = float(lg.min())
+        order = np.asarray(rows)
+        if finite.any():
+            out = np.zeros(len(lg), dtype=np.int64)
+            out[finite] = scores_from_logits(lg[finite], order[finite])
+        else:
+            out = np.full(len(lg), MAX_NODE_SCORE - 1, dtype=np.int64)
+            out[int(np.argmin(order))] = MAX_NODE_SCORE
+        return out
     best = int(np.argmax(lg))  # the first of the highest logits
     top = np.flatnonzero(lg == hi)
     if len(top) > 1:  # a tie: the lowest row among them
         best = int(top[np.argmin(np.asarray(rows)[top])])
     if hi > lo:
-        scaled = np.floor((MAX_NODE_SCORE - 1) * (lg - lo) / (hi - lo))
+        if hi - lo <= _FLOAT_MAX / MAX_NODE_SCORE:  # 99 * (l - lowest) cannot overflow
+            scaled = np.floor((MAX_NODE_SCORE - 1) * (lg - lo) / (hi - lo))
+        else:  # float64 logits near the largest float: the ratio first, of halves
+            ratio = (lg / 2 - lo / 2) / (hi / 2 - lo / 2)
+            scaled = np.floor(ratio * (MAX_NODE_SCORE - 1))
         out = np.minimum(scaled, MAX_NODE_SCORE - 1).astype(np.int64)
     else:
         out = np.full(len(lg), MAX_NODE_SCORE - 1, dtype=np.int64)

@@ -656,19 +656,19 @@ def evaluate(
                 )
             )
     base = env_settings or EnvSettings()
-    device_policy = base.gpu_device_policy
-    if device_policy is not None and (
-        not isinstance(device_policy, str) or device_policy.strip().lower() not in ENV_POLICIES
-    ):
-        # checked here, before any training, rather than when the first test env is built
-        problems.append(
-            InputProblem(
-                "command line",
-                "options",
-                "--gpu-devices",
-                f"expected one of {', '.join(ENV_POLICIES)}, found {device_policy!r}",
+    for flag, name in (("--warmup", base.warmup), ("--gpu-devices", base.gpu_device_policy)):
+        if name is not None and (
+            not isinstance(name, str) or name.strip().lower() not in ENV_POLICIES
+        ):
+            # checked here, before any training, rather than when the first env is built
+            problems.append(
+                InputProblem(
+                    "command line",
+                    "options",
+                    flag,
+                    f"expected one of {', '.join(ENV_POLICIES)}, found {name!r}",
+                )
             )
-        )
     if test_load is not None and (base.departures or base.warmup is None):
         # the inflation counts the warm-up's demand; without it, or with pods leaving,
         # the arrived demand does not say how full the cluster is
@@ -781,7 +781,9 @@ def evaluate(
         "reward_weights": list(base.reward_weights),
         "reward_forced": base.reward_forced,
         "gpu_device_policy": (
-            device_policy.strip().lower() if isinstance(device_policy, str) else None
+            base.gpu_device_policy.strip().lower()
+            if isinstance(base.gpu_device_policy, str)
+            else None
         ),
         "algo": algo,
         "policy_dir": None if policy_dir is None else str(policy_dir),

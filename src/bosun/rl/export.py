@@ -8,7 +8,8 @@ nodes; the serving plugin applies the mask). ``batch`` and ``obs_size`` are dyna
 cluster size.
 
 The exported network is :func:`serving_module`: the same function as the policy's
-``forward_actor`` (equal to float32 rounding; the export is checked against it), arranged
+``forward_actor`` (equal to float32 rounding; ``bosun rl export`` and the tests check it
+against torch), arranged
 for onnxruntime: the node rows of the batch as one ``(batch * num_nodes, features)``
 matrix, so that the hidden and output layers become ``Gemm`` nodes with their bias fused
 in, and the node layer's bias folded into the per-observation global term. On 1,000

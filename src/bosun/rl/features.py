@@ -8,8 +8,9 @@ Score point was asked to score and the :class:`DecisionHistory`; nothing loops o
 Python. :class:`Encoder` gives the same observation, bit for bit, and keeps between calls
 what does not depend on the pod: the capacity part (capacities, cordons, the largest node,
 the cluster totals) until the snapshot's ``allocatable``, ``gpu_count`` or
-``unschedulable`` change, and the usage part, recomputed only for the nodes whose pods
-changed: the serving plugin and the environment use one each.
+``unschedulable`` change, and the usage part, recomputed only for the nodes that changed
+(a pod placed or removed, the node updated; every node of another snapshot object): the
+serving plugin and the environment use one each.
 
 Layout (``spec = ObservationSpec(max_nodes, history_len)``), float32, length
 :func:`observation_size`::
@@ -845,7 +846,9 @@ class Encoder:
 
     The snapshot must change through its own methods (``add_pod``, ``remove_pod``,
     ``update_node``, ...), which move ``generation`` and ``row_version``; the scheduler, the
-    twin and the environment only change it that way.
+    twin and the environment only change it that way. (A shallow ``copy.copy`` of a
+    snapshot shares its arrays: changing the copy changes the original's columns without
+    moving the original's ``generation``. Use ``copy.deepcopy``.)
 
     Args:
         classes: FGD's task classes (the target workload); with them the encoder fills
