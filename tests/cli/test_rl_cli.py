@@ -443,6 +443,31 @@ def test_label_distill_evaluate(tmp_path: Path) -> None:
     assert row["placements"] == direct["placements"]
 
 
+def test_reencode_writes_the_labels_again(tmp_path: Path) -> None:
+    """``bosun rl reencode`` replays a labelled episode and writes it under the same name
+    in --out: under the same features the very file's labels; --out the labels' own
+    folder is refused before anything is written."""
+    from bosun.rl.imitation import load_labels
+
+    labels, again = tmp_path / "labels", tmp_path / "again"
+    code, text = _run(
+        "label", "--trace", TRACE, "--episodes", "6:1", "--out", str(labels),
+        "--horizon", "10", "--samples", "3",
+    )  # fmt: skip
+    assert code == 0, text
+    code, text = _run("reencode", "--trace", TRACE, "--labels", str(labels), "--out", str(again))
+    assert code == 0, text
+    assert "n6-s1.npz:" in text and "1 label files in" in " ".join(text.split())
+    (a, _), (b, _) = load_labels(labels / "n6-s1.npz"), load_labels(again / "n6-s1.npz")
+    assert len(a) == len(b) > 0
+    assert all((x.obs == y.obs).all() and x.pick == y.pick for x, y in zip(a, b, strict=True))
+    before = sorted(p.name for p in labels.iterdir())
+    code, text = _run("reencode", "--trace", TRACE, "--labels", str(labels), "--out", str(labels))
+    assert code == 2
+    assert "--out: expected a folder other than the labels' own" in " ".join(text.split())
+    assert sorted(p.name for p in labels.iterdir()) == before
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

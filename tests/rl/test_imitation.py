@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,8 @@ from bosun.rl.imitation import (
     load_label_files,
     load_labels,
     proxy_window,
+    reencode_label_files,
+    reencode_labels,
     save_labels,
     stack,
     train_arrivals,
@@ -361,3 +364,115 @@ def test_labels_of_mixed_node_counts_round_trip(tmp_path: Path) -> None:
     back, _ = load_labels(save_labels(labels, tmp_path / "mixed.npz", F))
     assert [len(x.mask) for x in back] == [2, 3, 3]
     assert all((a.obs == b.obs).all() for a, b in zip(labels, back, strict=True))
+
+
+# ------------------------------------------------------------------ re-encoding labels
+
+LOOK = {"horizon": 5, "samples": 3, "t_min": 0.0}
+
+
+def _lowest(d: object) -> int:
+    """The lowest feasible row, which FGD would not always take."""
+    return int(np.flatnonzero(d.mask)[0])  # type: ignore[attr-defined]
+
+
+def _rewrite(path: Path, **arrays: np.ndarray | None) -> None:
+    """Replace arrays of a labels file (None removes one)."""
+    with np.load(path) as z:
+        data = {k: z[k] for k in z.files}
+    for key, value in arrays.items():
+        if value is None:
+            del data[key]
+        else:
+            data[key] = value
+    np.savez(path, **data)  # type: ignore[arg-type]
+
+
+def _same_but_obs(a: Label, b: Label) -> bool:
+    return bool(
+        (a.mask == b.mask).all()
+        and a.candidates.tolist() == b.candidates.tolist()
+        and (a.values == b.values).all()
+        and (a.base, a.pick, a.taken) == (b.base, b.pick, b.taken)
+    )
+
+
+def _episode_file(tmp_path: Path, seed: int) -> tuple[list[Label], Path]:
+    """The labels of the proxy episode (6 nodes, seed ``seed``) in which the teacher's
+    pick is the lowest feasible row (so the episode leaves FGD's choice at some
+    decisions), saved as ``n6-s<seed>.npz``."""
+    trace = load_trace(TRACE, seed=0)
+    window, settings = proxy_window(trace, 0.7, 6, seed=seed)
+    labels = []
+    for x in label_episode(window, settings, seed, _lowest, **LOOK):
+        row = x.pick if x.taken is None else x.taken
+        cands = np.array(list(dict.fromkeys([x.base, row])), dtype=np.intp)
+        labels.append(
+            replace(x, candidates=cands, values=np.zeros((len(cands), 0)), pick=row, taken=None)
+        )
+    assert sum(x.pick != x.base for x in labels) >= 2
+    return labels, save_labels(labels, tmp_path / f"n6-s{seed}.npz", F)
+
+
+def test_reencode_replays_the_labelled_episode(tmp_path: Path) -> None:
+    """A labelled episode whose observations are then wiped and whose features version
+    is made an older one (which distillation refuses): re-encoding replays it with the
+    rows it took and gives back the very observations of those states, everything else
+    unchanged."""
+    labels, path = _episode_file(tmp_path, 1)
+    _rewrite(
+        path,
+        obs=np.zeros(sum(len(x.obs) for x in labels), np.float32),
+        version=np.array([2, 1]),
+    )
+    with pytest.raises(InputError, match="version"):
+        load_labels(path)
+    again = reencode_labels(load_trace(TRACE, seed=0), path)
+    assert len(again) == len(labels) == 9
+    for a, b in zip(labels, again, strict=True):
+        assert (a.obs == b.obs).all() and _same_but_obs(a, b)
+
+
+def test_reencode_replays_a_dagger_episode(tmp_path: Path) -> None:
+    """A DAgger episode took the follower's rows, which the file keeps (labels format 2)
+    and the replay takes; a format-1 DAgger file, which did not keep them, is refused."""
+    trace = load_trace(TRACE, seed=0)
+    window, settings = proxy_window(trace, 0.7, 6, seed=2)
+    labels = label_episode(window, settings, 2, _lowest, **LOOK)
+    assert any(x.taken is not None for x in labels)
+    path = save_labels(labels, tmp_path / "n6-s2-dagger.npz", F)
+    back, _ = load_labels(path)
+    assert [x.taken for x in back] == [x.taken for x in labels]
+    again = reencode_labels(trace, path)
+    assert len(again) == len(labels)
+    for a, b in zip(labels, again, strict=True):
+        assert (a.obs == b.obs).all() and _same_but_obs(a, b)
+    _rewrite(path, taken=None, version=np.array([1, 2]))
+    assert all(x.taken is None for x in load_labels(path)[0])  # format 1 still loads
+    with pytest.raises(InputError, match="format-1 file without them"):
+        reencode_labels(trace, path)
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "message"),
+    [
+        # the same labels under another seed's name: another episode
+        ("n6-s3.npz", "decision", "labelled on another trace, nodes or train fraction"),
+        ("n6-seed1.npz", "name", "expected an episode file's name"),
+    ],
+    ids=["another-seed", "not-an-episode-name"],
+)
+def test_reencode_refuses_a_file_of_another_episode(
+    tmp_path: Path, name: str, field: str, message: str
+) -> None:
+    trace = load_trace(TRACE, seed=0)
+    _, path = _episode_file(tmp_path, 1)
+    moved = path.rename(tmp_path / name)
+    with pytest.raises(InputError) as e:
+        reencode_labels(trace, moved)
+    text = str(e.value)
+    assert str(moved) in text and field in text and message in text
+    # and the folder version writes nothing
+    with pytest.raises(InputError):
+        reencode_label_files(trace, [moved], tmp_path / "out")
+    assert not (tmp_path / "out").exists()

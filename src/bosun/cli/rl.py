@@ -660,6 +660,45 @@ def label_cmd(
     console.print(f"labels in {escape(str(out))}")
 
 
+@app.command("reencode")
+def reencode_cmd(
+    trace: TraceOption,
+    labels: Annotated[
+        list[Path], typer.Option("--labels", help="Label files or folders (bosun rl label).")
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Folder for the re-encoded files (same names).")
+    ],
+    nodes: NodesOption = None,
+    scale_pods: ScalePodsOption = False,
+    train_fraction: TrainFractionOption = 0.7,
+) -> None:
+    """Encode the observations of label files again with this bosun's features.
+
+    Replays each labelled episode (its file name gives the nodes, load and seed) with the
+    rows it took, checks the replay against the file, and writes the file with the
+    observations of this bosun's features, everything else kept: about a second an
+    episode, where labelling took minutes. Give the cluster, train fraction and trace
+    the labels were made with (as bosun rl label was given).
+    """
+    from bosun.rl.imitation import cluster_trace, reencode_label_files
+
+    console = Console()
+    try:
+        if out.exists() and not out.is_dir():
+            raise InputError([InputProblem("command line", "options", "--out", f"{out} is a file")])
+        written = reencode_label_files(
+            cluster_trace(trace, nodes, scale_pods),
+            labels,
+            out,
+            train_fraction=train_fraction,
+            progress=lambda line: console.print(escape(line)),
+        )
+    except BosunError as e:
+        raise fail(str(_as_flags(e))) from None
+    console.print(f"{len(written)} label files in {escape(str(out))}")
+
+
 @app.command("distill")
 def distill_cmd(
     trace: TraceOption,

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -49,9 +50,10 @@ import numpy as np
 from bosun.errors import InputError, InputProblem
 from bosun.rl.lookahead import Label, Lookahead
 
-#: Format version of a labels file.
-LABELS_VERSION = 1
-#: The arrays of a labels file.
+#: Format version of a labels file: 2 adds ``taken`` (the rows the episode took, so that
+#: :func:`reencode_labels` can replay it); files of format 1 still load.
+LABELS_VERSION = 2
+#: The arrays of a labels file (format 1: all but ``taken``).
 LABEL_KEYS = (
     "version",
     "node_features",
@@ -64,6 +66,7 @@ LABEL_KEYS = (
     "values",
     "base",
     "pick",
+    "taken",
 )
 
 
@@ -190,7 +193,12 @@ def label_episode(
 
     def label_then_follow(d: Any) -> int:
         teacher = chooser(d)
-        return teacher if follow is None else int(follow(d))
+        if follow is None:
+            return teacher
+        row = int(follow(d))
+        if row != teacher:  # the row the episode takes, so that a replay visits its states
+            chooser.labels[-1] = replace(chooser.labels[-1], taken=row)
+        return row
 
     env = make_env(trace, settings, seed)
     try:
@@ -241,6 +249,7 @@ def save_labels(labels: Sequence[Label], path: Path | str, node_features: int) -
         "values": _concat([x.values.astype(np.float64).ravel() for x in labels], np.float64),
         "base": np.array([x.base for x in labels], dtype=np.int64),
         "pick": np.array([x.pick for x in labels], dtype=np.int64),
+        "taken": np.array([x.pick if x.taken is None else x.taken for x in labels], dtype=np.int64),
     }
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}.npz")
     np.savez_compressed(tmp, **arrays)  # type: ignore[arg-type]
@@ -252,8 +261,13 @@ def _concat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
     return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
 
 
-def load_labels(path: Path | str) -> tuple[list[Label], int]:
-    """The labels of a file written by :func:`save_labels`, and F.
+def load_labels(path: Path | str, *, any_features: bool = False) -> tuple[list[Label], int]:
+    """The labels of a file written by :func:`save_labels` (format 1 or 2), and F.
+
+    Args:
+        any_features: accept observations of any features version (:func:`reencode_labels`
+            reads files of an older one); default: only this bosun's
+            :data:`bosun.rl.features.FEATURES_VERSION`.
 
     Raises:
         InputError: a missing or unreadable file, a missing array, another version, or
@@ -274,21 +288,26 @@ def load_labels(path: Path | str) -> tuple[list[Label], int]:
         raise bad("labels file", "path", "expected a labels .npz file, found none") from None
     except (OSError, ValueError) as e:
         raise bad("labels file", "path", f"expected a labels .npz file, found ({e})") from None
-    missing = [k for k in LABEL_KEYS if k not in data]
+    version = data["version"].tolist() if "version" in data else None
+    if not (isinstance(version, list) and len(version) == 2):
+        version = [None, None]  # refused below, after a missing array is named
+    fmt = version[0]
+    keys = LABEL_KEYS if fmt != 1 else tuple(k for k in LABEL_KEYS if k != "taken")
+    missing = [k for k in keys if k not in data]
     if missing:
         raise bad("labels file", missing[0], f"expected array {missing[0]!r}, found none")
-    version = data["version"].tolist()
-    if version != [LABELS_VERSION, FEATURES_VERSION]:
+    want_features = "any" if any_features else FEATURES_VERSION
+    if fmt not in (1, LABELS_VERSION) or (not any_features and version[1] != FEATURES_VERSION):
         raise bad(
             "labels file",
             "version",
-            f"expected [labels {LABELS_VERSION}, features {FEATURES_VERSION}], found {version}",
+            f"expected [labels 1 or {LABELS_VERSION}, features {want_features}], found {version}",
         )
     f = int(data["node_features"])
     nodes, ncand, nsamp = data["nodes"], data["n_candidates"], data["n_samples"]
     b = len(nodes)
-    for key in ("n_candidates", "n_samples", "base", "pick"):
-        if len(data[key]) != b:
+    for key in ("n_candidates", "n_samples", "base", "pick", "taken"):
+        if key in data and len(data[key]) != b:
             raise bad(
                 "labels file", key, f"expected {b} entries (one a decision), found {len(data[key])}"
             )
@@ -320,7 +339,11 @@ def load_labels(path: Path | str) -> tuple[list[Label], int]:
         mask = mask_flat[m : m + n].astype(bool)
         cands = cand_flat[c : c + k].astype(np.intp)
         base, pick = int(data["base"][i]), int(data["pick"][i])
-        for key, row in (("base", base), ("pick", pick)):
+        taken = int(data["taken"][i]) if fmt == LABELS_VERSION else None
+        checks = [("base", base), ("pick", pick)] + (
+            [("taken", taken)] if taken is not None else []
+        )
+        for key, row in checks:
             if not (0 <= row < n and mask[row]):
                 raise bad(
                     f"decision {i}",
@@ -341,6 +364,7 @@ def load_labels(path: Path | str) -> tuple[list[Label], int]:
                 values=val_flat[v : v + k * s].reshape(k, s).astype(float),
                 base=base,
                 pick=pick,
+                taken=None if taken == pick else taken,
             )
         )
         o, m, c, v = o + n * f + g, m + n, c + k, v + k * s
@@ -732,6 +756,176 @@ def label_proxies(
         for r in pool.map(_label_job, todo):
             report(r)
     return done
+
+
+#: ``n<nodes>[-l<load>]-s<seed>[-dagger].npz`` (:func:`episode_file`; ``_`` also accepted
+#: before the seed, the name of early files).
+_EPISODE_NAME = re.compile(r"^n(\d+)(?:-l([0-9.eE+]+))?[-_]s(\d+)(-dagger)?\.npz$")
+
+
+class _PastTheFileError(Exception):
+    """The replay has passed the file's last decision (an episode cut short)."""
+
+
+def reencode_labels(trace: Any, path: Path | str, *, train_fraction: float = 0.7) -> list[Label]:
+    """The labels of one episode file with their observations encoded again by this
+    bosun's features (:mod:`bosun.rl.features`), everything else kept.
+
+    The file's name gives its episode (:func:`episode_file`: nodes, load, seed); the
+    episode is replayed on ``trace`` (the evaluated cluster, :func:`cluster_trace`, as
+    ``bosun rl label`` was given) with the rows it took, so every decision's state is the
+    one the lookahead judged, and the observation is the env's at that state. The replay
+    is checked against the file: at every decision the feasible nodes and FGD's choice as
+    evaluated must be the file's, and the episode must reach every decision in it (an
+    episode cut short ends there). Costs one replay, about a second an episode on
+    openb's 128 nodes, where labelling took 20 minutes.
+
+    Raises:
+        InputError: a name that is not an episode file's, a bad or unreadable file, a
+            DAgger file of labels format 1 (which did not record the rows the episode
+            took), or a replay that differs from the file (another trace, nodes or
+            train fraction than when labelled); the problem names the file, the decision
+            and what differs.
+    """
+    from bosun.rl.evaluate import HeuristicChooser, run_policy
+    from bosun.rl.train import make_env
+
+    src = str(path)
+    found = _EPISODE_NAME.match(Path(path).name)
+    if found is None:
+        raise InputError(
+            [
+                InputProblem(
+                    src,
+                    "labels file",
+                    "name",
+                    "expected an episode file's name, n<nodes>[-l<load>]-s<seed>[-dagger].npz "
+                    f"(bosun rl label), found {Path(path).name!r}",
+                )
+            ]
+        )
+    nodes, seed, dagger = int(found.group(1)), int(found.group(3)), bool(found.group(4))
+    load = float(found.group(2)) if found.group(2) else None
+    labels, _ = load_labels(path, any_features=True)
+    if dagger and any(x.taken is None for x in labels):
+        with np.load(src, allow_pickle=False) as z:
+            recorded = "taken" in z.files
+        if not recorded:
+            raise InputError(
+                [
+                    InputProblem(
+                        src,
+                        "labels file",
+                        "taken",
+                        "expected the rows the DAgger episode took (labels format "
+                        f"{LABELS_VERSION}), found a format-1 file without them: label it again",
+                    )
+                ]
+            )
+    window, settings = proxy_window(trace, train_fraction, nodes, load=load, seed=seed)
+    fgd = HeuristicChooser("fgd", seed)
+    out: list[Label] = []
+
+    def mismatch(i: int, what: str, message: str) -> InputError:
+        return InputError([InputProblem(src, f"decision {i}", what, message)])
+
+    def take(d: Any) -> int:
+        i = len(out)
+        if i == len(labels):
+            raise _PastTheFileError
+        label = labels[i]
+        mask = np.asarray(d.mask, dtype=bool)
+        if mask.shape != label.mask.shape or not np.array_equal(mask, label.mask):
+            raise mismatch(
+                i,
+                "mask",
+                f"expected the replay's feasible nodes {np.flatnonzero(mask).tolist()[:8]}... "
+                f"to be the file's {np.flatnonzero(label.mask).tolist()[:8]}...: labelled on "
+                "another trace, nodes or train fraction",
+            )
+        base = int(fgd(d))
+        if base != label.base:
+            raise mismatch(
+                i,
+                "base",
+                f"expected FGD's choice as evaluated to be the file's {label.base}, found "
+                f"{base} in the replay: labelled on another trace, nodes or train fraction",
+            )
+        out.append(replace(label, obs=np.asarray(d.obs, dtype=np.float32).copy()))
+        return label.pick if label.taken is None else label.taken
+
+    env = make_env(window, settings, seed)
+    try:
+        run_policy(env, take, seed)
+    except _PastTheFileError:
+        pass
+    finally:
+        env.close()
+    if len(out) != len(labels):
+        raise mismatch(
+            len(out),
+            "decisions",
+            f"expected {len(labels)} decisions, the replay had {len(out)}: labelled on "
+            "another trace, nodes or train fraction",
+        )
+    return out
+
+
+def reencode_label_files(
+    trace: Any,
+    paths: Sequence[Path | str],
+    out: Path | str,
+    *,
+    train_fraction: float = 0.7,
+    progress: Callable[[str], None] | None = None,
+) -> list[Path]:
+    """:func:`reencode_labels` of every file (a folder: its ``*.npz`` files), written to
+    ``out/`` under the same names. Every file is re-encoded before any is written, so a
+    bad one leaves ``out`` as it was.
+
+    Raises:
+        InputError: no file, an output that would replace its own input, or as
+            :func:`reencode_labels`.
+    """
+    from bosun.rl.features import NODE_FEATURES
+
+    files: list[Path] = []
+    for p in paths:
+        q = Path(p)
+        files.extend(sorted(q.glob("*.npz")) if q.is_dir() else [q])
+    if not files:
+        raise InputError(
+            [
+                InputProblem(
+                    ", ".join(map(str, paths)),
+                    "labels",
+                    "path",
+                    "expected .npz label files, found none",
+                )
+            ]
+        )
+    dest = Path(out)
+    clash = [f for f in files if (dest / f.name).resolve() == f.resolve()]
+    if clash:
+        raise InputError(
+            [
+                InputProblem(
+                    "command line",
+                    "options",
+                    "--out",
+                    f"expected a folder other than the labels' own, found {dest} (it holds "
+                    f"{clash[0].name})",
+                )
+            ]
+        )
+    done = []
+    for f in files:
+        labels = reencode_labels(trace, f, train_fraction=train_fraction)
+        done.append((f.name, labels))
+        if progress is not None:
+            progress(f"{f.name}: {len(labels)} decisions re-encoded")
+    dest.mkdir(parents=True, exist_ok=True)
+    return [save_labels(labels, dest / name, len(NODE_FEATURES)) for name, labels in done]
 
 
 def distill_policy(

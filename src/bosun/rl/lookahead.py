@@ -130,6 +130,9 @@ class Label:
             future (``C = 1``: no simulation, ``S = 0``).
         base: FGD's choice as evaluated (a row).
         pick: the lookahead's choice (a row; ``base`` when it kept FGD's).
+        taken: the row the episode took at this decision when it is not ``pick`` (the
+            followed policy's under DAgger, :func:`bosun.rl.imitation.label_episode`);
+            None: the episode took ``pick``, or (a labels file of format 1) not recorded.
     """
 
     obs: np.ndarray
@@ -138,6 +141,7 @@ class Label:
     values: np.ndarray
     base: int
     pick: int
+    taken: int | None = None
 
 
 class Lookahead:
