@@ -835,13 +835,21 @@ def reencode_labels(trace: Any, path: Path | str, *, train_fraction: float = 0.7
             raise _PastTheFileError
         label = labels[i]
         mask = np.asarray(d.mask, dtype=bool)
-        if mask.shape != label.mask.shape or not np.array_equal(mask, label.mask):
+        if mask.shape != label.mask.shape:
             raise mismatch(
                 i,
                 "mask",
-                f"expected the replay's feasible nodes {np.flatnonzero(mask).tolist()[:8]}... "
-                f"to be the file's {np.flatnonzero(label.mask).tolist()[:8]}...: labelled on "
-                "another trace, nodes or train fraction",
+                f"expected {len(label.mask)} node rows as in the file, found {len(mask)} in "
+                "the replay: labelled on another trace, nodes or train fraction",
+            )
+        if not np.array_equal(mask, label.mask):
+            row = int(np.flatnonzero(mask != label.mask)[0])
+            where = "the file, not the replay" if label.mask[row] else "the replay, not the file"
+            raise mismatch(
+                i,
+                "mask",
+                f"expected the file's feasible nodes, found node row {row} feasible in "
+                f"{where}: labelled on another trace, nodes or train fraction",
             )
         base = int(fgd(d))
         if base != label.base:
