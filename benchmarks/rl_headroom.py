@@ -44,6 +44,11 @@ Usage::
 
     python benchmarks/rl_headroom.py --seeds 0 1 --top 3
     python benchmarks/rl_headroom.py --lookahead --seeds 0 1 --horizon 200 --samples 16
+    python benchmarks/rl_headroom.py --lookahead --trace openb:gpushare20 --base leastallocated
+
+``--base H`` (default ``fgd``) makes heuristic ``H`` the lookahead's base policy: its choice
+as evaluated is the first candidate and the one kept, and it places the simulated futures'
+pods; the table's first columns are then ``H``'s own episode.
 """
 
 from __future__ import annotations
@@ -148,7 +153,8 @@ def rollout(
 def lookahead_episode(
     trace: Any, seed: int, settings: EnvSettings = SATURATION_TEST, **kwargs: Any
 ) -> dict[str, Any]:
-    """The lookahead's and FGD's (as evaluated) episodes on ``seed``:
+    """The lookahead's and its base policy's (as evaluated; FGD unless ``base`` is in
+    ``kwargs``) episodes on ``seed``:
     :func:`bosun.rl.evaluate.run_policy` measures of each (``fgd``, ``lookahead``), the
     lookahead's ``decisions`` and ``deviations`` and the ``wall_s``. The pool is the
     arrivals before ``settings.arrival_fraction[0]``; ``kwargs`` go to :class:`Lookahead`.
@@ -163,7 +169,7 @@ def lookahead_episode(
     started = time.perf_counter()
     env = make_env(trace, settings, seed, record_metrics=True)
     try:
-        fgd = run_policy(env, HeuristicChooser("fgd", seed), seed)
+        fgd = run_policy(env, HeuristicChooser(kwargs.get("base", "fgd"), seed), seed)
         chooser = Lookahead(pool, seed, **kwargs)
         ahead = run_policy(env, chooser, seed)
     finally:
@@ -189,14 +195,20 @@ def main() -> None:
     ap.add_argument("--horizon", type=int, default=200, help="lookahead: pods per future")
     ap.add_argument("--samples", type=int, default=16, help="lookahead: futures per decision")
     ap.add_argument("--t-min", type=float, default=1.5, help="lookahead: paired t to deviate")
+    ap.add_argument(
+        "--base",
+        default="fgd",
+        help="lookahead: the base policy (its choice first, and it places the futures' pods)",
+    )
     args = ap.parse_args()
     if args.lookahead and (args.horizon < 1 or args.samples < 2 or args.top < 1):
         ap.error("--lookahead needs --horizon >= 1, --samples >= 2 and --top >= 1")
     trace = scale_trace(load_trace(args.trace), args.nodes)
     if args.lookahead:
+        name = "FGD" if args.base == "fgd" else args.base
         print(
-            "| seed | FGD total | lookahead total | FGD placements | lookahead placements "
-            "| FGD GPU alloc. end | lookahead GPU alloc. end | deviations / decisions "
+            f"| seed | {name} total | lookahead total | {name} placements | lookahead placements "
+            f"| {name} GPU alloc. end | lookahead GPU alloc. end | deviations / decisions "
             "| decision p50 (s) | wall (s) |"
         )
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -208,6 +220,7 @@ def main() -> None:
                 samples=args.samples,
                 t_min=args.t_min,
                 top=args.top,
+                base=args.base,
             )
             f, o = r["fgd"], r["lookahead"]
             print(

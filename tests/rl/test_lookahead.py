@@ -80,6 +80,39 @@ def test_lookahead_leaves_room_for_the_drawn_pods() -> None:
     assert fgd_choices == {0, 1}  # the lookahead left FGD's n0 at least once
 
 
+def test_another_base_policy_is_kept_and_places_the_futures() -> None:
+    """``base="leastallocated"``: LeastAllocated's choice as evaluated is the first
+    candidate and the one kept under an unreachable threshold (here n0), and
+    LeastAllocated places the futures: a drawn 2-GPU pod still fits only if the 1-GPU pod
+    leaves n0 whole, so the lookahead leaves the base's n0 for n1. An unknown base is
+    refused."""
+    pool = [_gpu_pod("past", 2)]
+    pod = _gpu_pod("now", 1)
+    classes = TaskClasses.from_pods([pod])
+
+    def decision() -> Decision:
+        return Decision(pod, _two_nodes(), np.arange(2, dtype=np.intp), None, None, None, classes)
+
+    chosen = set()
+    for seed in range(10):
+        la = HeuristicChooser("leastallocated", seed)(decision())
+        chosen.add(la)
+        ahead = Lookahead(pool, seed, horizon=2, samples=4, base="leastallocated", record=True)
+        assert ahead(decision()) == 1
+        (label,) = ahead.labels
+        assert label.base == label.candidates[0] == la and label.pick == 1
+        # the futures were placed by LeastAllocated's profile, not FGD's
+        assert ahead.config == policy_configuration("leastallocated", in_tree_registry(), classes)
+        assert ahead.config != policy_configuration("fgd", in_tree_registry(), classes)
+        strict = Lookahead(
+            pool, seed, horizon=2, samples=4, t_min=float("inf"), base="leastallocated"
+        )
+        assert strict(decision()) == la
+    assert 0 in chosen  # the lookahead left the base's choice
+    with pytest.raises(ValueError, match="base: expected one of"):
+        Lookahead(pool, 0, base="nope")
+
+
 @pytest.mark.parametrize(
     ("gains", "t_min", "expected"),
     [

@@ -154,13 +154,21 @@ class Lookahead:
             as ``bosun rl evaluate`` seeds them, and the futures' draws (``seed +``
             :data:`FUTURE_SEED_OFFSET`).
         horizon, samples: pods per future, futures per decision.
-        t_min: the paired t statistic a candidate's gain over FGD's choice must pass
-            (:func:`best_gain`).
+        t_min: the paired t statistic a candidate's gain over the base policy's choice
+            must pass (:func:`best_gain`).
         top: FGD's best nodes among the candidates.
+        base: the base policy (a heuristic of
+            :data:`bosun.twin.experiments.fragmentation.POLICIES`, default FGD): its choice
+            as evaluated is the first candidate, the one kept unless another passes the
+            test, and it places the pods of every simulated future. With another base the
+            candidates are its choice, FGD's ``top`` best nodes, and FGD's,
+            LeastAllocated's and MostAllocated's choices; :attr:`Label.base` is then the
+            base policy's choice. (``bosun rl label`` and the imitation use FGD.)
         record: keep a :class:`Label` of every decision in :attr:`labels`.
 
     Raises:
-        ValueError: ``horizon < 1``, ``samples < 2``, ``top < 1`` or an empty pool.
+        ValueError: ``horizon < 1``, ``samples < 2``, ``top < 1``, an empty pool or an
+            unknown base policy.
 
     Attributes:
         decisions, deviations: decisions taken, and those where it left FGD's choice.
@@ -176,17 +184,27 @@ class Lookahead:
         t_min: float = 1.5,
         top: int = 3,
         *,
+        base: str = "fgd",
         record: bool = False,
     ) -> None:
+        from bosun.twin.experiments.fragmentation import POLICIES
+
         if horizon < 1 or samples < 2 or top < 1:
             raise ValueError(
                 f"expected horizon >= 1, samples >= 2, top >= 1; found {horizon}, {samples}, {top}"
             )
         if not pool:
             raise ValueError("expected past pods to draw futures from, found none")
+        if base not in POLICIES:
+            raise ValueError(f"base: expected one of {', '.join(POLICIES)}, found {base!r}")
         self.pool = list(pool)
-        self.fgd = HeuristicChooser("fgd", seed)
-        self.others = [HeuristicChooser(h, seed) for h in ("leastallocated", "mostallocated")]
+        self.base = base
+        self.fgd = HeuristicChooser(base, seed)  # the base policy's choice as evaluated
+        self.others = [
+            HeuristicChooser(h, seed)
+            for h in ("fgd", "leastallocated", "mostallocated")
+            if h != base
+        ]
         self.rng = np.random.default_rng(seed + FUTURE_SEED_OFFSET)
         self.horizon, self.samples, self.t_min, self.top = horizon, samples, t_min, top
         self.record = record
@@ -201,7 +219,7 @@ class Lookahead:
 
         base = int(self.fgd(d))
         if self.config is None:
-            self.config = policy_configuration("fgd", in_tree_registry(), d.task_classes)
+            self.config = policy_configuration(self.base, in_tree_registry(), d.task_classes)
         ranked = [int(r) for r in self.ranker.rows_by_score(d)[: self.top]]
         candidates = list(dict.fromkeys([base, *ranked, *(int(o(d)) for o in self.others)]))
         self.decisions += 1
