@@ -371,11 +371,11 @@ def load_labels(path: Path | str, *, any_features: bool = False) -> tuple[list[L
     return labels, f
 
 
-def load_label_files(paths: Sequence[Path | str]) -> tuple[list[Label], int]:
-    """The labels of every file (a folder: its ``*.npz`` files, sorted by name), and F.
+def _label_paths(paths: Sequence[Path | str]) -> list[Path]:
+    """The label files of ``paths`` (a folder: its ``*.npz`` files, sorted by name).
 
     Raises:
-        InputError: no file, or as :func:`load_labels`; files with different F.
+        InputError: none at all.
     """
     files: list[Path] = []
     for p in paths:
@@ -392,6 +392,16 @@ def load_label_files(paths: Sequence[Path | str]) -> tuple[list[Label], int]:
                 )
             ]
         )
+    return files
+
+
+def load_label_files(paths: Sequence[Path | str]) -> tuple[list[Label], int]:
+    """The labels of every file (a folder: its ``*.npz`` files, sorted by name), and F.
+
+    Raises:
+        InputError: no file, or as :func:`load_labels`; files with different F.
+    """
+    files = _label_paths(paths)
     out: list[Label] = []
     width: int | None = None
     for path in files:
@@ -897,21 +907,7 @@ def reencode_label_files(
     """
     from bosun.rl.features import NODE_FEATURES
 
-    files: list[Path] = []
-    for p in paths:
-        q = Path(p)
-        files.extend(sorted(q.glob("*.npz")) if q.is_dir() else [q])
-    if not files:
-        raise InputError(
-            [
-                InputProblem(
-                    ", ".join(map(str, paths)),
-                    "labels",
-                    "path",
-                    "expected .npz label files, found none",
-                )
-            ]
-        )
+    files = _label_paths(paths)
     dest = Path(out)
     clash = [f for f in files if (dest / f.name).resolve() == f.resolve()]
     if clash:
