@@ -128,8 +128,9 @@ class Label:
         candidates: intp ``(C,)``, the rows judged, FGD's choice as evaluated first.
         values: float ``(C, S)``, drawn pods placed after each candidate, future by
             future (``C = 1``: no simulation, ``S = 0``).
-        base: FGD's choice as evaluated (a row).
-        pick: the lookahead's choice (a row; ``base`` when it kept FGD's).
+        base: FGD's choice as evaluated (a row; the base policy's when the lookahead has
+            another, :class:`Lookahead`).
+        pick: the lookahead's choice (a row; ``base`` when it kept that).
         taken: the row the episode took at this decision when it is not ``pick`` (the
             followed policy's under DAgger, :func:`bosun.rl.imitation.label_episode`);
             None: the episode took ``pick``, or (a labels file of format 1) not recorded.
@@ -171,7 +172,8 @@ class Lookahead:
             unknown base policy.
 
     Attributes:
-        decisions, deviations: decisions taken, and those where it left FGD's choice.
+        decisions, deviations: decisions taken, and those where it left the base
+            policy's choice.
         labels: the recorded decisions (empty unless ``record``).
     """
 
