@@ -428,7 +428,8 @@ def test_reencode_replays_the_labelled_episode(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="version"):
         load_labels(path)
     again = reencode_labels(load_trace(TRACE, seed=0), path)
-    assert len(again) == len(labels) == 9
+    # every decision of the file, and a replay that decided at all
+    assert len(again) == len(labels) > 0
     for a, b in zip(labels, again, strict=True):
         assert (a.obs == b.obs).all() and _same_but_obs(a, b)
 

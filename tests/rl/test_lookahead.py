@@ -82,8 +82,8 @@ def test_lookahead_leaves_room_for_the_drawn_pods() -> None:
 
 def test_another_base_policy_is_kept_and_places_the_futures() -> None:
     """``base="leastallocated"``: LeastAllocated's choice as evaluated is the first
-    candidate and the one kept under an unreachable threshold (here n0), and
-    LeastAllocated places the futures: a drawn 2-GPU pod still fits only if the 1-GPU pod
+    candidate and the one kept under an unreachable threshold, and LeastAllocated places
+    the futures: a drawn 2-GPU pod still fits only if the 1-GPU pod
     leaves n0 whole, so the lookahead leaves the base's n0 for n1. An unknown base is
     refused."""
     pool = [_gpu_pod("past", 2)]
@@ -96,6 +96,9 @@ def test_another_base_policy_is_kept_and_places_the_futures() -> None:
     chosen = set()
     for seed in range(10):
         la = HeuristicChooser("leastallocated", seed)(decision())
+        # LeastAllocated scores free CPU, memory and GPUs (weight 1 each): equal CPU and
+        # memory, and a GPU left free on n0 (1 of 2) against none on n1 (0 of 1): n0
+        assert la == 0
         chosen.add(la)
         ahead = Lookahead(pool, seed, horizon=2, samples=4, base="leastallocated", record=True)
         assert ahead(decision()) == 1

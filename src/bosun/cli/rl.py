@@ -456,7 +456,8 @@ def evaluate_cmd(
                 ]
             )
         seed_problems = []
-        if not 1 <= seeds <= MAX_SEED + 1:
+        seeds_ok = 1 <= seeds <= MAX_SEED + 1
+        if not seeds_ok:
             seed_problems.append(
                 InputProblem(
                     "command line",
@@ -465,15 +466,13 @@ def evaluate_cmd(
                     f"expected 1 .. {MAX_SEED + 1} (seeds are 0 .. {MAX_SEED}), found {seeds}",
                 )
             )
-        last = MAX_SEED + 1 - min(max(seeds, 1), MAX_SEED + 1)
+        # learn() refuses a seed above MAX_SEED, but only when that seed's training starts:
+        # the last seed is checked here, before the first trains (with a bad --seeds, the
+        # first seed alone)
+        span = seeds if seeds_ok else 1
+        last = MAX_SEED + 1 - span
         if not 0 <= first_seed <= last:
-            # learn() refuses a seed above MAX_SEED, but only when that seed's training
-            # starts: the last seed is checked here, before the first trains
-            within = (
-                f" (with --seeds {seeds}, the last seed at most {MAX_SEED})"
-                if 1 < seeds <= MAX_SEED + 1
-                else ""
-            )
+            within = f" (with --seeds {span}, the last seed at most {MAX_SEED})" if span > 1 else ""
             seed_problems.append(
                 InputProblem(
                     "command line",

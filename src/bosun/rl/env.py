@@ -936,13 +936,7 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
             )
         if reward is not None and not isinstance(reward, RewardConfig):
             problems.append(_arg("reward", f"expected a RewardConfig, found {reward!r}"))
-        for name, value in (("warmup", warmup), ("gpu_device_policy", gpu_device_policy)):
-            if value is not None and (
-                not isinstance(value, str) or value.strip().lower() not in POLICIES
-            ):
-                problems.append(
-                    _arg(name, f"expected one of {', '.join(POLICIES)}, found {value!r}")
-                )
+        problems.extend(policy_problems(warmup=warmup, gpu_device_policy=gpu_device_policy))
         if problems:
             raise InputError(problems)
         if isinstance(trace, Trace):
@@ -959,11 +953,9 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
         self.window_arrivals = len(window.arrivals)
         lo = math.floor(float(arrival_fraction[0]) * len(full.arrivals))
         self._warmup_keys: frozenset[str] = frozenset()
-        self.warmup = warmup.strip().lower() if warmup is not None else None
+        self.warmup = policy_name(warmup)
         #: the policy whose GPU-device choice the window's pods get (None: best fit)
-        self.gpu_device_policy = (
-            gpu_device_policy.strip().lower() if gpu_device_policy is not None else None
-        )
+        self.gpu_device_policy = policy_name(gpu_device_policy)
         if self.warmup is not None and lo > 0:
             hi = lo + len(window.arrivals)
             self._warmup_keys = frozenset(a.pod.key for a in full.arrivals[:lo])
@@ -1220,6 +1212,24 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
 
 def _arg(field: str, message: str) -> InputProblem:
     return InputProblem("SchedulingEnv", "arguments", field, message)
+
+
+def policy_name(value: str | None) -> str | None:
+    """A heuristic named by an env argument (``warmup``, ``gpu_device_policy``) as the env
+    uses it: case and surrounding blanks ignored; None stays None."""
+    return value.strip().lower() if value is not None else None
+
+
+def policy_problems(**arguments: Any) -> list[InputProblem]:
+    """A problem (``SchedulingEnv: arguments: <name>``) for each argument that is neither
+    None nor a policy of :data:`bosun.twin.experiments.fragmentation.POLICIES` (after
+    :func:`policy_name`): the env's check of ``warmup`` and ``gpu_device_policy``, which
+    ``bosun.rl.evaluate.evaluate`` runs before any training."""
+    return [
+        _arg(name, f"expected one of {', '.join(POLICIES)}, found {value!r}")
+        for name, value in arguments.items()
+        if value is not None and (not isinstance(value, str) or policy_name(value) not in POLICIES)
+    ]
 
 
 __all__ = [

@@ -526,26 +526,20 @@ def inflated_test_window(
 
 
 def _check_inflation(flag: str, inflate: Callable[[], Any]) -> None:
-    """Run ``inflate`` (an inflated window, built for its checks alone); a trace without
-    GPU demand to inflate (:func:`bosun.rl.env.inflate_trace`'s ``nvidia.com/gpu``
-    problem) says which flag asked for the inflation; other problems (a bad node subset)
-    are raised as they are.
+    """Run ``inflate`` (:func:`bosun.rl.env.inflate_trace` on the evaluated nodes, built for
+    its checks alone); its problems (e.g. a trace without GPU demand to inflate) say which
+    flag asked for the inflation.
 
     Raises:
-        InputError: ``inflate``'s problems, the GPU one's message ending with ``(flag)``.
+        InputError: ``inflate``'s problems, each message ending with ``(asked for by flag)``.
     """
     from dataclasses import replace
-
-    from bosun.api.types import GPU
 
     try:
         inflate()
     except InputError as e:
         raise InputError(
-            [
-                replace(p, message=f"{p.message} (asked for by {flag})") if p.field == GPU else p
-                for p in e.problems
-            ]
+            [replace(p, message=f"{p.message} (asked for by {flag})") for p in e.problems]
         ) from None
 
 
@@ -608,9 +602,8 @@ def evaluate(
     """
     from dataclasses import replace
 
-    from bosun.rl.env import MAX_DEMAND_LIMIT, select_nodes
+    from bosun.rl.env import MAX_DEMAND_LIMIT, policy_name, policy_problems, select_nodes
     from bosun.rl.train import EnvSettings, make_env, train
-    from bosun.twin.experiments.fragmentation import POLICIES as ENV_POLICIES
     from bosun.twin.trace import Trace
 
     name = trace_spec or (trace if isinstance(trace, str) else getattr(trace, "name", "trace"))
@@ -656,19 +649,10 @@ def evaluate(
                 )
             )
     base = env_settings or EnvSettings()
-    for flag, name in (("--warmup", base.warmup), ("--gpu-devices", base.gpu_device_policy)):
-        if name is not None and (
-            not isinstance(name, str) or name.strip().lower() not in ENV_POLICIES
-        ):
-            # checked here, before any training, rather than when the first env is built
-            problems.append(
-                InputProblem(
-                    "command line",
-                    "options",
-                    flag,
-                    f"expected one of {', '.join(ENV_POLICIES)}, found {name!r}",
-                )
-            )
+    # the env's own check, here before any training rather than when the first env is built
+    problems.extend(
+        policy_problems(warmup=base.warmup, gpu_device_policy=base.gpu_device_policy)
+    )
     if test_load is not None and (base.departures or base.warmup is None):
         # the inflation counts the warm-up's demand; without it, or with pods leaving,
         # the arrived demand does not say how full the cluster is
@@ -693,20 +677,20 @@ def evaluate(
     if problems:
         raise InputError(problems)
     train_env = replace(base, arrival_fraction=(0.0, train_fraction))
+    if train_load is not None or test_load is not None:
+        # bad input fails here, before any training: a bad node subset as itself, a trace
+        # without GPUs to inflate named by the flag that asked for the inflation
+        evaluated = select_nodes(trace, base.nodes)
     if train_load is not None:
-        # bad input (a trace without GPUs) fails here, before any training
         _check_inflation(
             "--train-load",
-            lambda: inflated_train_window(trace, base.nodes, train_fraction, train_load, 0),
+            lambda: inflated_train_window(evaluated, None, train_fraction, train_load, 0),
         )
         train_env = replace(base, arrival_fraction=(0.0, 1.0))
     if test_load is not None:
-        # likewise for the test window, before any training
         _check_inflation(
             "--test-load",
-            lambda: inflated_test_window(
-                select_nodes(trace, base.nodes), train_fraction, test_load, 0
-            ),
+            lambda: inflated_test_window(evaluated, train_fraction, test_load, 0),
         )
     test_env = replace(base, arrival_fraction=(train_fraction, 1.0), max_steps=None)
     train_name = f"{name}" if scaled_to is None else f"{name} (scaled to {scaled_to} nodes)"
@@ -780,11 +764,7 @@ def evaluate(
         "test_load": test_load,
         "reward_weights": list(base.reward_weights),
         "reward_forced": base.reward_forced,
-        "gpu_device_policy": (
-            base.gpu_device_policy.strip().lower()
-            if isinstance(base.gpu_device_policy, str)
-            else None
-        ),
+        "gpu_device_policy": policy_name(base.gpu_device_policy),
         "algo": algo,
         "policy_dir": None if policy_dir is None else str(policy_dir),
     }

@@ -26,6 +26,7 @@ warning silenced.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +40,9 @@ INPUT_NAME = "obs"
 OUTPUT_NAME = "logits"
 
 
-def actor_module(policy: Any) -> Any:
-    """A ``torch.nn.Module``: ``obs -> logits`` of an sb3 node-scorer policy (eval mode).
-
-    Args:
-        policy: a :func:`bosun.rl.policy.maskable_policy_class` or
-            :func:`bosun.rl.policy.plain_policy_class` instance (``model.policy``), or a
-            ``NodeScorer`` module.
-    """
+def _wrapped(policy: Any, forward: Callable[[Any, Any], Any]) -> Any:
+    """A ``torch.nn.Module`` (eval mode) holding the policy's node scorer, whose forward is
+    ``forward(scorer, obs)``."""
     import torch
 
     scorer = getattr(policy, "mlp_extractor", policy)
@@ -57,11 +53,22 @@ def actor_module(policy: Any) -> Any:
             self.scorer = scorer
 
         def forward(self, obs: Any) -> Any:
-            return self.scorer.forward_actor(obs)
+            return forward(self.scorer, obs)
 
     module = Actor()
     module.eval()
     return module
+
+
+def actor_module(policy: Any) -> Any:
+    """A ``torch.nn.Module``: ``obs -> logits`` of an sb3 node-scorer policy (eval mode).
+
+    Args:
+        policy: a :func:`bosun.rl.policy.maskable_policy_class` or
+            :func:`bosun.rl.policy.plain_policy_class` instance (``model.policy``), or a
+            ``NodeScorer`` module.
+    """
+    return _wrapped(policy, lambda scorer, obs: scorer.forward_actor(obs))
 
 
 def serving_module(policy: Any) -> Any:
@@ -71,36 +78,28 @@ def serving_module(policy: Any) -> Any:
     Args:
         policy: see :func:`actor_module`.
     """
+    return _wrapped(policy, _serving_logits)
+
+
+def _serving_logits(sc: Any, obs: Any) -> Any:
+    """``NodeScorer.forward_actor`` rearranged (module docstring)."""
     import torch
     from torch.nn import functional
 
-    scorer = getattr(policy, "mlp_extractor", policy)
-
-    class ServingActor(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.scorer = scorer
-
-        def forward(self, obs: Any) -> Any:
-            sc = self.scorer
-            b = obs.shape[0]
-            g = sc.global_features
-            width = obs.shape[1] - g
-            x = obs[:, :width].reshape(-1, sc.node_features)  # (B*N, F)
-            glob = obs[:, width:] if g else torch.zeros_like(obs[:, :1])
-            # node_in(x) + global_in(glob) = x W^T + (glob Wg^T + bias): one (B, H) term
-            per_obs = functional.linear(glob, sc.global_in.weight, sc.node_in.bias)
-            pre = torch.matmul(x, sc.node_in.weight.t()).reshape(b, -1, sc.hidden)
-            h = torch.tanh(pre + per_obs.unsqueeze(1)).reshape(-1, sc.hidden)
-            h = torch.tanh(torch.addmm(sc.node_mid.bias, h, sc.node_mid.weight.t()))
-            out = torch.addmm(sc.node_out.bias, h, sc.node_out.weight.t()).reshape(b, -1)
-            if sc.log_beta is not None:
-                out = out - torch.exp(sc.log_beta) * x[:, sc.prior_index].reshape(b, -1)
-            return out
-
-    module = ServingActor()
-    module.eval()
-    return module
+    b = obs.shape[0]
+    g = sc.global_features
+    width = obs.shape[1] - g
+    x = obs[:, :width].reshape(-1, sc.node_features)  # (B*N, F)
+    glob = obs[:, width:] if g else torch.zeros_like(obs[:, :1])
+    # node_in(x) + global_in(glob) = x W^T + (glob Wg^T + bias): one (B, H) term
+    per_obs = functional.linear(glob, sc.global_in.weight, sc.node_in.bias)
+    pre = torch.matmul(x, sc.node_in.weight.t()).reshape(b, -1, sc.hidden)
+    h = torch.tanh(pre + per_obs.unsqueeze(1)).reshape(-1, sc.hidden)
+    h = torch.tanh(torch.addmm(sc.node_mid.bias, h, sc.node_mid.weight.t()))
+    out = torch.addmm(sc.node_out.bias, h, sc.node_out.weight.t()).reshape(b, -1)
+    if sc.log_beta is not None:
+        out = out - torch.exp(sc.log_beta) * x[:, sc.prior_index].reshape(b, -1)
+    return out
 
 
 def export_onnx(policy: Any, path: Path | str, observation_size: int) -> Path:

@@ -469,16 +469,20 @@ def _resources(snapshot: Snapshot) -> tuple[npt.NDArray[np.int64], npt.NDArray[n
     """int64 ``(N, 4)`` allocatable and requested over :data:`_RESOURCES` (cpu milli,
     memory bytes, milli-GPU, pods); a resource no node has is a column of zeros."""
     n = snapshot.num_nodes
-    idx = [snapshot.resource_index.get(r, -1) for r in _RESOURCES]
+    idx = tuple(snapshot.resource_index.get(r, -1) for r in _RESOURCES)
+    return _over_resources(snapshot.allocatable[:n], idx), _over_resources(
+        snapshot.requested[:n], idx
+    )
+
+
+def _over_resources(table: npt.NDArray[np.int64], idx: tuple[int, ...]) -> npt.NDArray[np.int64]:
+    """int64 ``(rows, len(idx))``: columns ``idx`` of ``table`` (rows of allocatable or
+    requested), a copy; column ``-1`` (a resource no node has) is zeros."""
     if min(idx) >= 0:
-        return snapshot.allocatable[:n, idx], snapshot.requested[:n, idx]
-    present = [max(i, 0) for i in idx]
-    missing = np.array([i < 0 for i in idx])
-    alloc = snapshot.allocatable[:n, present]
-    used = snapshot.requested[:n, present]
-    alloc[:, missing] = 0
-    used[:, missing] = 0
-    return alloc, used
+        return table[:, list(idx)]
+    out = table[:, [max(i, 0) for i in idx]]
+    out[:, np.array([i < 0 for i in idx])] = 0
+    return out
 
 
 def _pod_fragmentation(
@@ -803,13 +807,7 @@ def _fill_usage(
     u: _Usage, snapshot: Snapshot, st: _Static, rows: slice | npt.NDArray[np.intp]
 ) -> None:
     """Recompute ``rows`` of ``u`` from ``snapshot``, then the sums over every row."""
-    idx = st.resource_key
-    requested = snapshot.requested[rows]
-    if min(idx) >= 0:
-        used = requested[:, list(idx)]
-    else:
-        used = requested[:, [max(i, 0) for i in idx]]
-        used[:, np.array([i < 0 for i in idx])] = 0
+    used = _over_resources(snapshot.requested[rows], st.resource_key)
     # float64 so that the row sums are BLAS products; every value is an integer below
     # 2**53, so exact
     dev = np.where(st.exists[rows], float(GPU_MILLI_PER_GPU) - snapshot.gpu_used_milli[rows], 0.0)
