@@ -172,10 +172,10 @@ def test_bad_args(policy: Path, args: dict[str, Any], field: str, match: str) ->
     ("change", "match"),
     [
         ({"features_version": FEATURES_VERSION + 1}, "features_version: .*found"),
-        # a policy made by an encoder with 8 more global features: 6 * 16 + 49 = 145
+        # a policy made by an encoder with 5 more global features: 6 * 19 + 49 = 163
         (
-            {"global_features": 49, "observation_size": 145},
-            r"global_features: .*expected 41, found 49",
+            {"global_features": 49, "observation_size": 163},
+            r"global_features: .*expected 44, found 49",
         ),
     ],
     ids=["features-version", "other-observation-size"],

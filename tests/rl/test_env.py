@@ -538,8 +538,8 @@ def test_profile_agent_scores_and_preemption_only_with_priorities() -> None:
 @pytest.mark.data
 def test_openb_env() -> None:
     env = SchedulingEnv("openb", max_steps=30, arrival_fraction=(0.7, 1.0))
-    # 1,523 nodes x 16 + 11 + 14 + 8 x 8 = 24,368 + 89 = 24,457
-    assert env.observation_space.shape == (24457,)
+    # 1,523 nodes x 19 + 12 + 16 + 8 x 8 = 28,937 + 92 = 29,029
+    assert env.observation_space.shape == (29029,)
     assert len(env.trace.arrivals) == 8152 - 5706  # floor(0.7 * 8152) = 5706
     obs, _ = env.reset(seed=0)
     assert env.observation_space.contains(obs)

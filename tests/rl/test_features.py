@@ -32,6 +32,7 @@ from bosun.rl.features import (
     pod_fragmentation_milli,
 )
 from bosun.twin.fragmentation import TaskClasses
+from bosun.twin.trace import GPU_MODEL_LABEL
 
 GPU = "nvidia.com/gpu"
 SHARE = "alibabacloud.com/gpu-milli"
@@ -59,15 +60,15 @@ def _view(obs: np.ndarray, spec: ObservationSpec) -> dict[str, float]:
 
 def test_layout_sizes() -> None:
     spec = ObservationSpec(max_nodes=5, history_len=3)
-    # 5 rows x 16 node features + 11 cluster + 14 pod + 3 x 8 history = 80 + 49 = 129
-    assert (len(NODE_FEATURES), len(CLUSTER_FEATURES), len(POD_FEATURES)) == (16, 11, 14)
+    # 5 rows x 19 node features + 12 cluster + 16 pod + 3 x 8 history = 95 + 52 = 147
+    assert (len(NODE_FEATURES), len(CLUSTER_FEATURES), len(POD_FEATURES)) == (19, 12, 16)
     assert len(HISTORY_FEATURES) == 8
-    assert spec.node_features == 16
-    assert spec.global_features == 11 + 14 + 24
-    assert observation_size(spec) == spec.size == 129
-    assert len(feature_names(spec)) == 129
+    assert spec.node_features == 19
+    assert spec.global_features == 12 + 16 + 24
+    assert observation_size(spec) == spec.size == 147
+    assert len(feature_names(spec)) == 147
     low, high = observation_bounds(spec)
-    assert low.shape == high.shape == (129,)
+    assert low.shape == high.shape == (147,)
     names = feature_names(spec)
     signed = {n for n, lo in zip(names, low.tolist(), strict=True) if lo < 0}
     assert signed == {
@@ -244,12 +245,12 @@ def test_spec_dict_round_trip_and_version() -> None:
     ):
         ObservationSpec.from_dict({**d, "features_version": 999}, "policy/meta.json")
     # 7 rows x 16 + 11 cluster + 14 pod + 4 x 8 history = 112 + 25 + 32 = 169
-    with pytest.raises(InputError, match=r"observation_size: expected 169, found 5"):
+    with pytest.raises(InputError, match=r"observation_size: expected 193, found 5"):
         ObservationSpec.from_dict({**d, "observation_size": 5})
     with pytest.raises(InputError, match=r"max_nodes: expected an integer"):
         ObservationSpec.from_dict({"features_version": FEATURES_VERSION, "history_len": 1})
     check_features_version(FEATURES_VERSION)
-    with pytest.raises(InputError, match=r"policy\.onnx: .*features_version: expected 2 .*found 0"):
+    with pytest.raises(InputError, match=r"policy\.onnx: .*features_version: expected 3 .*found 0"):
         check_features_version(0, "policy.onnx")
 
 
@@ -417,7 +418,7 @@ def test_fgd_increase_by_hand() -> None:
 def _cluster_steps(draw: st.DrawFn) -> list[tuple[str, int, int]]:
     """Steps between two encodings: (kind, node index, amount)."""
     kinds = ("add-pod", "add-pod", "remove-pod", "cordon", "resize", "add-node", "remove-node")
-    kinds += ("copy", "nothing")
+    kinds += ("copy", "relabel", "nothing")
     return draw(
         st.lists(
             st.tuples(st.sampled_from(kinds), st.integers(0, 5), st.integers(1, 999)),
@@ -433,14 +434,20 @@ def test_a_kept_encoder_equals_a_fresh_encode(
     steps: list[tuple[str, int, int]], with_classes: bool
 ) -> None:
     """One Encoder kept over a changing cluster (pods placed and removed, cordons, new
-    allocatable, nodes added and removed, a copy of the snapshot encoded in between) gives,
+    allocatable, GPU-model labels set, changed and removed, nodes added and removed, a copy
+    of the snapshot encoded in between) gives,
     after every step, exactly the observation of the stateless encode, which recomputes
     everything."""
     import copy
 
     snap = _cluster()
     spec = ObservationSpec(max_nodes=10, history_len=2)
-    pods = [_share("s", 300), make_pod("c", cpu="1", memory="1Gi"), make_pod("g", extra={GPU: 1})]
+    pods = [
+        _share("s", 300),
+        make_pod("c", cpu="1", memory="1Gi"),
+        make_pod("g", extra={GPU: 1}),
+        make_pod("m", extra={GPU: 1}, node_selector={GPU_MODEL_LABEL: "A"}),
+    ]
     classes = TaskClasses.from_pods(pods) if with_classes else None
     enc = Encoder(classes)
     placed: list[str] = []
@@ -476,7 +483,16 @@ def test_a_kept_encoder_equals_a_fresh_encode(
                 make_node(name, cpu=str(8 + amount % 9), memory="64Gi", extra={GPU: 4})
             )
         elif kind == "add-node" and current.num_nodes < spec.max_nodes:
-            current.add_node(make_node(f"x{i}", cpu="32", memory="128Gi", extra={GPU: 8}))
+            labels = {GPU_MODEL_LABEL: "B"} if amount % 2 else None
+            current.add_node(
+                make_node(f"x{i}", cpu="32", memory="128Gi", extra={GPU: 8}, labels=labels)
+            )
+        elif kind == "relabel":
+            old = current.nodes[row]
+            model = ("", "A", "B")[amount % 3]
+            rest = {k: v for k, v in old.labels.items() if k != GPU_MODEL_LABEL}
+            new_labels = {**rest, GPU_MODEL_LABEL: model} if model else rest
+            current.update_node(dataclasses.replace(old, labels=new_labels))
         elif kind == "remove-node" and current.num_nodes > 1:
             current.remove_node(name)
             placed = [k for k in placed if current.pods.get(k) is not None]
@@ -487,3 +503,109 @@ def test_a_kept_encoder_equals_a_fresh_encode(
         got = enc(current, pod, feasible, None, spec)
         want = encode(current, pod, feasible, None, spec, classes)
         assert np.array_equal(got, want), (i, kind)
+
+
+def _model_cluster() -> Snapshot:
+    """n0: model A, 2 GPUs, one taken; n1: model B, 8 GPUs; n2: no GPU; n3: model A, 2
+    GPUs, cordoned; n4: 2 GPUs without the model label."""
+    a = {GPU_MODEL_LABEL: "A"}
+    snap = Snapshot(
+        [
+            make_node("n0", cpu="16", memory="64Gi", extra={GPU: 2}, labels=a),
+            make_node("n1", cpu="16", memory="64Gi", extra={GPU: 8}, labels={GPU_MODEL_LABEL: "B"}),
+            make_node("n2", cpu="16", memory="64Gi"),
+            make_node("n3", cpu="16", memory="64Gi", extra={GPU: 2}, labels=a, unschedulable=True),
+            make_node("n4", cpu="16", memory="64Gi", extra={GPU: 2}),
+        ]
+    )
+    snap.add_pod(make_pod("used", extra={GPU: 1}), "n0")
+    return snap
+
+
+#: 0.5 of the workload any model, 0.3 model A only, 0.2 model A or B.
+_MODEL_CLASSES = TaskClasses.from_args(
+    [
+        {"milliCpu": 1000, "memoryBytes": GIB, "gpuCount": 1, "gpuMilli": 1000, "popularity": 0.5},
+        {
+            "milliCpu": 1000,
+            "memoryBytes": GIB,
+            "gpuCount": 1,
+            "gpuMilli": 1000,
+            "popularity": 0.3,
+            "gpuModels": ["A"],
+        },
+        {
+            "milliCpu": 2000,
+            "memoryBytes": GIB,
+            "gpuCount": 1,
+            "gpuMilli": 1000,
+            "popularity": 0.2,
+            "gpuModels": ["A", "B"],
+        },
+    ]
+)
+
+
+@pytest.mark.parametrize("with_classes", [True, False], ids=["classes", "no-classes"])
+def test_gpu_model_node_and_cluster_features_by_hand(with_classes: bool) -> None:
+    """14 GPU devices: A has 4 (n0, n3), B 8, n4's 2 have no model. Schedulable A milli-GPU
+    is n0's 2000 (n3 is cordoned), 1000 of it free; B's 8000 all free.
+
+    * model_demand: A is needed by 0.3 + 0.2 = 0.5 of the workload, B by 0.2; 0 on the
+      CPU node and the unlabelled one, and everywhere without task classes;
+    * model_gpu_share: A 4/14, B 8/14, else 0;
+    * model_free: A 1000/2000 (on n3 too: its model's share), B 1;
+    * constrained_demand: 0.3 + 0.2 = 0.5 (0 without task classes)."""
+    snap = _model_cluster()
+    spec = ObservationSpec(max_nodes=6, history_len=0)
+    obs = Encoder(_MODEL_CLASSES if with_classes else None)(
+        snap, make_pod("p", cpu="1"), np.ones(5, dtype=bool), None, spec
+    )
+    view = _view(obs, spec)
+
+    def column(name: str) -> list[float]:
+        return [view[f"node[{i}].{name}"] for i in range(6)]
+
+    demand = [0.5, 0.2, 0.0, 0.5, 0.0, 0.0] if with_classes else [0.0] * 6
+    assert column("model_demand") == pytest.approx(demand)
+    assert column("model_gpu_share") == pytest.approx([4 / 14, 8 / 14, 0, 4 / 14, 0, 0])
+    assert column("model_free") == pytest.approx([0.5, 1.0, 0.0, 0.5, 0.0, 0.0])
+    assert view["cluster.constrained_demand"] == pytest.approx(0.5 if with_classes else 0.0)
+
+
+@pytest.mark.parametrize(
+    ("pod", "constrained", "share"),
+    [
+        (make_pod("cpu", cpu="1"), 0.0, 0.0),
+        (make_pod("any", extra={GPU: 1}), 0.0, 1.0),
+        (make_pod("a", extra={GPU: 1}, node_selector={GPU_MODEL_LABEL: "A"}), 1.0, 4 / 14),
+        (make_pod("b", extra={GPU: 2}, node_selector={GPU_MODEL_LABEL: "B"}), 1.0, 8 / 14),
+        # a model no node has: constrained, no device
+        (make_pod("h", extra={GPU: 1}, node_selector={GPU_MODEL_LABEL: "H100"}), 1.0, 0.0),
+        # a CPU-only pod's selector on the label is no GPU-model constraint
+        (make_pod("c", cpu="1", node_selector={GPU_MODEL_LABEL: "A"}), 0.0, 0.0),
+    ],
+    ids=["cpu-only", "any-model", "model-a", "model-b", "absent-model", "cpu-with-selector"],
+)
+def test_gpu_model_pod_features_by_hand(pod: Pod, constrained: float, share: float) -> None:
+    """The pod's constraint and the share of the 14 GPU devices whose model it accepts (A 4,
+    B 8, 2 unlabelled: only an unconstrained GPU pod may use those)."""
+    spec = ObservationSpec(max_nodes=6, history_len=0)
+    view = _view(encode(_model_cluster(), pod, np.ones(5, dtype=bool), None, spec), spec)
+    assert view["pod.gpu_model_constrained"] == constrained
+    assert view["pod.gpu_model_share"] == pytest.approx(share)
+
+
+def test_gpu_model_share_of_a_required_affinity() -> None:
+    """A required node affinity ``In (A, B)`` accepts both models: (4 + 8) / 14."""
+    from bosun.api.types import Affinity, NodeAffinity, NodeSelectorTerm, Requirement
+
+    term = NodeSelectorTerm(match_expressions=(Requirement(GPU_MODEL_LABEL, "In", ("A", "B")),))
+    pod = dataclasses.replace(
+        make_pod("ab", extra={GPU: 1}),
+        affinity=Affinity(node_affinity=NodeAffinity(required=(term,))),
+    )
+    spec = ObservationSpec(max_nodes=6, history_len=0)
+    view = _view(encode(_model_cluster(), pod, np.ones(5, dtype=bool), None, spec), spec)
+    assert view["pod.gpu_model_constrained"] == 1.0
+    assert view["pod.gpu_model_share"] == pytest.approx(12 / 14)

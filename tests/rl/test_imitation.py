@@ -14,7 +14,7 @@ import pytest
 from bosun.errors import InputError
 from bosun.rl.env import split_trace
 from bosun.rl.evaluate import HeuristicChooser, run_policy
-from bosun.rl.features import FGD_FEATURE, NODE_FEATURES
+from bosun.rl.features import FEATURES_VERSION, FGD_FEATURE, NODE_FEATURES
 from bosun.rl.imitation import (
     DistillSettings,
     distill,
@@ -288,7 +288,6 @@ def test_distill_learns_a_rule_it_is_shown(tmp_path: Path) -> None:
     folder is a policy the plugin loads."""
     import torch
 
-    from bosun.rl.features import FEATURES_VERSION
     from bosun.rl.train import load_model
 
     train, held = _rule_labels(300, 0), _rule_labels(200, 1)
@@ -448,7 +447,7 @@ def test_reencode_replays_a_dagger_episode(tmp_path: Path) -> None:
     assert len(again) == len(labels)
     for a, b in zip(labels, again, strict=True):
         assert (a.obs == b.obs).all() and _same_but_obs(a, b)
-    _rewrite(path, taken=None, version=np.array([1, 2]))
+    _rewrite(path, taken=None, version=np.array([1, FEATURES_VERSION]))
     assert all(x.taken is None for x in load_labels(path)[0])  # format 1 still loads
     with pytest.raises(InputError, match="format-1 file without them"):
         reencode_labels(trace, path)

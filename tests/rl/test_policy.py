@@ -143,11 +143,11 @@ def test_meta_round_trip(small_policy: Path) -> None:
     spec = ObservationSpec(8, 2)
     assert meta.features_version == FEATURES_VERSION
     assert meta.max_nodes == 8 and meta.history_len == 2
-    # 8 rows x 16 node features + (11 cluster + 14 pod + 2 x 8 history) = 128 + 41 = 169
-    assert meta.observation_size == 169 == spec.size
+    # 8 rows x 19 node features + (12 cluster + 16 pod + 2 x 8 history) = 152 + 44 = 196
+    assert meta.observation_size == 196 == spec.size
     assert meta.reward_weights == {"util": 0.4, "speed": 0.3, "sla": 0.2, "frag": 0.1}
     model = load_model(small_policy)
-    assert model.observation_space.shape == (169,)
+    assert model.observation_space.shape == (196,)
     assert type(model.policy).__name__ == "MaskableNodeScorerPolicy"
 
 
@@ -174,7 +174,7 @@ def _edit_meta(folder: Path, **changes: Any) -> None:
         (lambda p: _edit_meta(p, max_nodes="8"), "max_nodes: expected an integer, found '8'"),
         (
             lambda p: _edit_meta(p, observation_size=100),
-            r"observation_size: expected .* = 169, found 100",
+            r"observation_size: expected .* = 196, found 100",
         ),
         (lambda p: _edit_meta(p, format_version=9), "format_version: expected 1, found 9"),
     ],
@@ -209,11 +209,11 @@ def test_bad_model_file_is_a_clear_error(
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"features_version": FEATURES_VERSION + 1}, "features_version: .*expected 3, found 2"),
-        ({"node_features": 17}, "node_features: .*expected 17, found 16"),
-        ({"global_features": 40}, "global_features: .*expected 40, found 41"),
+        ({"features_version": FEATURES_VERSION + 1}, "features_version: .*expected 4, found 3"),
+        ({"node_features": 20}, "node_features: .*expected 20, found 19"),
+        ({"global_features": 43}, "global_features: .*expected 43, found 44"),
         ({"history_len": 3}, "history_len: .*expected 3, found 2"),
-        ({"observation_size": 184}, "observation_size: .*expected 184, found 169"),
+        ({"observation_size": 211}, "observation_size: .*expected 211, found 196"),
     ],
     ids=["version", "node-features", "global-features", "history", "size"],
 )
@@ -223,8 +223,8 @@ def test_incompatible_policy_names_expected_and_found(
     meta = load_meta(small_policy)
     args: dict[str, Any] = {
         "features_version": FEATURES_VERSION,
-        "node_features": 16,
-        "global_features": 41,
+        "node_features": 19,
+        "global_features": 44,
     }
     args.update(kwargs)
     with pytest.raises(PolicyFileError, match=match):

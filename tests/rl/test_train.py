@@ -299,5 +299,5 @@ def test_training_on_the_twin_is_deterministic(tmp_path: Path) -> None:
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     meta = load_meta(tmp_path / "a")
     assert meta.trace == "tiny" and meta.timesteps == 256 and meta.seed == 5
-    # 4 nodes x 16 node features + (11 cluster + 14 pod + 8 x 8 history) = 64 + 89 = 153
-    assert meta.observation_size == 153
+    # 4 nodes x 19 node features + (12 cluster + 16 pod + 8 x 8 history) = 76 + 92 = 168
+    assert meta.observation_size == 168

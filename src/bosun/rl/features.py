@@ -50,7 +50,20 @@ the pod's request, ``max_*`` the largest value over the snapshot's nodes):
 13    cordoned              1 when ``spec.unschedulable``                       [0, 1]
 14    feasible              1 when the node is among the nodes to score         [0, 1]
 15    fgd_increase          ``clip(delta_n / FGD_SCALE_MILLI, -1, 1)`` (below)  [-1, 1]
+16    model_demand          ``D(m_n)``: the target workload's share that must   [0, 1]
+                            run on a GPU model, ``m_n`` among its models
+17    model_gpu_share       GPU devices of model ``m_n`` / all GPU devices      [0, 1]
+18    model_free            free milli-GPU of model ``m_n`` / its milli-GPU     [0, 1]
+                            (schedulable nodes)
 ====  ====================  ==================================================  =========
+
+GPU models (16 to 18, and the pod's 14, 15 and the cluster's 11): ``m_n`` is the value of
+node ``n``'s label ``nvidia.com/gpu.product`` (:data:`bosun.twin.trace.GPU_MODEL_LABEL`);
+the three are 0 on a node without GPUs or without that label. ``D(m)`` sums the popularity
+of the task classes (``M`` below) that name the GPU models they accept, over the classes
+whose models include ``m`` (0 without task classes). A node whose model such classes need
+is one where an unconstrained pod takes capacity that only some pods can use; FGD's
+``delta_n`` carries the same through its workload, these say it directly.
 
 ``F_n(pod)`` is FGD's fragmentation of node ``n`` for the task class of the pending pod
 alone (Weng et al., "Beware of Fragmentation", USENIX ATC 2023, §3.2, with the workload
@@ -88,6 +101,8 @@ the totals 8 to 10 over every node):
 8     cpu_total              ``log1p(sum A_cpu / 1000) / log1p(1e6)``, clipped  [0, 1]
 9     memory_total           ``log1p(sum A_mem / 2**30) / log1p(1e7)``, clipped [0, 1]
 10    gpu_total              ``log1p(sum A_gpu / 1000) / log1p(1e5)``, clipped  [0, 1]
+11    constrained_demand     the target workload's share that names GPU models  [0, 1]
+                             (popularity of those task classes; 0 without)
 ====  =====================  ================================================  ======
 
 (the totals are cores, GiB and GPUs on a log scale that reaches 1 at a million cores, ten
@@ -106,6 +121,13 @@ Pod features (:data:`POD_FEATURES`):
 7     priority        ``sign(P) log1p(|P|) / log1p(2**31)`` (``spec.priority``)   [-1, 1]
 8-13  qos_*           one-hot of the label ``bosun.io/qos`` (:data:`QOS_CLASSES`;   [0, 1]
                       absent or another value: ``qos_other``)
+14    gpu_model_      1 when the pod asks for GPUs and accepts only some GPU       [0, 1]
+      constrained     models (node selector or required node affinity ``In`` on
+                      the model label, :func:`bosun.twin.fragmentation.
+                      pod_gpu_models`)
+15    gpu_model_      GPU devices of the models the pod accepts / all GPU devices  [0, 1]
+      share           (1 for a GPU pod without a model constraint; 0 for a pod
+                      without GPUs or a cluster without GPU devices)
 ====  ==============  ==========================================================  =======
 
 History (:data:`HISTORY_FEATURES`, ``history_len`` records, the most recent first; missing
@@ -141,13 +163,14 @@ import numpy.typing as npt
 from bosun.api.types import CPU, GPU, GPU_MILLI_PER_GPU, MEMORY, PODS, Pod
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.snapshot import Snapshot
-from bosun.twin.fragmentation import FragmentationTracker, TaskClasses
+from bosun.twin.fragmentation import FragmentationTracker, TaskClasses, pod_gpu_models
+from bosun.twin.trace import GPU_MODEL_LABEL
 
 FloatArray = npt.NDArray[np.float32]
 BoolArray = npt.NDArray[np.bool_]
 
 #: Changes with every change of the layout or of a formula in this module.
-FEATURES_VERSION = 2
+FEATURES_VERSION = 3
 
 #: Pod label carrying the QoS class (the openb trace's ``qos`` column, see
 #: :data:`bosun.twin.traces.generic.QOS_LABEL`).
@@ -172,6 +195,9 @@ NODE_FEATURES = (
     "cordoned",
     "feasible",
     "fgd_increase",
+    "model_demand",
+    "model_gpu_share",
+    "model_free",
 )
 CLUSTER_FEATURES = (
     "node_count",
@@ -185,6 +211,7 @@ CLUSTER_FEATURES = (
     "cpu_total",
     "memory_total",
     "gpu_total",
+    "constrained_demand",
 )
 POD_FEATURES = (
     "cpu",
@@ -197,6 +224,8 @@ POD_FEATURES = (
     "priority",
     *(f"qos_{q}" for q in QOS_CLASSES),
     "qos_other",
+    "gpu_model_constrained",
+    "gpu_model_share",
 )
 HISTORY_FEATURES = (
     "valid",
@@ -675,24 +704,83 @@ class _Static:
     alloc_sum: npt.NDArray[np.float64]  # (4,) over the schedulable nodes
     devices: float  # GPU devices of the schedulable nodes
     cluster_static: tuple[float, ...]  # node_count, schedulable_share, and the 3 totals
+    models: tuple[str, ...]  # the model label's values, code order: the cache key
+    code: npt.NDArray[np.int32]  # (n,) copy of the model label's codes: the cache key
+    group: npt.NDArray[np.intp]  # (n,) code + 1 on a node with GPUs, 0 otherwise
+    model_devices: npt.NDArray[np.float64]  # (V + 1,) GPU devices per group, every node
+    model_milli_safe: npt.NDArray[np.float64]  # (V + 1,) schedulable milli-GPU, 1 if 0
+    model_nz: npt.NDArray[np.float64]  # (V + 1,) 1.0 for a model with schedulable GPUs
+    all_devices: float  # GPU devices of every node
+    constrained: float  # the cluster's constrained_demand
 
 
-def _static(snapshot: Snapshot, spec: ObservationSpec) -> _Static:
+@dataclass(frozen=True, slots=True)
+class _ModelDemand:
+    """The GPU-model part of the target workload: ``D(m)`` per model value (module
+    docstring) and the constrained classes' total popularity."""
+
+    by_model: Mapping[str, float]
+    constrained: float
+
+
+def _model_demand(classes: TaskClasses | None) -> _ModelDemand:
+    """:class:`_ModelDemand` of ``classes`` (empty and 0 without classes)."""
+    by_model: dict[str, float] = {}
+    constrained = 0.0
+    if classes is not None:
+        for k, p in enumerate(classes.popularity.tolist()):
+            models = classes.models_of(k)
+            if models:
+                constrained += p
+                for m in models:
+                    by_model[m] = by_model.get(m, 0.0) + p
+    return _ModelDemand(by_model, constrained)
+
+
+_NO_DEMAND = _ModelDemand({}, 0.0)
+
+
+def _model_values(snapshot: Snapshot) -> tuple[str, ...]:
+    """The model label's values in code order (code ``c`` is entry ``c``)."""
+    labels = snapshot.node_labels
+    return tuple(
+        labels.value(GPU_MODEL_LABEL, c) for c in range(labels.num_values(GPU_MODEL_LABEL))
+    )
+
+
+def _static(
+    snapshot: Snapshot, spec: ObservationSpec, demand: _ModelDemand = _NO_DEMAND
+) -> _Static:
     n = snapshot.num_nodes
     alloc, _ = _resources(snapshot)
     count = snapshot.gpu_count[:n].astype(np.int64)
     cordoned = snapshot.unschedulable[:n].copy()
     largest = alloc.max(axis=0) if n else np.zeros(4, dtype=np.int64)
     max_count = int(count.max()) if n else 0
+    sched = (~cordoned).astype(np.float64)
+    models = _model_values(snapshot)
+    code = snapshot.node_labels.column(GPU_MODEL_LABEL)[:n].copy()
+    # group 0: no GPU or no model label; group c + 1: model code c
+    group = np.where((count != 0) & (code >= 0), code.astype(np.intp) + 1, 0)
+    size = len(models) + 1
+    model_devices = np.bincount(group, weights=count.astype(np.float64), minlength=size).astype(
+        np.float64
+    )
+    model_devices[0] = 0.0
+    model_milli = np.bincount(group, weights=sched * count * GPU_MILLI_PER_GPU, minlength=size)
+    model_milli[0] = 0.0
+    all_devices = float(count.sum())
+    demand_of = np.array([0.0, *(demand.by_model.get(m, 0.0) for m in models)])
     template = np.zeros((n, _N_NODE), dtype=np.float32)
     if n:
         template[:, 0] = 1.0
         template[:, 1:3] = _ratio(alloc[:, :2], largest[None, :2])
         template[:, 3] = _ratio(count, np.full(n, max_count))
         template[:, 13] = cordoned
+        template[:, 16] = np.clip(demand_of[group], 0.0, 1.0)
+        template[:, 17] = _ratio(model_devices[group], np.full(n, all_devices))
     width = snapshot.gpu_used_milli.shape[1] if snapshot.gpu_used_milli.ndim == 2 else 0
     exists = np.arange(width)[None, :] < count[:, None]
-    sched = (~cordoned).astype(np.float64)
     total = alloc.sum(axis=0)
     alloc_safe = np.where(alloc != 0, alloc, 1).astype(np.float64)
     alloc_nz = (alloc != 0).astype(np.float64)
@@ -729,6 +817,14 @@ def _static(snapshot: Snapshot, spec: ObservationSpec) -> _Static:
             _log_scale(float(total[1]) / _GIB, MEMORY_GIB_SCALE),
             _log_scale(float(total[2]) / GPU_MILLI_PER_GPU, GPU_SCALE),
         ),
+        models=models,
+        code=code,
+        group=group,
+        model_devices=model_devices,
+        model_milli_safe=np.where(model_milli != 0, model_milli, 1.0),
+        model_nz=(model_milli != 0).astype(np.float64),
+        all_devices=all_devices,
+        constrained=min(1.0, max(0.0, demand.constrained)),
     )
 
 
@@ -740,6 +836,8 @@ def _static_valid(st: _Static, snapshot: Snapshot, spec: ObservationSpec) -> boo
         and np.array_equal(snapshot.gpu_count[: st.n], st.count32)
         and np.array_equal(snapshot.unschedulable[: st.n], st.cordoned)
         and np.array_equal(snapshot.allocatable[: st.n], st.alloc_full)
+        and np.array_equal(snapshot.node_labels.column(GPU_MODEL_LABEL)[: st.n], st.code)
+        and _model_values(snapshot) == st.models
     )
 
 
@@ -761,6 +859,7 @@ def _static_rows_same(st: _Static, snapshot: Snapshot, rows: npt.NDArray[np.intp
         np.array_equal(snapshot.gpu_count[rows], st.count32[rows])
         and np.array_equal(snapshot.unschedulable[rows], st.cordoned[rows])
         and np.array_equal(snapshot.allocatable[rows], st.alloc_full[rows])
+        and np.array_equal(snapshot.node_labels.column(GPU_MODEL_LABEL)[rows], st.code[rows])
     )
 
 
@@ -826,6 +925,12 @@ def _fill_usage(
     u.used_sum = st.sched @ u.used.astype(np.float64)
     u.free_total = float(st.sched @ u.dev_total)
     u.whole_sum = float(st.sched @ u.whole)
+    # model_free: free milli-GPU per model over the schedulable nodes, every row (a change
+    # of one row moves its model's share on every node of that model)
+    free_by = np.bincount(st.group, weights=st.sched * u.dev_total, minlength=len(st.model_nz))
+    share = free_by / st.model_milli_safe * st.model_nz
+    share[0] = 0.0
+    u.block[:, 18] = np.clip(share[st.group], 0.0, 1.0)
 
 
 class Encoder:
@@ -856,7 +961,15 @@ class Encoder:
             every node ahead of the first pod); None leaves that feature 0.
     """
 
-    __slots__ = ("_seen", "_seen_generation", "_static", "_usage", "classes", "tracker")
+    __slots__ = (
+        "_demand",
+        "_seen",
+        "_seen_generation",
+        "_static",
+        "_usage",
+        "classes",
+        "tracker",
+    )
 
     def __init__(self, classes: TaskClasses | None = None) -> None:
         self._static: _Static | None = None
@@ -865,6 +978,7 @@ class Encoder:
         self._seen_generation = -1
         self.classes = classes
         self.tracker = FragmentationTracker(classes) if classes is not None else None
+        self._demand = _model_demand(classes)
 
     def warm(self, snapshot: Snapshot, spec: ObservationSpec) -> None:
         """Do now the work that depends only on the cluster: the parts of the observation
@@ -894,13 +1008,13 @@ class Encoder:
             if snapshot.generation != self._seen_generation:
                 moved = np.flatnonzero(snapshot.row_version[: st.n] > self._seen_generation)
                 if len(moved) and not _static_rows_same(st, snapshot, moved):
-                    st = self._static = _static(snapshot, spec)
+                    st = self._static = _static(snapshot, spec, self._demand)
                     u = self._usage = _usage(snapshot, st)
                 elif len(moved):
                     _fill_usage(u, snapshot, st, moved)
         else:
             if st is None or not _static_valid(st, snapshot, spec):
-                st = self._static = _static(snapshot, spec)
+                st = self._static = _static(snapshot, spec, self._demand)
             u = self._usage = _usage(snapshot, st)
         self._seen = weakref.ref(snapshot)
         self._seen_generation = snapshot.generation
@@ -1011,6 +1125,7 @@ def _encode(
         cpu_total,
         mem_total,
         gpu_total,
+        st.constrained,
     )
     out[g : g + _N_CLUSTER] = [min(1.0, max(0.0, x)) for x in cluster]
     largest = st.largest
@@ -1022,6 +1137,21 @@ def _encode(
     qos = pod.labels.get(QOS_LABEL, "")
     qos_hot = [1.0 if qos == q else 0.0 for q in QOS_CLASSES]
     qos_hot.append(0.0 if qos in QOS_CLASSES else 1.0)
+    accepted = pod_gpu_models(pod) if pod.gpu_count else ()
+    if not pod.gpu_count:
+        model_share = 0.0
+    elif not accepted:
+        model_share = 1.0 if st.all_devices else 0.0
+    else:
+        # a value added to the label after st was built is on no node (else a row's code
+        # would have changed and st been rebuilt): no devices
+        codes = [
+            c
+            for c in snapshot.node_labels.codes_of(GPU_MODEL_LABEL, accepted)
+            if c < len(st.models)
+        ]
+        took = float(st.model_devices[np.asarray(codes, dtype=np.intp) + 1].sum())
+        model_share = _scalar_ratio(took, st.all_devices)
     pod_vec = (
         min(1.0, _scalar_ratio(float(cpu), max_cpu)),
         min(1.0, _scalar_ratio(float(mem), max_mem)),
@@ -1032,6 +1162,8 @@ def _encode(
         1.0 if pod.gpu_count == 0 else 0.0,
         math.copysign(min(1.0, math.log1p(abs(prio)) / math.log1p(PRIORITY_SCALE)), prio),
         *qos_hot,
+        1.0 if accepted else 0.0,
+        min(1.0, max(0.0, model_share)),
     )
     out[g : g + _N_POD] = pod_vec
 
