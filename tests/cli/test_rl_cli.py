@@ -485,7 +485,7 @@ def test_reencode_writes_the_labels_again(tmp_path: Path) -> None:
         ),
         (
             ["label", "--episodes", "4:0", "--samples", "1", "--out", "{tmp}/l"],
-            "expected >= 1, >= 2, >= 1; found 200, 1, 3",
+            "expected >= 1, 0 or >= 2, >= 1; found 200, 1, 3",
         ),
         (
             ["distill", "--labels", "{tmp}/none", "--out", "{tmp}/p"],

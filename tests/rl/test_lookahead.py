@@ -80,6 +80,26 @@ def test_lookahead_leaves_room_for_the_drawn_pods() -> None:
     assert fgd_choices == {0, 1}  # the lookahead left FGD's n0 at least once
 
 
+def test_no_samples_labels_the_base_choice() -> None:
+    """``samples=0``: where the futures would take n1 (the test above), every decision
+    keeps FGD's choice, recorded as a label with that one candidate and no values."""
+    pool = [_gpu_pod("past", 2)]
+    pod = _gpu_pod("now", 1)
+    classes = TaskClasses.from_pods([pod])
+    choices = set()
+    for seed in range(10):
+        d = Decision(pod, _two_nodes(), np.arange(2, dtype=np.intp), None, None, None, classes)
+        fgd = HeuristicChooser("fgd", seed)(d)
+        chooser = Lookahead(pool, seed, horizon=2, samples=0, record=True)
+        assert chooser(d) == fgd
+        (label,) = chooser.labels
+        assert (label.base, label.pick, label.candidates.tolist()) == (fgd, fgd, [fgd])
+        assert label.values.shape == (1, 0)
+        assert chooser.deviations == 0
+        choices.add(fgd)
+    assert choices == {0, 1}  # FGD's tie-break took n0 too, which the futures would leave
+
+
 def test_another_base_policy_is_kept_and_places_the_futures() -> None:
     """``base="leastallocated"``: LeastAllocated's choice as evaluated is the first
     candidate and the one kept under an unreachable threshold, and LeastAllocated places
@@ -146,5 +166,5 @@ def test_best_gain_by_hand(gains: list[list[float]], t_min: float, expected: int
 def test_best_gain_needs_two_samples() -> None:
     with pytest.raises(ValueError, match="samples >= 2"):
         best_gain(np.asarray([[0.0], [1.0]]), 1.5)
-    with pytest.raises(ValueError, match="samples >= 2"):
+    with pytest.raises(ValueError, match="samples 0 or >= 2"):
         Lookahead([_gpu_pod("p", 1)], 0, samples=1)

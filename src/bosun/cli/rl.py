@@ -597,7 +597,13 @@ def label_cmd(
     scale_pods: ScalePodsOption = False,
     train_fraction: TrainFractionOption = 0.7,
     horizon: Annotated[int, typer.Option("--horizon", help="Pods per sampled future.")] = 200,
-    samples: Annotated[int, typer.Option("--samples", help="Futures per decision.")] = 16,
+    samples: Annotated[
+        int,
+        typer.Option(
+            "--samples",
+            help="Futures per decision; 0: no lookahead, every label is FGD's own choice.",
+        ),
+    ] = 16,
     t_min: Annotated[
         float, typer.Option("--t-min", help="Paired t a gain over FGD must pass to leave it.")
     ] = 1.5,
@@ -630,14 +636,14 @@ def label_cmd(
     console = Console()
     try:
         pairs = _episodes(episodes)
-        if horizon < 1 or samples < 2 or top < 1:
+        if horizon < 1 or not (samples == 0 or samples >= 2) or top < 1:
             raise InputError(
                 [
                     InputProblem(
                         "command line",
                         "options",
                         "--horizon/--samples/--top",
-                        f"expected >= 1, >= 2, >= 1; found {horizon}, {samples}, {top}",
+                        f"expected >= 1, 0 or >= 2, >= 1; found {horizon}, {samples}, {top}",
                     )
                 ]
             )

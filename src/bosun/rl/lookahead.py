@@ -154,7 +154,10 @@ class Lookahead:
         seed: the episode's seed: FGD's, LeastAllocated's and MostAllocated's tie-breaks
             as ``bosun rl evaluate`` seeds them, and the futures' draws (``seed +``
             :data:`FUTURE_SEED_OFFSET`).
-        horizon, samples: pods per future, futures per decision.
+        horizon, samples: pods per future, futures per decision. ``samples=0`` judges
+            nothing: every decision keeps the base policy's choice, recorded as a label
+            with that one candidate (labels of the base policy itself, for a mix where the
+            lookahead does not beat it, at the cost of a replay).
         t_min: the paired t statistic a candidate's gain over the base policy's choice
             must pass (:func:`best_gain`).
         top: FGD's best nodes among the candidates.
@@ -168,8 +171,8 @@ class Lookahead:
         record: keep a :class:`Label` of every decision in :attr:`labels`.
 
     Raises:
-        ValueError: ``horizon < 1``, ``samples < 2``, ``top < 1``, an empty pool or an
-            unknown base policy.
+        ValueError: ``horizon < 1``, ``samples`` 1 or below 0, ``top < 1``, an empty pool or
+            an unknown base policy.
 
     Attributes:
         decisions, deviations: decisions taken, and those where it left the base
@@ -191,9 +194,10 @@ class Lookahead:
     ) -> None:
         from bosun.twin.experiments.fragmentation import POLICIES
 
-        if horizon < 1 or samples < 2 or top < 1:
+        if horizon < 1 or not (samples == 0 or samples >= 2) or top < 1:
             raise ValueError(
-                f"expected horizon >= 1, samples >= 2, top >= 1; found {horizon}, {samples}, {top}"
+                "expected horizon >= 1, samples 0 or >= 2, top >= 1; "
+                f"found {horizon}, {samples}, {top}"
             )
         if not pool:
             raise ValueError("expected past pods to draw futures from, found none")
@@ -222,8 +226,12 @@ class Lookahead:
         base = int(self.fgd(d))
         if self.config is None:
             self.config = policy_configuration(self.base, in_tree_registry(), d.task_classes)
-        ranked = [int(r) for r in self.ranker.rows_by_score(d)[: self.top]]
-        candidates = list(dict.fromkeys([base, *ranked, *(int(o(d)) for o in self.others)]))
+        if self.samples:
+            ranked = [int(r) for r in self.ranker.rows_by_score(d)[: self.top]]
+            others = [int(o(d)) for o in self.others]
+            candidates = list(dict.fromkeys([base, *ranked, *others]))
+        else:
+            candidates = [base]
         self.decisions += 1
         pick = base
         values = np.zeros((1, 0))
