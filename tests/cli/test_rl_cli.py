@@ -138,6 +138,27 @@ def test_evaluate_too_short_trace(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".eval")]
 
 
+def test_migrate(trained: Path, tmp_path: Path) -> None:
+    """A policy of features version 2 (16 node features; 11 cluster, 14 pod and 8 per
+    history record) is carried to this version; a policy of this version is refused (exit
+    2) and nothing is written."""
+    from bosun.rl.policy import ObsLayout, load_meta
+    from bosun.rl.train import init_policy
+
+    code, text = _run("migrate", "--policy", str(trained), "--out", str(tmp_path / "same"))
+    assert code == 2
+    assert "features_version: expected an older version" in " ".join(text.split())
+    assert not (tmp_path / "same").exists()
+    old = tmp_path / "v2"
+    fields = {"features_version": 2, "history_len": 1, "reward_weights": {}, "trace": "t"}
+    init_policy(old, ObsLayout(4, 16, 11 + 14 + 8), meta_fields=fields, fgd_prior=True)
+    code, text = _run("migrate", "--policy", str(old), "--out", str(tmp_path / "v3"))
+    assert code == 0, text
+    assert "features version 2 -> 3" in " ".join(text.split())
+    meta = load_meta(tmp_path / "v3")
+    assert (meta.node_features, meta.global_features) == (19, 12 + 16 + 8)
+
+
 def test_export_missing_policy(tmp_path: Path) -> None:
     code, text = _run("export", "--policy", str(tmp_path / "none"))
     assert code == 2

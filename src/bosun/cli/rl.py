@@ -814,6 +814,29 @@ def finetune_cmd(
     )
 
 
+@app.command("migrate")
+def migrate_cmd(
+    policy: Annotated[
+        Path, typer.Option("--policy", help="A policy folder of an older features version.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="The policy folder to write.")],
+) -> None:
+    """Carry a policy of an older observation-features version to this bosun's, with the
+    same choices: the inputs added since get weight 0 (bosun.rl.migrate)."""
+    from bosun.rl.migrate import migrate_policy
+
+    try:
+        _check_out(out, "policy")
+        meta = migrate_policy(policy, out)
+    except BosunError as e:
+        raise fail(str(_as_flags(e))) from None
+    Console().print(
+        f"{escape(str(out))}: features version "
+        f"{meta.extra['migrated_from_features_version']} -> {meta.features_version}, "
+        f"the same network (the added inputs have weight 0)"
+    )
+
+
 @app.command("export")
 def export_cmd(
     policy: Annotated[Path, typer.Option("--policy", help="The policy folder (policy.zip).")],
