@@ -7,10 +7,10 @@ in training. Everything here is a pure function of the snapshot, the pod, the no
 Score point was asked to score and the :class:`DecisionHistory`; nothing loops over nodes in
 Python. :class:`Encoder` gives the same observation, bit for bit, and keeps between calls
 what does not depend on the pod: the capacity part (capacities, cordons, the largest node,
-the cluster totals) until the snapshot's ``allocatable``, ``gpu_count`` or
-``unschedulable`` change, and the usage part, recomputed only for the nodes that changed
-(a pod placed or removed, the node updated; every node of another snapshot object): the
-serving plugin and the environment use one each.
+the cluster totals, the GPU models) until the snapshot's ``allocatable``, ``gpu_count``,
+``unschedulable`` or GPU-model labels change, and the usage part, recomputed only for the
+nodes that changed (a pod placed or removed, the node updated; every node of another
+snapshot object): the serving plugin and the environment use one each.
 
 Layout (``spec = ObservationSpec(max_nodes, history_len)``), float32, length
 :func:`observation_size`::
@@ -678,7 +678,8 @@ def action_mask(
 class _Static:
     """What an observation takes from the nodes' capacity alone (not from their usage or
     the pod): built by :func:`_static`, reused by :class:`Encoder` while the snapshot's
-    allocatable, GPU counts and cordons are unchanged (and the spec's ``max_nodes``)."""
+    allocatable, GPU counts, cordons and GPU-model labels are unchanged (and the spec's
+    ``max_nodes``)."""
 
     n: int
     max_nodes: int  # spec.max_nodes (node_count is scaled by it)
@@ -939,8 +940,9 @@ class Encoder:
 
     Calling an ``Encoder`` gives exactly :func:`encode`'s observation, bit for bit. It keeps
     two parts. The capacity part (node capacities, cordons, the largest node, the cluster
-    totals) is recomputed when the nodes' ``allocatable``, ``gpu_count`` or
-    ``unschedulable`` differ from the last call's. The usage part (requested resources, free
+    totals, the GPU models and their device counts) is recomputed when the nodes'
+    ``allocatable``, ``gpu_count``, ``unschedulable`` or GPU-model label differ from the
+    last call's. The usage part (requested resources, free
     GPU devices, their ratios and sums) is recomputed only for the rows whose
     :attr:`~bosun.framework.snapshot.Snapshot.row_version` moved since the last call on the
     same snapshot object (every row on another snapshot). The per-call work is the pod's fit
