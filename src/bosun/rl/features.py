@@ -926,12 +926,15 @@ def _fill_usage(
     u.used_sum = st.sched @ u.used.astype(np.float64)
     u.free_total = float(st.sched @ u.dev_total)
     u.whole_sum = float(st.sched @ u.whole)
-    # model_free: free milli-GPU per model over the schedulable nodes, every row (a change
-    # of one row moves its model's share on every node of that model)
-    free_by = np.bincount(st.group, weights=st.sched * u.dev_total, minlength=len(st.model_nz))
-    share = free_by / st.model_milli_safe * st.model_nz
-    share[0] = 0.0
-    u.block[:, 18] = np.clip(share[st.group], 0.0, 1.0)
+    if st.models:
+        # model_free: free milli-GPU per model over the schedulable nodes, every row (a
+        # change of one row moves its model's share on every node of that model); exact
+        # integers in float64, free <= capacity, so the ratio lies in [0, 1] unclipped
+        free = st.sched * u.dev_total if st.any_cordoned else u.dev_total
+        free_by = np.bincount(st.group, weights=free, minlength=len(st.model_nz))
+        share = free_by / st.model_milli_safe * st.model_nz
+        share[0] = 0.0
+        u.block[:, 18] = share[st.group]
 
 
 class Encoder:
