@@ -464,6 +464,36 @@ def test_label_distill_evaluate(tmp_path: Path) -> None:
     assert row["placements"] == direct["placements"]
 
 
+def test_label_without_samples_labels_fgd(tmp_path: Path) -> None:
+    """``--samples 0``: every label is FGD's choice as evaluated, the one candidate, and
+    the episode takes it (so FGD's own replay of the window makes the same choices)."""
+    from bosun.rl.evaluate import HeuristicChooser, run_policy
+    from bosun.rl.imitation import load_labels, proxy_window
+    from bosun.rl.train import make_env
+    from bosun.twin.traces import load_trace
+
+    labels = tmp_path / "labels"
+    code, text = _run(
+        "label", "--trace", TRACE, "--episodes", "6:1", "--out", str(labels), "--samples", "0"
+    )
+    assert code == 0, text
+    assert "the lookahead left FGD at 0" in text
+    got, _ = load_labels(labels / "n6-s1.npz")
+    assert got and all(x.candidates.tolist() == [x.base] == [x.pick] for x in got)
+    window, settings = proxy_window(load_trace(TRACE), 0.7, 6, seed=1)
+    chosen: list[int] = []
+    fgd = HeuristicChooser("fgd", 1)
+
+    def record(d: object) -> int:
+        chosen.append(int(fgd(d)))
+        return chosen[-1]
+
+    env = make_env(window, settings, 1)
+    run_policy(env, record, 1)
+    env.close()
+    assert chosen == [x.pick for x in got]
+
+
 def test_reencode_writes_the_labels_again(tmp_path: Path) -> None:
     """``bosun rl reencode`` replays a labelled episode and writes it under the same name
     in --out: under the same features the very file's labels; --out the labels' own
