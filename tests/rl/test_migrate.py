@@ -111,8 +111,22 @@ def test_refusals(tmp_path: Path) -> None:
     ):
         migrate_policy(tmp_path / "v3", tmp_path / "again")
     assert not (tmp_path / "again").exists()
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(InputError, match="out: expected a folder, found the file"):
+        migrate_policy(old, tmp_path / "afile")
     # version 1 changed features that version 2 kept (not only added): no migration
     older = _v2_policy(tmp_path / "v1", version=1)
     with pytest.raises(InputError, match=r"features_version: expected 2 to 2 .*found 1: retrain"):
         migrate_policy(older, tmp_path / "again")
     assert not (tmp_path / "again").exists()
+
+
+def test_over_an_older_policy_folder_keeps_none_of_its_files(tmp_path: Path) -> None:
+    """Migrating into a folder that held another policy: its training curve and report do
+    not survive beside the migrated meta (the source has neither)."""
+    old = _v2_policy(tmp_path / "v2")
+    other = _v2_policy(tmp_path / "other")
+    (other / "training_curve.csv").write_text("stale\n")
+    (other / "report.html").write_text("stale")
+    migrate_policy(old, other)
+    assert sorted(p.name for p in other.iterdir()) == ["meta.json", "policy.onnx", "policy.zip"]

@@ -71,7 +71,8 @@ def migrate_policy(src: Path | str, out: Path | str) -> Any:
     """Write the policy folder ``src``, trained on an older features version, to ``out`` as
     a policy of :data:`~bosun.rl.features.FEATURES_VERSION` making the same choices (module
     docstring). ``policy.zip``, ``policy.onnx`` and ``meta.json`` are written anew (the meta
-    notes ``extra.migrated_from_features_version``); a training curve is copied.
+    notes ``extra.migrated_from_features_version``); the training curve and report are
+    copied (or removed from ``out`` when the source has none).
 
     Returns:
         The new :class:`bosun.rl.policy.PolicyMeta`.
@@ -79,10 +80,10 @@ def migrate_policy(src: Path | str, out: Path | str) -> Any:
     Raises:
         PolicyFileError: ``src`` is not a readable policy folder.
         InputError: ``src`` is already of this version, of a version too old to carry (one
-            that changed features, not only added some), or ``out`` is ``src``.
+            that changed features, not only added some), or ``out`` is ``src`` or a file.
     """
     from bosun.rl.policy import ObsLayout, load_meta
-    from bosun.rl.train import CURVE_FILE, _spaces_env, load_model, save_policy
+    from bosun.rl.train import CURVE_FILE, REPORT_FILE, _spaces_env, load_model, save_policy
 
     root, dest = Path(src), Path(out)
     meta = load_meta(root)
@@ -97,6 +98,8 @@ def migrate_policy(src: Path | str, out: Path | str) -> Any:
         )
     elif dest.resolve() == root.resolve():
         field, problem = "out", f"expected another folder than the policy's own, found {dest}"
+    elif dest.exists() and not dest.is_dir():
+        field, problem = "out", f"expected a folder, found the file {dest}"
     else:
         field, problem = "", ""
     if problem:
@@ -132,6 +135,8 @@ def migrate_policy(src: Path | str, out: Path | str) -> Any:
         gae_lambda=model.gae_lambda,
         ent_coef=model.ent_coef,
         vf_coef=model.vf_coef,
+        clip_range=model.clip_range,
+        max_grad_norm=model.max_grad_norm,
         seed=meta.seed,
         device="cpu",
     )
@@ -145,8 +150,13 @@ def migrate_policy(src: Path | str, out: Path | str) -> Any:
         extra={**meta.extra, "migrated_from_features_version": meta.features_version},
     )
     save_policy(new, dest, new_meta, report=False)
-    if (root / CURVE_FILE).is_file():
-        shutil.copyfile(root / CURVE_FILE, dest / CURVE_FILE)
+    # the training curve and report are the source's, or none (not those of a policy that
+    # was in ``out`` before)
+    for name in (CURVE_FILE, REPORT_FILE):
+        if (root / name).is_file():
+            shutil.copyfile(root / name, dest / name)
+        else:
+            (dest / name).unlink(missing_ok=True)
     return new_meta
 
 
