@@ -609,3 +609,22 @@ def test_gpu_model_share_of_a_required_affinity() -> None:
     view = _view(encode(_model_cluster(), pod, np.ones(5, dtype=bool), None, spec), spec)
     assert view["pod.gpu_model_constrained"] == 1.0
     assert view["pod.gpu_model_share"] == pytest.approx(12 / 14)
+
+
+def test_a_model_value_added_and_taken_back_between_encodings() -> None:
+    """n1 is relabelled to a new model C and back between two encodings: no node has C, so
+    a pod that accepts only C has no device (share 0), from a kept encoder as from
+    ``encode``."""
+    snap = _model_cluster()
+    spec = ObservationSpec(max_nodes=6, history_len=0)
+    enc = Encoder(_MODEL_CLASSES)
+    pod = make_pod("c", extra={GPU: 1}, node_selector={GPU_MODEL_LABEL: "C"})
+    enc(snap, pod, np.ones(5, dtype=bool), None, spec)
+    old = snap.nodes[1]
+    snap.update_node(dataclasses.replace(old, labels={GPU_MODEL_LABEL: "C"}))
+    snap.update_node(old)
+    got = enc(snap, pod, np.ones(5, dtype=bool), None, spec)
+    assert _view(got, spec)["pod.gpu_model_share"] == 0.0
+    np.testing.assert_array_equal(
+        got, encode(snap, pod, np.ones(5, dtype=bool), None, spec, _MODEL_CLASSES)
+    )

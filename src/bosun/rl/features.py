@@ -738,9 +738,6 @@ def _model_demand(classes: TaskClasses | None) -> _ModelDemand:
     return _ModelDemand(by_model, constrained)
 
 
-_NO_DEMAND = _ModelDemand({}, 0.0)
-
-
 def _model_values(snapshot: Snapshot) -> tuple[str, ...]:
     """The model label's values in code order (code ``c`` is entry ``c``)."""
     labels = snapshot.node_labels
@@ -749,9 +746,7 @@ def _model_values(snapshot: Snapshot) -> tuple[str, ...]:
     )
 
 
-def _static(
-    snapshot: Snapshot, spec: ObservationSpec, demand: _ModelDemand = _NO_DEMAND
-) -> _Static:
+def _static(snapshot: Snapshot, spec: ObservationSpec, demand: _ModelDemand) -> _Static:
     n = snapshot.num_nodes
     alloc, _ = _resources(snapshot)
     count = snapshot.gpu_count[:n].astype(np.int64)
@@ -843,10 +838,12 @@ def _static_valid(st: _Static, snapshot: Snapshot, spec: ObservationSpec) -> boo
 
 
 def _static_shapes_same(st: _Static, snapshot: Snapshot, spec: ObservationSpec) -> bool:
-    """Whether ``snapshot`` has ``st``'s node count, resource columns and device width, and
-    ``spec`` its ``max_nodes`` (the cheap part of :func:`_static_valid`)."""
+    """Whether ``snapshot`` has ``st``'s node count, resource columns, device width and
+    number of GPU-model label values (a value added since gets a new code), and ``spec`` its
+    ``max_nodes`` (the cheap part of :func:`_static_valid`)."""
     return (
         st.n == snapshot.num_nodes
+        and snapshot.node_labels.num_values(GPU_MODEL_LABEL) == len(st.models)
         and st.max_nodes == spec.max_nodes
         and st.resource_key == tuple(snapshot.resource_index.get(r, -1) for r in _RESOURCES)
         and snapshot.allocatable.shape[1] == st.alloc_full.shape[1]
@@ -1148,14 +1145,8 @@ def _encode(
     elif not accepted:
         model_share = 1.0 if st.all_devices else 0.0
     else:
-        # a value added to the label after st was built is on no node (else a row's code
-        # would have changed and st been rebuilt): no devices
-        codes = [
-            c
-            for c in snapshot.node_labels.codes_of(GPU_MODEL_LABEL, accepted)
-            if c < len(st.models)
-        ]
-        took = float(st.model_devices[np.asarray(codes, dtype=np.intp) + 1].sum())
+        codes = np.asarray(snapshot.node_labels.codes_of(GPU_MODEL_LABEL, accepted), np.intp)
+        took = float(st.model_devices[codes + 1].sum())
         model_share = _scalar_ratio(took, st.all_devices)
     pod_vec = (
         min(1.0, _scalar_ratio(float(cpu), max_cpu)),
