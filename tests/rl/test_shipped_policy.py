@@ -53,6 +53,34 @@ def test_onnx_is_the_torch_network() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_gate_off_is_the_policy_without_its_branch() -> None:
+    """The shipped policy has the gated branch on ``constrained_demand``; on observations
+    where no pod names a GPU model (that feature 0) its logits are those of its network
+    without the branch, bit for bit in torch, and its ONNX actor's are too (1e-4)."""
+    import torch
+
+    from bosun.rl.features import GATE_FEATURE
+    from bosun.rl.train import load_model
+
+    meta = load_meta(SHIPPED)
+    assert meta.extra["gated_branch"]["gate"] == "constrained_demand > 0"
+    low, high = observation_bounds(ObservationSpec(meta.max_nodes, meta.history_len))
+    obs = np.random.default_rng(1).uniform(low, high, size=(8, len(low))).astype(np.float32)
+    gate = meta.max_nodes * meta.node_features + GATE_FEATURE
+    obs[:4, gate] = 0.0
+    obs[4:, gate] = 0.1
+    scorer = load_model(SHIPPED).policy.mlp_extractor
+    assert scorer.gate_index == GATE_FEATURE
+    with torch.no_grad():
+        gated = scorer.forward_actor(torch.from_numpy(obs)).numpy()
+        scorer.gate_index = None
+        plain = scorer.forward_actor(torch.from_numpy(obs)).numpy()
+    assert np.array_equal(gated[:4], plain[:4])
+    assert np.abs(gated[4:] - plain[4:]).max() > 1e-3  # the branch is trained: it acts
+    onnx = OnnxActor(SHIPPED / ONNX_FILE).logits(obs)
+    np.testing.assert_allclose(onnx[:4], plain[:4], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(
     "extra",
     [{"nvidia.com/gpu": 1}, {"alibabacloud.com/gpu-milli": 300}, {}],

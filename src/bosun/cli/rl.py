@@ -704,6 +704,11 @@ def reencode_cmd(
     console.print(f"{len(written)} label files in {escape(str(out))}")
 
 
+def _share(x: float) -> str:
+    """A matched share for the distillation summaries; "- (none)" for NaN."""
+    return "- (none)" if math.isnan(x) else f"{x:.1%}"
+
+
 @app.command("distill")
 def distill_cmd(
     trace: TraceOption,
@@ -741,13 +746,53 @@ def distill_cmd(
     except BosunError as e:
         raise fail(str(_as_flags(e))) from None
     epoch, loss, dev, kept = curve[-1]
-
-    def share(x: float) -> str:
-        return "- (none)" if math.isnan(x) else f"{x:.1%}"
-
     Console().print(
         f"{epoch} epochs: loss {loss:.4f}; matches the lookahead where it left FGD: "
-        f"{share(dev)}, where it kept FGD's choice: {share(kept)}; "
+        f"{_share(dev)}, where it kept FGD's choice: {_share(kept)}; "
+        f"policy in {escape(str(out))}"
+    )
+
+
+@app.command("branch")
+def branch_cmd(
+    onto: Annotated[
+        Path,
+        typer.Option("--onto", help="The policy folder to add the branch to (it is not changed)."),
+    ],
+    labels: Annotated[
+        list[Path], typer.Option("--labels", help="Label files or folders (bosun rl label).")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="The policy folder to write.")],
+    epochs: Annotated[int, typer.Option("--epochs", help="Full-batch Adam steps.")] = 1000,
+    learning_rate: Annotated[float, typer.Option("--lr", help="Adam's step size.")] = 3e-3,
+    hidden: Annotated[int, typer.Option("--hidden", help="Width of the branch.")] = 16,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds the branch's weights.")] = 0,
+) -> None:
+    """Distill labels into a gated branch of a policy, for clusters where pods name GPU models.
+
+    The branch adds to the policy's logits only where some of the workload names a GPU
+    model (constrained_demand > 0), and it is the only part trained: wherever no pod names
+    one, the new policy chooses exactly as the old. Labels without such pods are left out.
+    """
+    from bosun.rl.imitation import DistillSettings, distill_gated, load_label_files
+
+    try:
+        _check_out(out, "policy")
+        found, _ = load_label_files(labels)
+        curve = distill_gated(
+            found,
+            onto,
+            out,
+            settings=DistillSettings(
+                epochs=epochs, learning_rate=learning_rate, hidden=hidden, seed=seed
+            ),
+        )
+    except BosunError as e:
+        raise fail(str(_as_flags(e))) from None
+    epoch, loss, dev, kept = curve[-1]
+    Console().print(
+        f"{epoch} epochs: loss {loss:.4f}; matches the labels where they left FGD: "
+        f"{_share(dev)}, where they kept FGD's choice: {_share(kept)}; "
         f"policy in {escape(str(out))}"
     )
 

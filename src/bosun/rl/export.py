@@ -99,6 +99,13 @@ def _serving_logits(sc: Any, obs: Any) -> Any:
     out = torch.addmm(sc.node_out.bias, h, sc.node_out.weight.t()).reshape(b, -1)
     if sc.log_beta is not None:
         out = out - torch.exp(sc.log_beta) * x[:, sc.prior_index].reshape(b, -1)
+    if sc.gate_index is not None:  # the gated branch, the same rearrangement
+        per_obs = functional.linear(glob, sc.gated_global_in.weight, sc.gated_node_in.bias)
+        pre = torch.matmul(x, sc.gated_node_in.weight.t()).reshape(b, -1, sc.gate_hidden)
+        h = torch.tanh(pre + per_obs.unsqueeze(1)).reshape(-1, sc.gate_hidden)
+        h = torch.tanh(torch.addmm(sc.gated_mid.bias, h, sc.gated_mid.weight.t()))
+        branch = torch.addmm(sc.gated_out.bias, h, sc.gated_out.weight.t()).reshape(b, -1)
+        out = out + (glob[:, sc.gate_index] > 0).to(out.dtype).unsqueeze(1) * branch
     return out
 
 

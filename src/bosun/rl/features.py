@@ -244,6 +244,9 @@ _SIGNED_NODE = ("cpu_free_after", "memory_free_after", "gpu_free_after", "fgd_in
 FGD_SCALE_MILLI = 8000.0
 #: Index of ``fgd_increase`` in a node row (the prior of :class:`bosun.rl.policy.NodeScorer`).
 FGD_FEATURE = 15
+#: Index in the global vector (cluster features first) of ``constrained_demand``, the gate
+#: of a policy's gated branch (:mod:`bosun.rl.policy`, Gated branch).
+GATE_FEATURE = CLUSTER_FEATURES.index("constrained_demand")
 _SIGNED_POD = ("priority",)
 
 #: Log-scale ends of the cluster totals: cores, GiB, GPUs.

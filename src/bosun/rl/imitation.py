@@ -37,6 +37,7 @@ pickled.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -506,6 +507,45 @@ class DistillSettings:
     seed: int = 0
 
 
+def _fit(
+    scorer: Any,
+    opt: Any,
+    obs: Any,
+    mask: Any,
+    target: Any,
+    deviated: Any,
+    epochs: int,
+    progress: Callable[[int, float], None] | None,
+) -> list[tuple[int, float, float, float]]:
+    """``epochs`` full-batch steps of ``opt`` on :func:`imitation_loss`; the curve of
+    :func:`distill` (every 10 epochs and at the end)."""
+    import torch
+
+    curve: list[tuple[int, float, float, float]] = []
+
+    def measure(epoch: int) -> None:
+        with torch.no_grad():
+            logits = scorer.forward_actor(obs)
+            loss = float(imitation_loss(logits, mask, target))
+            choice = logits.masked_fill(~mask, -math.inf).argmax(dim=-1)
+            hit = target.gather(1, choice[:, None]).squeeze(1)
+        dev = float(hit[deviated].float().mean()) if deviated.any() else math.nan
+        kept = float(hit[~deviated].float().mean()) if (~deviated).any() else math.nan
+        curve.append((epoch, loss, dev, kept))
+        if progress is not None:
+            progress(epoch, loss)
+
+    measure(0)
+    for epoch in range(1, epochs + 1):
+        opt.zero_grad()
+        loss = imitation_loss(scorer.forward_actor(obs), mask, target)
+        loss.backward()
+        opt.step()
+        if epoch % 10 == 0 or epoch == epochs:
+            measure(epoch)
+    return curve
+
+
 def distill(
     labels: Sequence[Label],
     out: Path | str,
@@ -593,28 +633,7 @@ def distill(
     obs, mask, target = (torch.from_numpy(a) for a in (obs_np, mask_np, target_np))
     deviated = torch.tensor([x.pick != x.base for x in labels])
     opt = torch.optim.Adam(scorer.parameters(), lr=s.learning_rate)
-    curve: list[tuple[int, float, float, float]] = []
-
-    def measure(epoch: int) -> None:
-        with torch.no_grad():
-            logits = scorer.forward_actor(obs)
-            loss = float(imitation_loss(logits, mask, target))
-            choice = logits.masked_fill(~mask, -math.inf).argmax(dim=-1)
-            hit = target.gather(1, choice[:, None]).squeeze(1)
-        dev = float(hit[deviated].float().mean()) if deviated.any() else math.nan
-        kept = float(hit[~deviated].float().mean()) if (~deviated).any() else math.nan
-        curve.append((epoch, loss, dev, kept))
-        if progress is not None:
-            progress(epoch, loss)
-
-    measure(0)
-    for epoch in range(1, s.epochs + 1):
-        opt.zero_grad()
-        loss = imitation_loss(scorer.forward_actor(obs), mask, target)
-        loss.backward()
-        opt.step()
-        if epoch % 10 == 0 or epoch == s.epochs:
-            measure(epoch)
+    curve = _fit(scorer, opt, obs, mask, target, deviated, s.epochs, progress)
     extra: dict[str, Any] = {
         "fgd_prior": True,
         "imitation": {
@@ -632,6 +651,145 @@ def distill(
         layout, timesteps=0, seed=s.seed, algo="maskable-ppo", extra=extra, **meta_fields
     )
     save_policy(model, Path(out), meta, report=False)
+    return curve
+
+
+def distill_gated(
+    labels: Sequence[Label],
+    policy_dir: Path | str,
+    out: Path | str,
+    *,
+    settings: DistillSettings | None = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> list[tuple[int, float, float, float]]:
+    """Distill ``labels`` into a *gated branch* added to the policy of ``policy_dir``
+    (:mod:`bosun.rl.policy`, Gated branch) and write the result to the policy folder
+    ``out``.
+
+    The branch (``settings.hidden`` wide) is added to the logits only where the
+    observation's ``constrained_demand`` (:data:`bosun.rl.features.GATE_FEATURE`) is above
+    0, and it is the only part trained (full-batch Adam on :func:`imitation_loss`, as
+    :func:`distill`). Every other weight is the policy's own, so on every observation of
+    a cluster where no pod names a GPU model the result's logits are the policy's, bit for
+    bit; labels of such states teach the branch nothing and are left out.
+
+    Returns:
+        :func:`distill`'s curve, over the labels with the gate on.
+
+    Raises:
+        PolicyFileError: ``policy_dir`` is not a readable policy folder.
+        InputError: the policy is not a MaskablePPO policy with the FGD prior of this
+            bosun's features, or already has a branch; ``out`` is ``policy_dir``; no label
+            has the gate on; labels of another layout; bad settings.
+    """
+    import torch
+
+    from bosun.rl.features import FEATURES_VERSION, FGD_FEATURE, GATE_FEATURE
+    from bosun.rl.policy import DEFAULT_GATE_HIDDEN, ObsLayout, load_meta
+    from bosun.rl.train import load_model, model_like, save_policy
+
+    s = settings or DistillSettings(hidden=DEFAULT_GATE_HIDDEN)
+    meta = load_meta(policy_dir)
+    where = str(Path(policy_dir) / "meta.json")
+    problems: list[InputProblem] = []
+    if meta.algo != "maskable-ppo" or not meta.extra.get("fgd_prior"):
+        problems.append(
+            InputProblem(
+                where,
+                "policy",
+                "algo",
+                f"expected a maskable-ppo policy with the FGD prior, found {meta.algo}"
+                f"{'' if meta.extra.get('fgd_prior') else ' without the prior'}",
+            )
+        )
+    if meta.features_version != FEATURES_VERSION:
+        problems.append(
+            InputProblem(
+                where,
+                "policy",
+                "features_version",
+                f"expected {FEATURES_VERSION}, found {meta.features_version} "
+                "(bosun rl migrate carries it)",
+            )
+        )
+    if meta.extra.get("gated_branch"):
+        problems.append(
+            InputProblem(where, "policy", "extra.gated_branch", "expected none, found a branch")
+        )
+    if Path(out).resolve() == Path(policy_dir).resolve():
+        problems.append(
+            InputProblem(
+                "command line", "options", "out", f"expected another folder than {policy_dir}"
+            )
+        )
+    if s.epochs < 1 or s.learning_rate <= 0 or s.hidden < 1:
+        problems.append(
+            InputProblem(
+                "command line",
+                "distillation",
+                "settings",
+                f"expected epochs >= 1, learning rate > 0, hidden >= 1; found {s}",
+            )
+        )
+    f, g = meta.node_features, meta.global_features
+    widths = {len(x.obs) - len(x.mask) * f for x in labels}
+    if widths - {g}:
+        problems.append(
+            InputProblem(
+                "labels",
+                "labels",
+                "obs",
+                f"expected observations of N * {f} + {g} values (the policy's layout), "
+                f"found global blocks of {sorted(widths)}",
+            )
+        )
+    gated = [x for x in labels if x.obs[len(x.mask) * f + GATE_FEATURE] > 0]
+    if not problems and not gated:
+        problems.append(
+            InputProblem(
+                "labels",
+                "labels",
+                "obs",
+                f"expected decisions where a pod names a GPU model (constrained_demand > 0), "
+                f"found none among {len(labels)}",
+            )
+        )
+    if problems:
+        raise InputError(problems)
+    base = load_model(policy_dir)
+    kwargs = {**base.policy_kwargs, "gate_index": GATE_FEATURE, "gate_hidden": s.hidden}
+    torch.manual_seed(s.seed)
+    model = model_like(base, ObsLayout(meta.max_nodes, f, g), kwargs, s.seed)
+    missing, unexpected = model.policy.load_state_dict(base.policy.state_dict(), strict=False)
+    assert not unexpected and all(k.startswith("mlp_extractor.gated_") for k in missing)
+    torch.set_num_threads(1)
+    scorer = model.policy.mlp_extractor
+    branch = [p for name, p in scorer.named_parameters() if name.startswith("gated_")]
+    for p in scorer.parameters():
+        p.requires_grad_(False)
+    for p in branch:
+        p.requires_grad_(True)
+    obs_np, mask_np, target_np = stack(gated, f, FGD_FEATURE)
+    obs, mask, target = (torch.from_numpy(a) for a in (obs_np, mask_np, target_np))
+    deviated = torch.tensor([x.pick != x.base for x in gated])
+    opt = torch.optim.Adam(branch, lr=s.learning_rate)
+    curve = _fit(scorer, opt, obs, mask, target, deviated, s.epochs, progress)
+    extra: dict[str, Any] = {
+        **meta.extra,
+        "gated_branch": {
+            "onto": str(policy_dir),
+            "gate": "constrained_demand > 0",
+            "labels": len(gated),
+            "labels_gate_off": len(labels) - len(gated),
+            "deviations": int(deviated.sum()),
+            "epochs": s.epochs,
+            "learning_rate": s.learning_rate,
+            "hidden": s.hidden,
+            "seed": s.seed,
+            "final_loss": curve[-1][1],
+        },
+    }
+    save_policy(model, Path(out), dataclasses.replace(meta, extra=extra), report=False)
     return curve
 
 

@@ -83,7 +83,7 @@ def migrate_policy(src: Path | str, out: Path | str) -> Any:
             that changed features, not only added some), or ``out`` is ``src`` or a file.
     """
     from bosun.rl.policy import ObsLayout, load_meta
-    from bosun.rl.train import CURVE_FILE, REPORT_FILE, _spaces_env, load_model, save_policy
+    from bosun.rl.train import CURVE_FILE, REPORT_FILE, load_model, model_like, save_policy
 
     root, dest = Path(src), Path(out)
     meta = load_meta(root)
@@ -95,6 +95,12 @@ def migrate_policy(src: Path | str, out: Path | str) -> Any:
             "features_version",
             f"expected {first} to {FEATURES_VERSION - 1} (the versions after them only added "
             f"inputs), found {meta.features_version}: retrain the policy",
+        )
+    elif meta.extra.get("gated_branch"):
+        field, problem = (
+            "extra.gated_branch",
+            "expected a policy without a gated branch, found one: migrate the policy it was "
+            "distilled onto, then distill the branch again (bosun rl distill --onto)",
         )
     elif dest.resolve() == root.resolve():
         field, problem = "out", f"expected another folder than the policy's own, found {dest}"
@@ -123,23 +129,7 @@ def migrate_policy(src: Path | str, out: Path | str) -> Any:
     layout = ObsLayout(meta.max_nodes, node_f, glob_f)
     kwargs = dict(model.policy_kwargs)
     kwargs.update(node_features=node_f, global_features=glob_f)
-    new = type(model)(
-        model.policy_class,
-        _spaces_env(layout),
-        policy_kwargs=kwargs,
-        learning_rate=model.learning_rate,
-        n_steps=model.n_steps,
-        batch_size=model.batch_size,
-        n_epochs=model.n_epochs,
-        gamma=model.gamma,
-        gae_lambda=model.gae_lambda,
-        ent_coef=model.ent_coef,
-        vf_coef=model.vf_coef,
-        clip_range=model.clip_range,
-        max_grad_norm=model.max_grad_norm,
-        seed=meta.seed,
-        device="cpu",
-    )
+    new = model_like(model, layout, kwargs, meta.seed)
     new.policy.load_state_dict(state, strict=True)
     new_meta = dataclasses.replace(
         meta,

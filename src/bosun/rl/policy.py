@@ -31,6 +31,21 @@ where to depart from it. ``beta = exp(log_beta)`` is trained with the rest, star
 ``prior_scale`` (:data:`DEFAULT_PRIOR_SCALE` = 160 per unit of the feature: 0.02 logit per
 milli-GPU of increase, 2 logits for 100 milli-GPU).
 
+**Gated branch** (``gate_index`` set; ``bosun rl distill --onto``, :func:`bosun.rl.imitation.
+distill_gated`): a second per-node MLP of the same shape whose logits are added only where
+global feature ``gate_index`` is above 0::
+
+    logit_i += [g[gate_index] > 0] * (w'_o . h'_i + b'_o)     # h'_i: the branch's own layers
+
+With the gate on :data:`bosun.rl.features.GATE_FEATURE` (``constrained_demand``: the share of
+the target workload that names a GPU model), a policy keeps its choices *exactly* on every
+cluster where no pod names a GPU model, and the branch learns the model-constrained mixes
+alone. It is a mixture of experts with a hard, fixed gate (Jacobs et al., "Adaptive
+Mixtures of Local Experts", Neural Computation 1991), chosen because retraining the whole
+network to learn those mixes lost the policy's edge where no pod names a model
+(docs/results.md). The branch's output layer starts at zero, so a new branch changes
+nothing; the critic does not read it.
+
 **sb3.** :class:`MaskableNodeScorerPolicy` (sb3-contrib's ``MaskableActorCriticPolicy``)
 and :class:`NodeScorerPolicy` (sb3's ``ActorCriticPolicy``, for plain PPO) replace the
 MLP extractor with :class:`NodeScorer` and the action head with the identity (the
@@ -74,6 +89,9 @@ POLICY_FORMAT_VERSION = 1
 ONNX_FILE = "policy.onnx"
 SB3_FILE = "policy.zip"
 META_FILE = "meta.json"
+#: Hidden width of the gated branch (module docstring): a quarter of the scorer's, so that
+#: serving a policy with a branch costs little more than one without.
+DEFAULT_GATE_HIDDEN = 16
 #: Hidden width of the per-node scorer and of the critic. 32 halves the actor's serving
 #: time and did as well at openb saturation, but worse in the timed openb replay
 #: (docs/results.md), so 64 stays the default; ``PPOSettings(hidden=32)`` or
@@ -369,6 +387,8 @@ def build_node_scorer(
     hidden: int = DEFAULT_HIDDEN,
     prior_index: int | None = None,
     prior_scale: float = DEFAULT_PRIOR_SCALE,
+    gate_index: int | None = None,
+    gate_hidden: int = DEFAULT_GATE_HIDDEN,
 ) -> Any:
     """A :class:`NodeScorer` ``torch.nn.Module`` (see the module docstring).
 
@@ -378,15 +398,23 @@ def build_node_scorer(
         prior_index: the node feature subtracted from the logits times ``beta`` (the FGD
             prior, :data:`bosun.rl.features.FGD_FEATURE`); None: no prior.
         prior_scale: the initial ``beta`` (> 0).
+        gate_index: the global feature that gates the branch (module docstring, Gated
+            branch); None: no branch.
+        gate_hidden: the branch's hidden width (>= 1).
 
     Raises:
-        ValueError: ``prior_index`` outside the node row, or ``prior_scale`` <= 0.
+        ValueError: ``prior_index`` outside the node row, ``gate_index`` outside the
+            global vector, ``gate_hidden`` < 1, or ``prior_scale`` <= 0.
     """
     if prior_index is not None and not 0 <= prior_index < layout.node_features:
         raise ValueError(f"prior_index {prior_index} outside 0..{layout.node_features - 1}")
+    if gate_index is not None and not 0 <= gate_index < layout.global_features:
+        raise ValueError(f"gate_index {gate_index} outside 0..{layout.global_features - 1}")
+    if gate_hidden < 1:
+        raise ValueError(f"gate_hidden must be >= 1, got {gate_hidden}")
     if not (math.isfinite(prior_scale) and prior_scale > 0):
         raise ValueError(f"prior_scale must be a finite number > 0, got {prior_scale}")
-    return _node_scorer_class()(layout, hidden, prior_index, prior_scale)
+    return _node_scorer_class()(layout, hidden, prior_index, prior_scale, gate_index, gate_hidden)
 
 
 _CLASSES: dict[str, Any] = {}
@@ -414,9 +442,13 @@ def _node_scorer_class() -> Any:
             hidden: int,
             prior_index: int | None = None,
             prior_scale: float = DEFAULT_PRIOR_SCALE,
+            gate_index: int | None = None,
+            gate_hidden: int = DEFAULT_GATE_HIDDEN,
         ) -> None:
             super().__init__()
             self.prior_index = prior_index
+            self.gate_index = gate_index
+            self.gate_hidden = gate_hidden
             self.log_beta = (
                 nn.Parameter(torch.tensor(math.log(prior_scale), dtype=torch.float32))
                 if prior_index is not None
@@ -431,6 +463,13 @@ def _node_scorer_class() -> Any:
             self.global_in = nn.Linear(max(g, 1), hidden, bias=False)
             self.node_mid = nn.Linear(hidden, hidden)
             self.node_out = nn.Linear(hidden, 1)
+            if gate_index is not None:
+                self.gated_node_in = nn.Linear(f, gate_hidden)
+                self.gated_global_in = nn.Linear(g, gate_hidden, bias=False)
+                self.gated_mid = nn.Linear(gate_hidden, gate_hidden)
+                self.gated_out = nn.Linear(gate_hidden, 1)
+                nn.init.zeros_(self.gated_out.weight)
+                nn.init.zeros_(self.gated_out.bias)
             self.critic = nn.Sequential(
                 nn.Linear(2 * hidden + max(g, 1), hidden),
                 nn.Tanh(),
@@ -459,6 +498,11 @@ def _node_scorer_class() -> Any:
             logits = self.node_out(self._node_hidden(nodes, glob)).squeeze(-1)
             if self.log_beta is not None:
                 logits = logits - torch.exp(self.log_beta) * nodes[..., self.prior_index]
+            if self.gate_index is not None:
+                h = torch.tanh(self.gated_node_in(nodes) + self.gated_global_in(glob).unsqueeze(1))
+                branch = self.gated_out(torch.tanh(self.gated_mid(h))).squeeze(-1)
+                on = (glob[:, self.gate_index] > 0).to(logits.dtype).unsqueeze(1)
+                logits = logits + on * branch
             return logits
 
         def forward_critic(self, obs: Any) -> Any:
@@ -501,8 +545,12 @@ def _policy_mixin(base: Any) -> Any:
             hidden: int = DEFAULT_HIDDEN,
             prior_index: int | None = None,
             prior_scale: float = DEFAULT_PRIOR_SCALE,
+            gate_index: int | None = None,
+            gate_hidden: int = DEFAULT_GATE_HIDDEN,
             **kwargs: Any,
         ) -> None:
+            self.gate_index = gate_index
+            self.gate_hidden = gate_hidden
             self.node_features = node_features
             self.global_features = global_features
             self.hidden = hidden
@@ -523,7 +571,12 @@ def _policy_mixin(base: Any) -> Any:
 
         def _build_mlp_extractor(self) -> None:
             self.mlp_extractor = build_node_scorer(
-                self.layout, self.hidden, self.prior_index, self.prior_scale
+                self.layout,
+                self.hidden,
+                self.prior_index,
+                self.prior_scale,
+                self.gate_index,
+                self.gate_hidden,
             )
 
         def _build(self, lr_schedule: Callable[[float], float]) -> None:
@@ -543,6 +596,8 @@ def _policy_mixin(base: Any) -> Any:
                 hidden=self.hidden,
                 prior_index=self.prior_index,
                 prior_scale=self.prior_scale,
+                gate_index=self.gate_index,
+                gate_hidden=self.gate_hidden,
             )
             return data
 
@@ -603,16 +658,23 @@ def policy_kwargs(
     hidden: int = DEFAULT_HIDDEN,
     prior_index: int | None = None,
     prior_scale: float = DEFAULT_PRIOR_SCALE,
+    gate_index: int | None = None,
+    gate_hidden: int = DEFAULT_GATE_HIDDEN,
 ) -> dict[str, Any]:
     """The ``policy_kwargs`` sb3 needs to build the node scorer for ``layout`` (with the
-    FGD prior on node feature ``prior_index`` when it is not None)."""
-    return {
+    FGD prior on node feature ``prior_index`` and the gated branch on global feature
+    ``gate_index`` when they are not None)."""
+    kwargs: dict[str, Any] = {
         "node_features": layout.node_features,
         "global_features": layout.global_features,
         "hidden": hidden,
         "prior_index": prior_index,
         "prior_scale": prior_scale,
     }
+    if gate_index is not None:  # absent otherwise, as in policies saved before the branch
+        kwargs["gate_index"] = gate_index
+        kwargs["gate_hidden"] = gate_hidden
+    return kwargs
 
 
 def masked_argmax(logits: Sequence[float] | Any, mask: Any) -> int:

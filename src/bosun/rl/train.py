@@ -601,6 +601,31 @@ def save_policy(
     return [out / n for n in (*names, META_FILE)]
 
 
+def model_like(model: Any, layout: ObsLayout, policy_kwargs: dict[str, Any], seed: int) -> Any:
+    """A new sb3 model of ``model``'s class, policy class and PPO settings (learning rate,
+    rollout and batch sizes, epochs, discounting, coefficients, clipping), for ``layout``
+    and ``policy_kwargs``, with fresh weights seeded ``seed``: the vessel into which a
+    changed network's ``state_dict`` is loaded (:mod:`bosun.rl.migrate`,
+    :func:`bosun.rl.imitation.distill_gated`)."""
+    return type(model)(
+        model.policy_class,
+        _spaces_env(layout),
+        policy_kwargs=policy_kwargs,
+        learning_rate=model.learning_rate,
+        n_steps=model.n_steps,
+        batch_size=model.batch_size,
+        n_epochs=model.n_epochs,
+        gamma=model.gamma,
+        gae_lambda=model.gae_lambda,
+        ent_coef=model.ent_coef,
+        vf_coef=model.vf_coef,
+        clip_range=model.clip_range,
+        max_grad_norm=model.max_grad_norm,
+        seed=seed,
+        device="cpu",
+    )
+
+
 def load_model(folder: Path | str) -> Any:
     """The sb3 model of a policy folder (``policy.zip``), after checking ``meta.json``.
 
