@@ -29,7 +29,9 @@ bound), and the table ends with the load average (1 min) before and after, since
 wall-clock tail depends on it.
 
 Usage: ``python benchmarks/bench_rl.py [--nodes 1000] [--pods 2000] [--hidden 64] [--no-prior]
-[--trace SPEC] [--env-steps 2000] [--train-steps 2048]`` (0 steps skip the env or the
+[--policy FOLDER] [--trace SPEC] [--env-steps 2000] [--train-steps 2048]`` (``--policy``: time
+that saved policy, e.g. ``models/openb-128`` with its branch, served with ``maxNodes`` =
+``--nodes``, instead of an untrained network) (0 steps skip the env or the
 training measurement). Run on an otherwise idle core.
 """
 
@@ -40,6 +42,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -80,11 +83,22 @@ def pod(i: int, rng: np.random.Generator) -> Pod:
 
 
 def bench_inference(
-    nodes: int, pods: int, work: Path, hidden: int, prior: bool = True, warmup: int = 0
+    nodes: int,
+    pods: int,
+    work: Path,
+    hidden: int,
+    prior: bool = True,
+    warmup: int = 0,
+    policy: Path | None = None,
 ) -> dict[str, float]:
+    from bosun.rl.policy import load_meta
     from bosun.rl.train import init_policy
     from bosun.twin.fragmentation import TaskClasses
 
+    if policy is not None:  # a saved policy (e.g. models/openb-128) with its task classes
+        found = load_meta(policy).extra.get("task_classes")
+        classes = TaskClasses.from_args(found, "extra.task_classes") if found else None
+        return _time_plugin(nodes, pods, warmup, policy, classes)
     mix = np.random.default_rng(1)
     classes = TaskClasses.from_pods([pod(i, mix) for i in range(1000)]) if prior else None
 
@@ -102,6 +116,12 @@ def bench_inference(
         fgd_prior=prior,
         task_classes=classes,
     )
+    return _time_plugin(nodes, pods, warmup, work / "policy", classes)
+
+
+def _time_plugin(
+    nodes: int, pods: int, warmup: int, policy: Path, classes: Any
+) -> dict[str, float]:
     rng = np.random.default_rng(0)
     snap = Snapshot(cluster(nodes, rng))
 
@@ -109,7 +129,8 @@ def bench_inference(
         snapshot = snap
 
     t0 = time.perf_counter()
-    plugin = RLPolicy({"policyPath": str(work / "policy"), "threads": 1}, Handle())  # type: ignore[arg-type]
+    args = {"policyPath": str(policy), "threads": 1, "maxNodes": nodes}
+    plugin = RLPolicy(args, Handle())  # type: ignore[arg-type]
     build_ms = (time.perf_counter() - t0) * 1000
     rows = np.arange(nodes, dtype=np.intp)
     times = []
@@ -194,12 +215,21 @@ def main() -> None:
     ap.add_argument("--train-steps", type=int, default=2048)
     ap.add_argument("--no-prior", action="store_true", help="no FGD prior, no fgd_increase")
     ap.add_argument("--warmup-pods", type=int, default=0, help="pods placed before timing")
+    ap.add_argument(
+        "--policy", type=Path, help="time this policy folder (e.g. models/openb-128) instead"
+    )
     args = ap.parse_args()
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         inf = bench_inference(
-            args.nodes, args.pods, work, args.hidden, not args.no_prior, args.warmup_pods
+            args.nodes,
+            args.pods,
+            work,
+            args.hidden,
+            not args.no_prior,
+            args.warmup_pods,
+            args.policy,
         )
         load_after = os.getloadavg()[0]
         env_rate = bench_env(args.trace, args.env_steps) if args.env_steps else None
@@ -211,7 +241,10 @@ def main() -> None:
         table.add_column(col)
     ok = "meets" if inf["p99"] <= 1.0 else "MISSES"
     prior = "without" if args.no_prior else "with"
-    table.add_row(f"policy: {prior} the FGD prior and fgd_increase", "", "")
+    if args.policy is not None:
+        table.add_row(f"policy: {args.policy}", "", "")
+    else:
+        table.add_row(f"policy: {prior} the FGD prior and fgd_increase", "", "")
     table.add_row(
         "plugin build (ONNX session; with the prior, FGD's placement of each task class "
         f"({inf['shapes']:.0f}) on every node)",
@@ -237,7 +270,8 @@ def main() -> None:
         "",
     )
     table.add_row(
-        f"  of which ONNX actor (hidden {args.hidden}), CPU p50 / p99",
+        f"  of which ONNX actor ({'saved' if args.policy else f'hidden {args.hidden}'}), "
+        "CPU p50 / p99",
         f"{inf['actor_p50']:.3f} / {inf['actor_p99']:.3f} ms",
         "",
     )
