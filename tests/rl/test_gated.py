@@ -116,6 +116,11 @@ def test_gated_branch_logits_by_hand() -> None:
     branch = [2.0 * math.tanh(math.tanh(v)) + 0.5 for v in x0]
     np.testing.assert_allclose(got[0] - want[0], branch, rtol=0, atol=1e-6)
     assert np.array_equal(got[1], want[1])  # gate 0: bit for bit
+    with torch.no_grad():  # a branch gone wrong (NaN) does not reach the gate-off rows
+        gated.gated_out.bias[0] = float("nan")
+        nan_row = gated.forward_actor(t).numpy()
+    assert np.isnan(nan_row[0]).all()
+    assert np.array_equal(nan_row[1], want[1])
 
 
 def test_a_new_branch_changes_nothing() -> None:
@@ -201,6 +206,71 @@ def test_distill_gated_refusals(tmp_path: Path) -> None:
         assert not (tmp_path / name).exists()
 
 
+@pytest.mark.parametrize(
+    ("lr", "hidden"),
+    [(float("inf"), 4), (float("nan"), 4), (0.0, 4), (1e-2, 0)],
+    ids=["lr-inf", "lr-nan", "lr-zero", "no-width"],
+)
+def test_distill_gated_refuses_bad_settings(tmp_path: Path, lr: float, hidden: int) -> None:
+    old = _policy(tmp_path / "old")
+    with pytest.raises(InputError, match="a finite learning rate > 0, hidden >= 1"):
+        distill_gated(
+            _rule_labels(5, 0),
+            old,
+            tmp_path / "o",
+            settings=DistillSettings(epochs=2, learning_rate=lr, hidden=hidden),
+        )
+    assert not (tmp_path / "o").exists()
+
+
+def test_distill_gated_refuses_labels_of_another_layout(tmp_path: Path) -> None:
+    """Labels whose global block is 3 values short are named, not indexed past."""
+    old = _policy(tmp_path / "old")
+    short = [
+        Label(x.obs[:-3], x.mask, x.candidates, x.values, x.base, x.pick)
+        for x in _rule_labels(5, 0)
+    ]
+    with pytest.raises(InputError, match=f"found global blocks of \\[{G - 3}\\]"):
+        distill_gated(short, old, tmp_path / "o", settings=DistillSettings(epochs=2))
+    assert not (tmp_path / "o").exists()
+
+
+def test_distill_gated_into_an_old_policy_folder_keeps_no_stale_curve(tmp_path: Path) -> None:
+    """``out`` held another policy with its own curve and report: the new folder has the
+    starting policy's curve (here none), not those."""
+    from bosun.rl.train import CURVE_FILE, REPORT_FILE
+
+    old = _policy(tmp_path / "old")
+    (old / CURVE_FILE).unlink(missing_ok=True)
+    other = _policy(tmp_path / "out", seed=5)
+    (other / CURVE_FILE).write_text("step,reward\n1,2\n")
+    (other / REPORT_FILE).write_text("<html></html>")
+    settings = DistillSettings(epochs=2, learning_rate=1e-2, hidden=4)
+    distill_gated(_rule_labels(5, 0), old, other, settings=settings)
+    assert not (other / CURVE_FILE).exists() and not (other / REPORT_FILE).exists()
+    (old / CURVE_FILE).write_text("step,reward\n3,4\n")
+    distill_gated(_rule_labels(5, 0), old, tmp_path / "again", settings=settings)
+    assert (tmp_path / "again" / CURVE_FILE).read_text() == "step,reward\n3,4\n"
+
+
+def test_training_from_a_gated_policy_is_refused(tmp_path: Path) -> None:
+    """Fine-tuning or ``train --init-from`` would train the base weights too."""
+    from bosun.rl.train import check_start
+
+    old = _policy(tmp_path / "old")
+    assert check_start(old) == [] and check_start(None) == []
+    assert check_start(tmp_path / "missing") == []  # left to load_model, which names it
+    distill_gated(
+        _rule_labels(5, 0),
+        old,
+        tmp_path / "g",
+        settings=DistillSettings(epochs=2, learning_rate=1e-2, hidden=4),
+    )
+    (problem,) = check_start(tmp_path / "g")
+    assert problem.field == "extra.gated_branch"
+    assert "bosun rl branch --onto" in problem.message
+
+
 def test_migrate_refuses_a_gated_policy(tmp_path: Path) -> None:
     """A branch is distilled onto a policy of this version; migrating it is refused."""
     import dataclasses
@@ -237,3 +307,11 @@ def test_cli_branch(tmp_path: Path) -> None:
     assert bad.exit_code != 0
     assert "hidden >= 1" in bad.output
     assert not (tmp_path / "x").exists()
+    ft = runner.invoke(
+        app,
+        ["rl", "finetune", "--trace", "synthetic:nodes=6,pods=60", "--policy",
+         str(tmp_path / "new"), "--out", str(tmp_path / "ft"), "--timesteps", "8"],
+    )  # fmt: skip
+    assert ft.exit_code != 0
+    assert "gated branch" in ft.output
+    assert not (tmp_path / "ft").exists()

@@ -105,7 +105,7 @@ def _serving_logits(sc: Any, obs: Any) -> Any:
         h = torch.tanh(pre + per_obs.unsqueeze(1)).reshape(-1, sc.gate_hidden)
         h = torch.tanh(torch.addmm(sc.gated_mid.bias, h, sc.gated_mid.weight.t()))
         branch = torch.addmm(sc.gated_out.bias, h, sc.gated_out.weight.t()).reshape(b, -1)
-        out = out + (glob[:, sc.gate_index] > 0).to(out.dtype).unsqueeze(1) * branch
+        out = torch.where((glob[:, sc.gate_index] > 0).unsqueeze(1), out + branch, out)
     return out
 
 

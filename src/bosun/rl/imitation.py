@@ -507,6 +507,20 @@ class DistillSettings:
     seed: int = 0
 
 
+def _check_settings(s: DistillSettings) -> list[InputProblem]:
+    """The problem with distillation settings ``s``, if any."""
+    if s.epochs >= 1 and math.isfinite(s.learning_rate) and s.learning_rate > 0 and s.hidden >= 1:
+        return []
+    return [
+        InputProblem(
+            "command line",
+            "distillation",
+            "settings",
+            f"expected epochs >= 1, a finite learning rate > 0, hidden >= 1; found {s}",
+        )
+    ]
+
+
 def _fit(
     scorer: Any,
     opt: Any,
@@ -585,16 +599,7 @@ def distill(
     from bosun.rl.train import PPOSettings, _spaces_env, save_policy
 
     s = settings or DistillSettings()
-    problems = []
-    if s.epochs < 1 or s.learning_rate <= 0 or s.hidden < 1:
-        problems.append(
-            InputProblem(
-                "command line",
-                "distillation",
-                "settings",
-                f"expected epochs >= 1, learning rate > 0, hidden >= 1; found {s}",
-            )
-        )
+    problems = _check_settings(s)
     if not labels:
         problems.append(
             InputProblem("labels", "labels", "decisions", "expected at least one, found none")
@@ -686,7 +691,7 @@ def distill_gated(
 
     from bosun.rl.features import FEATURES_VERSION, FGD_FEATURE, GATE_FEATURE
     from bosun.rl.policy import DEFAULT_GATE_HIDDEN, ObsLayout, load_meta
-    from bosun.rl.train import load_model, model_like, save_policy
+    from bosun.rl.train import copy_curve, load_model, model_like, save_policy
 
     s = settings or DistillSettings(hidden=DEFAULT_GATE_HIDDEN)
     meta = load_meta(policy_dir)
@@ -722,15 +727,7 @@ def distill_gated(
                 "command line", "options", "out", f"expected another folder than {policy_dir}"
             )
         )
-    if s.epochs < 1 or s.learning_rate <= 0 or s.hidden < 1:
-        problems.append(
-            InputProblem(
-                "command line",
-                "distillation",
-                "settings",
-                f"expected epochs >= 1, learning rate > 0, hidden >= 1; found {s}",
-            )
-        )
+    problems += _check_settings(s)
     f, g = meta.node_features, meta.global_features
     widths = {len(x.obs) - len(x.mask) * f for x in labels}
     if widths - {g}:
@@ -743,7 +740,7 @@ def distill_gated(
                 f"found global blocks of {sorted(widths)}",
             )
         )
-    gated = [x for x in labels if x.obs[len(x.mask) * f + GATE_FEATURE] > 0]
+    gated = [] if problems else [x for x in labels if x.obs[len(x.mask) * f + GATE_FEATURE] > 0]
     if not problems and not gated:
         problems.append(
             InputProblem(
@@ -790,6 +787,7 @@ def distill_gated(
         },
     }
     save_policy(model, Path(out), dataclasses.replace(meta, extra=extra), report=False)
+    copy_curve(policy_dir, out)
     return curve
 
 
@@ -1168,14 +1166,22 @@ def finetune_policy(
         :class:`bosun.rl.train.TrainResult`.
 
     Raises:
-        InputError: bad arguments or windows; PolicyFileError: a bad ``policy_dir``.
+        InputError: bad arguments or windows, or a policy with a gated branch;
+            PolicyFileError: a bad ``policy_dir``.
     """
     import functools
 
     from bosun.rl.policy import load_meta
-    from bosun.rl.train import PPOSettings, check_kickstart, learn, load_model, make_env
+    from bosun.rl.train import (
+        PPOSettings,
+        check_kickstart,
+        check_start,
+        learn,
+        load_model,
+        make_env,
+    )
 
-    bad = check_kickstart(kickstart, policy_dir, "maskable-ppo")
+    bad = check_kickstart(kickstart, policy_dir, "maskable-ppo") + check_start(policy_dir)
     if bad:  # before the windows are built
         raise InputError(bad)
     meta = load_meta(policy_dir)

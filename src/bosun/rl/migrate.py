@@ -18,7 +18,6 @@ to be trained again.
 from __future__ import annotations
 
 import dataclasses
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -83,7 +82,7 @@ def migrate_policy(src: Path | str, out: Path | str) -> Any:
             that changed features, not only added some), or ``out`` is ``src`` or a file.
     """
     from bosun.rl.policy import ObsLayout, load_meta
-    from bosun.rl.train import CURVE_FILE, REPORT_FILE, load_model, model_like, save_policy
+    from bosun.rl.train import copy_curve, load_model, model_like, save_policy
 
     root, dest = Path(src), Path(out)
     meta = load_meta(root)
@@ -100,7 +99,7 @@ def migrate_policy(src: Path | str, out: Path | str) -> Any:
         field, problem = (
             "extra.gated_branch",
             "expected a policy without a gated branch, found one: migrate the policy it was "
-            "distilled onto, then distill the branch again (bosun rl distill --onto)",
+            "distilled onto, then distill the branch again (bosun rl branch --onto)",
         )
     elif dest.resolve() == root.resolve():
         field, problem = "out", f"expected another folder than the policy's own, found {dest}"
@@ -140,13 +139,7 @@ def migrate_policy(src: Path | str, out: Path | str) -> Any:
         extra={**meta.extra, "migrated_from_features_version": meta.features_version},
     )
     save_policy(new, dest, new_meta, report=False)
-    # the training curve and report are the source's, or none (not those of a policy that
-    # was in ``out`` before)
-    for name in (CURVE_FILE, REPORT_FILE):
-        if (root / name).is_file():
-            shutil.copyfile(root / name, dest / name)
-        else:
-            (dest / name).unlink(missing_ok=True)
+    copy_curve(root, dest)
     return new_meta
 
 

@@ -31,7 +31,7 @@ where to depart from it. ``beta = exp(log_beta)`` is trained with the rest, star
 ``prior_scale`` (:data:`DEFAULT_PRIOR_SCALE` = 160 per unit of the feature: 0.02 logit per
 milli-GPU of increase, 2 logits for 100 milli-GPU).
 
-**Gated branch** (``gate_index`` set; ``bosun rl distill --onto``, :func:`bosun.rl.imitation.
+**Gated branch** (``gate_index`` set; ``bosun rl branch --onto``, :func:`bosun.rl.imitation.
 distill_gated`): a second per-node MLP of the same shape whose logits are added only where
 global feature ``gate_index`` is above 0::
 
@@ -501,8 +501,8 @@ def _node_scorer_class() -> Any:
             if self.gate_index is not None:
                 h = torch.tanh(self.gated_node_in(nodes) + self.gated_global_in(glob).unsqueeze(1))
                 branch = self.gated_out(torch.tanh(self.gated_mid(h))).squeeze(-1)
-                on = (glob[:, self.gate_index] > 0).to(logits.dtype).unsqueeze(1)
-                logits = logits + on * branch
+                on = (glob[:, self.gate_index] > 0).unsqueeze(1)
+                logits = torch.where(on, logits + branch, logits)
             return logits
 
         def forward_critic(self, obs: Any) -> Any:

@@ -487,6 +487,7 @@ def learn(
                 )
             )
     problems += check_kickstart(kickstart, init_from, algo, checkpoint_every)
+    problems += check_start(init_from)
     if problems:
         raise InputError(problems)
     dest = Path(out)
@@ -599,6 +600,44 @@ def save_policy(
         names += [CURVE_FILE, REPORT_FILE]
     _write_text_atomic(out / META_FILE, meta.to_json())
     return [out / n for n in (*names, META_FILE)]
+
+
+def check_start(init_from: Path | str | None) -> list[InputProblem]:
+    """The problem with starting a training run from ``init_from``, if any: a policy with a
+    gated branch (:func:`bosun.rl.imitation.distill_gated`) is refused, since training
+    every weight would move its choices where the gate is off. An unreadable folder is
+    left to :func:`load_model`, which names it."""
+    from bosun.rl.policy import PolicyFileError, load_meta
+
+    if init_from is None:
+        return []
+    try:
+        meta = load_meta(init_from)
+    except PolicyFileError:
+        return []
+    if not meta.extra.get("gated_branch"):
+        return []
+    return [
+        InputProblem(
+            str(Path(init_from) / META_FILE),
+            "policy",
+            "extra.gated_branch",
+            "expected a policy without a gated branch, found one: train from the policy it "
+            "was built on, then add the branch again (bosun rl branch --onto)",
+        )
+    ]
+
+
+def copy_curve(src: Path | str, dest: Path | str) -> None:
+    """Give the policy folder ``dest`` the training curve and report of ``src``, or none
+    (not those of a policy that was in ``dest`` before)."""
+    import shutil
+
+    for name in (CURVE_FILE, REPORT_FILE):
+        if (Path(src) / name).is_file():
+            shutil.copyfile(Path(src) / name, Path(dest) / name)
+        else:
+            (Path(dest) / name).unlink(missing_ok=True)
 
 
 def model_like(model: Any, layout: ObsLayout, policy_kwargs: dict[str, Any], seed: int) -> Any:
