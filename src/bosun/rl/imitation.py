@@ -30,6 +30,9 @@ search policy into a network as in AlphaGo's supervised stage, Silver et al., Na
    the ``RLPolicy`` plugin serves it and ``bosun rl evaluate --policy`` measures it.
 6. **Optionally, PPO** (:func:`finetune_policy`): MaskablePPO on the reward from the
    distilled weights, on inflated windows of the training arrivals.
+7. **Optionally, a gated branch** (:func:`distill_gated`): labels of clusters where pods
+   name GPU models taught to a branch that acts only there, the policy's own weights
+   frozen, so its choices everywhere else stay exactly as they were.
 
 Labels are stored as ``.npz`` files of flat arrays (:func:`save_labels`); nothing is
 pickled.

@@ -32,8 +32,8 @@ where to depart from it. ``beta = exp(log_beta)`` is trained with the rest, star
 milli-GPU of increase, 2 logits for 100 milli-GPU).
 
 **Gated branch** (``gate_index`` set; ``bosun rl branch --onto``, :func:`bosun.rl.imitation.
-distill_gated`): a second per-node MLP of the same shape whose logits are added only where
-global feature ``gate_index`` is above 0::
+distill_gated`): a second per-node MLP of the same form (``gate_hidden`` wide) whose
+logits are added only where global feature ``gate_index`` is above 0::
 
     logit_i += [g[gate_index] > 0] * (w'_o . h'_i + b'_o)     # h'_i: the branch's own layers
 
