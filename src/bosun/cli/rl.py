@@ -33,6 +33,7 @@ from rich.table import Table
 
 from bosun.cli.common import fail
 from bosun.errors import BosunError, InputError, InputProblem
+from bosun.rl.policy import DEFAULT_GATE_HIDDEN
 
 app = typer.Typer(
     name="rl",
@@ -765,7 +766,9 @@ def branch_cmd(
     out: Annotated[Path, typer.Option("--out", help="The policy folder to write.")],
     epochs: Annotated[int, typer.Option("--epochs", help="Full-batch Adam steps.")] = 1000,
     learning_rate: Annotated[float, typer.Option("--lr", help="Adam's step size.")] = 3e-3,
-    hidden: Annotated[int, typer.Option("--hidden", help="Width of the branch.")] = 16,
+    hidden: Annotated[
+        int, typer.Option("--hidden", help="Width of the branch.")
+    ] = DEFAULT_GATE_HIDDEN,
     seed: Annotated[int, typer.Option("--seed", help="Seeds the branch's weights.")] = 0,
 ) -> None:
     """Distill labels into a gated branch of a policy, for clusters where pods name GPU models.

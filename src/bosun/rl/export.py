@@ -84,29 +84,37 @@ def serving_module(policy: Any) -> Any:
 def _serving_logits(sc: Any, obs: Any) -> Any:
     """``NodeScorer.forward_actor`` rearranged (module docstring)."""
     import torch
-    from torch.nn import functional
 
     b = obs.shape[0]
     g = sc.global_features
     width = obs.shape[1] - g
     x = obs[:, :width].reshape(-1, sc.node_features)  # (B*N, F)
     glob = obs[:, width:] if g else torch.zeros_like(obs[:, :1])
-    # node_in(x) + global_in(glob) = x W^T + (glob Wg^T + bias): one (B, H) term
-    per_obs = functional.linear(glob, sc.global_in.weight, sc.node_in.bias)
-    pre = torch.matmul(x, sc.node_in.weight.t()).reshape(b, -1, sc.hidden)
-    h = torch.tanh(pre + per_obs.unsqueeze(1)).reshape(-1, sc.hidden)
-    h = torch.tanh(torch.addmm(sc.node_mid.bias, h, sc.node_mid.weight.t()))
-    out = torch.addmm(sc.node_out.bias, h, sc.node_out.weight.t()).reshape(b, -1)
+    layers = (sc.node_in, sc.global_in, sc.node_mid, sc.node_out)
+    out = _rows_mlp(x, glob, b, sc.hidden, *layers)
     if sc.log_beta is not None:
         out = out - torch.exp(sc.log_beta) * x[:, sc.prior_index].reshape(b, -1)
     if sc.gate_index is not None:  # the gated branch, the same rearrangement
-        per_obs = functional.linear(glob, sc.gated_global_in.weight, sc.gated_node_in.bias)
-        pre = torch.matmul(x, sc.gated_node_in.weight.t()).reshape(b, -1, sc.gate_hidden)
-        h = torch.tanh(pre + per_obs.unsqueeze(1)).reshape(-1, sc.gate_hidden)
-        h = torch.tanh(torch.addmm(sc.gated_mid.bias, h, sc.gated_mid.weight.t()))
-        branch = torch.addmm(sc.gated_out.bias, h, sc.gated_out.weight.t()).reshape(b, -1)
+        gated = (sc.gated_node_in, sc.gated_global_in, sc.gated_mid, sc.gated_out)
+        branch = _rows_mlp(x, glob, b, sc.gate_hidden, *gated)
         out = torch.where((glob[:, sc.gate_index] > 0).unsqueeze(1), out + branch, out)
     return out
+
+
+def _rows_mlp(
+    x: Any, glob: Any, b: int, width: int, node_in: Any, global_in: Any, mid: Any, out: Any
+) -> Any:
+    """The per-node MLP's scores ``(B, N)`` on the node rows ``x (B*N, F)``, its layers given:
+    ``node_in(x) + global_in(glob) = x W^T + (glob Wg^T + bias)`` as one ``(B, width)`` term
+    per observation, the hidden and output layers as ``addmm`` (ONNX ``Gemm``)."""
+    import torch
+    from torch.nn import functional
+
+    per_obs = functional.linear(glob, global_in.weight, node_in.bias)
+    pre = torch.matmul(x, node_in.weight.t()).reshape(b, -1, width)
+    h = torch.tanh(pre + per_obs.unsqueeze(1)).reshape(-1, width)
+    h = torch.tanh(torch.addmm(mid.bias, h, mid.weight.t()))
+    return torch.addmm(out.bias, h, out.weight.t()).reshape(b, -1)
 
 
 def export_onnx(policy: Any, path: Path | str, observation_size: int) -> Path:

@@ -694,7 +694,7 @@ def distill_gated(
 
     from bosun.rl.features import FEATURES_VERSION, FGD_FEATURE, GATE_FEATURE
     from bosun.rl.policy import DEFAULT_GATE_HIDDEN, ObsLayout, load_meta
-    from bosun.rl.train import copy_curve, load_model, model_like, save_policy
+    from bosun.rl.train import check_start, copy_curve, load_model, model_like, save_policy
 
     s = settings or DistillSettings(hidden=DEFAULT_GATE_HIDDEN)
     meta = load_meta(policy_dir)
@@ -720,10 +720,7 @@ def distill_gated(
                 "(bosun rl migrate carries it)",
             )
         )
-    if meta.extra.get("gated_branch"):
-        problems.append(
-            InputProblem(where, "policy", "extra.gated_branch", "expected none, found a branch")
-        )
+    problems += check_start(policy_dir)
     if Path(out).resolve() == Path(policy_dir).resolve():
         problems.append(
             InputProblem(

@@ -78,14 +78,18 @@ def migrate_policy(src: Path | str, out: Path | str) -> Any:
 
     Raises:
         PolicyFileError: ``src`` is not a readable policy folder.
-        InputError: ``src`` is already of this version, of a version too old to carry (one
-            that changed features, not only added some), or ``out`` is ``src`` or a file.
+        InputError: ``src`` has a gated branch, is already of this version, of a version
+            too old to carry (one that changed features, not only added some), or ``out``
+            is ``src`` or a file.
     """
     from bosun.rl.policy import ObsLayout, load_meta
-    from bosun.rl.train import copy_curve, load_model, model_like, save_policy
+    from bosun.rl.train import check_start, copy_curve, load_model, model_like, save_policy
 
     root, dest = Path(src), Path(out)
     meta = load_meta(root)
+    gated = check_start(root)
+    if gated:
+        raise InputError(gated)
     first = min(ADDED_INPUTS) - 1
     if meta.features_version == FEATURES_VERSION:
         field, problem = "features_version", f"expected an older version, found {FEATURES_VERSION}"
@@ -94,12 +98,6 @@ def migrate_policy(src: Path | str, out: Path | str) -> Any:
             "features_version",
             f"expected {first} to {FEATURES_VERSION - 1} (the versions after them only added "
             f"inputs), found {meta.features_version}: retrain the policy",
-        )
-    elif meta.extra.get("gated_branch"):
-        field, problem = (
-            "extra.gated_branch",
-            "expected a policy without a gated branch, found one: migrate the policy it was "
-            "distilled onto, then distill the branch again (bosun rl branch --onto)",
         )
     elif dest.resolve() == root.resolve():
         field, problem = "out", f"expected another folder than the policy's own, found {dest}"

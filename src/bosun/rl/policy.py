@@ -488,9 +488,15 @@ def _node_scorer_class() -> Any:
             glob = obs[:, width:] if g else torch.zeros_like(obs[:, :1])
             return nodes, glob
 
+        @staticmethod
+        def _hidden(nodes: Any, glob: Any, node_in: Any, global_in: Any, mid: Any) -> Any:
+            """The per-node MLP's hidden vectors ``(B, N, width)`` through the given layers
+            (the scorer's, or the gated branch's)."""
+            h = torch.tanh(node_in(nodes) + global_in(glob).unsqueeze(1))
+            return torch.tanh(mid(h))
+
         def _node_hidden(self, nodes: Any, glob: Any) -> Any:
-            h = torch.tanh(self.node_in(nodes) + self.global_in(glob).unsqueeze(1))
-            return torch.tanh(self.node_mid(h))
+            return self._hidden(nodes, glob, self.node_in, self.global_in, self.node_mid)
 
         def forward_actor(self, obs: Any) -> Any:
             """Logits ``(B, N)``."""
@@ -499,8 +505,10 @@ def _node_scorer_class() -> Any:
             if self.log_beta is not None:
                 logits = logits - torch.exp(self.log_beta) * nodes[..., self.prior_index]
             if self.gate_index is not None:
-                h = torch.tanh(self.gated_node_in(nodes) + self.gated_global_in(glob).unsqueeze(1))
-                branch = self.gated_out(torch.tanh(self.gated_mid(h))).squeeze(-1)
+                h = self._hidden(
+                    nodes, glob, self.gated_node_in, self.gated_global_in, self.gated_mid
+                )
+                branch = self.gated_out(h).squeeze(-1)
                 on = (glob[:, self.gate_index] > 0).unsqueeze(1)
                 logits = torch.where(on, logits + branch, logits)
             return logits

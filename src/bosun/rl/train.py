@@ -603,10 +603,11 @@ def save_policy(
 
 
 def check_start(init_from: Path | str | None) -> list[InputProblem]:
-    """The problem with starting a training run from ``init_from``, if any: a policy with a
-    gated branch (:func:`bosun.rl.imitation.distill_gated`) is refused, since training
-    every weight would move its choices where the gate is off. An unreadable folder is
-    left to :func:`load_model`, which names it."""
+    """The problem with starting from the policy folder ``init_from``, if any: training
+    (``learn``, ``finetune_policy``), migrating and adding a branch refuse a policy with a
+    gated branch (:func:`bosun.rl.imitation.distill_gated`), since the first two would move
+    its choices where the gate is off and the last would stack a second branch. An
+    unreadable folder is left to :func:`load_model` or :func:`load_meta`, which name it."""
     from bosun.rl.policy import PolicyFileError, load_meta
 
     if init_from is None:
@@ -622,7 +623,7 @@ def check_start(init_from: Path | str | None) -> list[InputProblem]:
             str(Path(init_from) / META_FILE),
             "policy",
             "extra.gated_branch",
-            "expected a policy without a gated branch, found one: train from the policy it "
+            "expected a policy without a gated branch, found a branch: work on the policy it "
             "was built on, then add the branch again (bosun rl branch --onto)",
         )
     ]
