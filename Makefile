@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test system-packages lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,13 @@ run: $(STAMP)
 		--config examples/scheduler-config.yaml --explain
 	$(BIN)/bosun simulate --trace synthetic --policy fgd,bestfit,leastallocated --report out/twin
 
+## system-packages: the programs the tests use (Chromium, Prometheus, etcd, openssl, curl, xz);
+## as root, apt-get installs the missing ones; otherwise it stops with the command to run
+system-packages:
+	@scripts/system-packages.sh
+
 ## test: lint, type-check and run the test suite (slow tests excluded)
-test: $(STAMP)
+test: $(STAMP) system-packages
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/pytest -m "not slow"
