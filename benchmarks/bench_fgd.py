@@ -15,7 +15,7 @@ Three timings, each the wall-clock of one call in this process:
 * ``steady``: the same for each pod of a scheduling loop that places ``--pods`` pods (drawn
   from the task classes) on the node FGD prefers among those with room, as the twin does:
   only nodes changed since a shape was last scored are recomputed;
-* ``cluster_fragmentation``: :func:`bosun.twin.fragmentation.cluster_fragmentation` after
+* ``cluster_fragmentation``: :func:`bosun.gpu.fragmentation.cluster_fragmentation` after
   each placement (incremental).
 
 Usage: ``python benchmarks/bench_fgd.py [--classes K] [--pods P] [--seed S] [--model-share F]``.
@@ -42,10 +42,9 @@ from bosun.api.types import (
 )
 from bosun.framework.interface import CycleState
 from bosun.framework.snapshot import Snapshot
+from bosun.gpu.fragmentation import TaskClasses, cluster_fragmentation
+from bosun.gpu.share import GPU_MODEL_LABEL, node_free
 from bosun.plugins.fgd import FGD
-from bosun.plugins.gpu_common import node_free
-from bosun.twin.fragmentation import TaskClasses, cluster_fragmentation
-from bosun.twin.trace import GPU_MODEL_LABEL
 
 #: openb node types (openb_node_list_all_node.csv): (cpu cores, memory GiB, GPUs, model, count)
 OPENB_NODE_TYPES: tuple[tuple[int, int, int, str, int], ...] = (

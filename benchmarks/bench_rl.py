@@ -91,9 +91,9 @@ def bench_inference(
     warmup: int = 0,
     policy: Path | None = None,
 ) -> dict[str, float]:
+    from bosun.gpu.fragmentation import TaskClasses
     from bosun.rl.policy import load_meta
     from bosun.rl.train import init_policy
-    from bosun.twin.fragmentation import TaskClasses
 
     if policy is not None:  # a saved policy (e.g. models/openb-128) with its task classes
         found = load_meta(policy).extra.get("task_classes")

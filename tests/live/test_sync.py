@@ -115,7 +115,9 @@ def live(fake_api: FakeApiServer) -> Iterator[Callable[..., Live]]:
 
     def make(*, pod_selector: str | None = None) -> Live:
         registry = in_tree_registry()
-        sched = Scheduler(default_configuration(registry_points(registry)), Snapshot())
+        sched = Scheduler(
+            default_configuration(registry_points(registry)), Snapshot(), registry=registry
+        )
         events: queue.Queue[InformerEvent] = queue.Queue()
         api = client.ApiClient(client.Configuration(host=fake_api.url))
         clients.append(api)
@@ -479,8 +481,9 @@ def test_the_binding_echo_reuses_the_parsed_pod(
 ) -> None:
     """The bound version of a pending pod is parsed again only when something the loader
     reads changed; either way the result equals a full parse of the bound object."""
+    registry = in_tree_registry()
     sched = Scheduler(
-        default_configuration(registry_points(in_tree_registry())), Snapshot()
+        default_configuration(registry_points(registry)), Snapshot(), registry=registry
     )
     sync = ClusterSync(sched)
     sync.apply(("ADDED", "Node", node("n1")))

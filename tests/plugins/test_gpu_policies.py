@@ -25,6 +25,7 @@ from bosun.framework.config import default_configuration, parse_configuration
 from bosun.framework.interface import CycleState, PluginArgsError
 from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import Snapshot
+from bosun.gpu.fragmentation import TaskClasses, with_task_classes
 from bosun.plugins.best_fit import BestFit
 from bosun.plugins.dot_product import DotProduct
 from bosun.plugins.fgd import (
@@ -38,7 +39,6 @@ from bosun.plugins.gpu_clustering import GpuClustering, gpu_tag
 from bosun.plugins.gpu_packing import GpuPacking
 from bosun.plugins.random_score import Random
 from bosun.plugins.registry import in_tree_registry, registry_points
-from bosun.twin.fragmentation import TaskClasses, with_task_classes
 
 SHARE = "alibabacloud.com/gpu-milli"
 WHOLE = "nvidia.com/gpu"

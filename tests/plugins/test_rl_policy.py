@@ -515,7 +515,7 @@ def _prior_policy(
 def test_prior_policy_needs_task_classes(tmp_path: Path) -> None:
     """A policy trained with the FGD prior but whose meta keeps no task classes is refused
     unless the profile gives ``taskClasses``, which it then uses."""
-    from bosun.twin.fragmentation import TaskClasses
+    from bosun.gpu.fragmentation import TaskClasses
 
     folder = _prior_policy(tmp_path / "p", None)
     with pytest.raises(PluginArgsError, match="trained with the FGD prior") as err:
@@ -531,7 +531,7 @@ def test_prior_policy_needs_task_classes(tmp_path: Path) -> None:
 def test_task_classes_from_meta_and_overridden(tmp_path: Path) -> None:
     """The task classes kept in ``meta.json`` are served by default; ``taskClasses``
     replaces them."""
-    from bosun.twin.fragmentation import TaskClasses
+    from bosun.gpu.fragmentation import TaskClasses
 
     kept = TaskClasses.from_args(
         [
@@ -555,7 +555,7 @@ def test_prior_policy_built_on_a_cluster_prewarms_fgd(tmp_path: Path) -> None:
     """Built with a handle whose snapshot has nodes, a prior policy computes FGD's placement
     of every task class shape there and then, so its first pod of a class shape adds no
     shape to the cache; its scores equal those of a plugin built without the cluster."""
-    from bosun.twin.fragmentation import TaskClasses
+    from bosun.gpu.fragmentation import TaskClasses
 
     kept = TaskClasses.from_args(
         [

@@ -13,6 +13,8 @@ from bosun.api.build import make_node, make_pod
 from bosun.api.types import Pod
 from bosun.errors import InputError
 from bosun.framework.snapshot import Snapshot
+from bosun.gpu.fragmentation import TaskClasses
+from bosun.gpu.share import GPU_MODEL_LABEL
 from bosun.rl.features import (
     CLUSTER_FEATURES,
     FEATURES_VERSION,
@@ -31,8 +33,6 @@ from bosun.rl.features import (
     observation_size,
     pod_fragmentation_milli,
 )
-from bosun.twin.fragmentation import TaskClasses
-from bosun.twin.trace import GPU_MODEL_LABEL
 
 GPU = "nvidia.com/gpu"
 SHARE = "alibabacloud.com/gpu-milli"

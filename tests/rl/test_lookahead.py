@@ -13,11 +13,11 @@ import pytest
 from bosun.api.build import make_node, make_pod
 from bosun.api.types import Pod
 from bosun.framework.snapshot import Snapshot
+from bosun.gpu.fragmentation import TaskClasses
 from bosun.plugins.registry import in_tree_registry
 from bosun.rl.evaluate import Decision, HeuristicChooser
 from bosun.rl.lookahead import Lookahead, best_gain, placed_after
 from bosun.twin.experiments.fragmentation import policy_configuration
-from bosun.twin.fragmentation import TaskClasses
 
 
 def _gpu_pod(name: str, gpus: int) -> Pod:

@@ -10,6 +10,7 @@ import pytest
 from bosun.api.build import make_node, make_pod
 from bosun.errors import InputError
 from bosun.framework.snapshot import Snapshot
+from bosun.gpu.fragmentation import TaskClasses
 from bosun.rl.reward import (
     RewardConfig,
     RewardTerms,
@@ -19,7 +20,6 @@ from bosun.rl.reward import (
     scheduling_speed,
     sla_violation,
 )
-from bosun.twin.fragmentation import TaskClasses
 
 GPU = "nvidia.com/gpu"
 SHARE = "alibabacloud.com/gpu-milli"

@@ -11,6 +11,7 @@ import pytest
 from bosun.api.build import make_node, make_pod
 from bosun.framework.interface import CycleState
 from bosun.framework.snapshot import Snapshot
+from bosun.gpu.fragmentation import TaskClasses
 from bosun.plugins.rl_policy import RLPolicy
 from bosun.rl.export import OnnxActor, torch_logits
 from bosun.rl.features import (
@@ -21,7 +22,6 @@ from bosun.rl.features import (
     observation_bounds,
 )
 from bosun.rl.policy import ONNX_FILE, load_meta, masked_argmax
-from bosun.twin.fragmentation import TaskClasses
 
 SHIPPED = Path(__file__).resolve().parents[2] / "models" / "openb-128"
 

@@ -754,7 +754,7 @@ gpu_pod_st = st.tuples(
 def test_fragmentation_rows_match_the_state_and_never_exceed_free_gpus(
     node_gpus: list[int], specs: list[tuple[int, tuple[str, int], str, int]]
 ) -> None:
-    from bosun.twin.fragmentation import node_fragmentation
+    from bosun.gpu.fragmentation import node_fragmentation
 
     config = default_configuration(registry_points(in_tree_registry()))
     nodes = [

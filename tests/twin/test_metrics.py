@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from bosun.api.build import make_node, make_pod
 from bosun.api.types import Node, Pod
 from bosun.framework.snapshot import Snapshot
-from bosun.twin.fragmentation import TaskClasses
+from bosun.gpu.fragmentation import TaskClasses
 from bosun.twin.metrics import (
     Counters,
     MetricsRecorder,

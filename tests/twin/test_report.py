@@ -27,14 +27,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bosun.errors import InputError
-from bosun.twin.report import (
-    MAX_POINTS,
-    PALETTE,
-    chart_ids,
-    downsample_indices,
-    format_value,
-    write_report,
-)
+from bosun.plotting import MAX_POINTS, PALETTE, downsample_indices
+from bosun.twin.report import chart_ids, format_value, write_report
 from bosun.twin.results import POD_COLUMNS, TIMESERIES_COLUMNS, SimulationResult
 
 # ---------------------------------------------------------------------------- builders

@@ -238,8 +238,8 @@ def curves_figure(curves: pd.DataFrame, title: str) -> Any:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    from bosun.plotting import PALETTE
     from bosun.twin.experiments.fragmentation import median_curves
-    from bosun.twin.report import PALETTE
 
     fig = make_subplots(
         rows=1,

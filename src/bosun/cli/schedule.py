@@ -194,6 +194,7 @@ def schedule(
         scheduler = Scheduler(
             cfg,
             snapshot,
+            registry=in_tree_registry(),
             seed=seed,
             namespaces=objects.namespaces,
             pdbs=objects.pdbs,

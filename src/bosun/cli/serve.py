@@ -221,9 +221,11 @@ def serve(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        points = registry_points(in_tree_registry())
+        registry = in_tree_registry()
+        points = registry_points(registry)
         cfg = load_configuration(config, points) if config else default_configuration(points)
-        Scheduler(cfg, Snapshot())  # validates every plugin's args before connecting
+        # validates every plugin's args before connecting
+        Scheduler(cfg, Snapshot(), registry=registry)
         raw = _raw_document(config) if config else None
         check_serve_configuration(cfg, raw)
         election = leader_election_options(

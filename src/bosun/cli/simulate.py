@@ -34,6 +34,7 @@ from bosun.framework.config import (
 )
 from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import Snapshot
+from bosun.gpu.fragmentation import TaskClasses, with_task_classes
 from bosun.outputs import replace_folder
 from bosun.plugins.registry import in_tree_registry, registry_points
 from bosun.twin.engine import Simulator
@@ -42,7 +43,6 @@ from bosun.twin.experiments.fragmentation import (
     policy_configuration,
     resolve_policies,
 )
-from bosun.twin.fragmentation import TaskClasses, with_task_classes
 from bosun.twin.results import SimulationResult
 from bosun.twin.trace import Trace
 from bosun.twin.traces import load_snapshot, load_trace

@@ -2,14 +2,14 @@
 
 One row of charts per series, in the order the results come: the actual peak over the
 horizon after each forecast origin (black) and each model's predicted peak at the
-pre-allocation level (one colour per model, :data:`bosun.twin.report.PALETTE`), against
+pre-allocation level (one colour per model, :data:`bosun.plotting.PALETTE`), against
 the origin's time (UTC). Where a model's line is below the black one, the pod would not
 have fit. A last chart shows the coverage (pre-allocation accuracy, the share of origins
 whose predicted peak covers the actual one, :mod:`bosun.forecast.backtest`) of every model
 on every series, with the level as a dashed target line.
 
 Long series are thinned to at most ``max_points`` points per line with the twin report's
-min-max decimation (:func:`bosun.twin.report.downsample_indices`), so peaks survive.
+min-max decimation (:func:`bosun.plotting.downsample_indices`), so peaks survive.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from plotly.subplots import make_subplots
 
 from bosun.forecast.backtest import BacktestResult
 from bosun.forecast.series import duration_text
-from bosun.twin.report import MAX_POINTS, PALETTE, downsample_indices
+from bosun.plotting import MAX_POINTS, PALETTE, downsample_indices
 
 __all__ = ["backtest_figure", "write_backtest_html"]
 

@@ -58,11 +58,10 @@ import numpy as np
 
 from bosun.api.types import Node, Pod
 from bosun.forecast.base import ForecastError, UsageSeries
+from bosun.gpu.share import GPU_MODEL_LABEL
 
 #: The well-known node label with the CPU architecture (``amd64``, ``arm64``).
 ARCH_LABEL = "kubernetes.io/arch"
-#: NVIDIA GPU feature discovery's node label with the GPU model.
-GPU_MODEL_LABEL = "nvidia.com/gpu.product"
 #: Koordinator's pod QoS label.
 KOORDINATOR_QOS_LABEL = "koordinator.sh/qosClass"
 #: The openb trace's QoS label (:data:`bosun.twin.traces.generic.QOS_LABEL`).

@@ -54,7 +54,7 @@ import pandas as pd
 
 from bosun.errors import InputError, InputProblem
 from bosun.forecast.base import FloatArray, UsageSeries
-from bosun.twin.traces.generic import RowChecker, Table, read_table
+from bosun.tables import RowChecker, Table, read_table
 
 __all__ = [
     "DEFAULT_MAX_GAP_STEPS",

@@ -141,7 +141,8 @@ class Scheduler:
     Args:
         config: the KubeSchedulerConfiguration (profiles by schedulerName).
         snapshot: the cluster state; bound pods must already be in it.
-        registry: plugin name -> class (default: every in-tree plugin).
+        registry: plugin name -> class (``bosun.plugins.registry.in_tree_registry()`` for kube's
+            plugins and bosun's; the framework does not import the plugins itself).
         seed: seeds the RNG for score ties and preemption offsets.
         clock: the queue's clock (default: a manual clock starting at 0, for simulation).
         namespaces: Namespace objects (labels for namespaceSelector).
@@ -158,17 +159,13 @@ class Scheduler:
         config: SchedulerConfiguration,
         snapshot: Snapshot,
         *,
-        registry: Registry | None = None,
+        registry: Registry,
         seed: int = 0,
         clock: Clock | None = None,
         namespaces: Sequence[Namespace] = (),
         pdbs: Sequence[PodDisruptionBudget] = (),
         explain: bool = False,
     ) -> None:
-        if registry is None:
-            from bosun.plugins.registry import in_tree_registry
-
-            registry = in_tree_registry()
         self.config = config
         self.snapshot = snapshot
         self.cache = AssumeCache(snapshot)

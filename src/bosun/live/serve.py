@@ -86,6 +86,7 @@ from bosun.live.metrics import HealthServer, Heartbeat, SchedulerMetrics, event_
 from bosun.live.rbac import check_permissions, required_permissions
 from bosun.live.recorder import Recorder
 from bosun.live.sync import ClusterSync
+from bosun.plugins.registry import in_tree_registry
 
 __all__ = [
     "EXIT_LOST_LEASE",
@@ -291,7 +292,13 @@ class LiveScheduler:
         self.api_client = api_client
         self.options = options or ServeOptions()
         self.metrics = metrics or SchedulerMetrics()
-        self.scheduler = Scheduler(config, Snapshot(), clock=WallClock(), seed=self.options.seed)
+        self.scheduler = Scheduler(
+            config,
+            Snapshot(),
+            registry=in_tree_registry(),
+            clock=WallClock(),
+            seed=self.options.seed,
+        )
         self.sync = ClusterSync(self.scheduler)
         self.ready = threading.Event()
         self.stats: dict[str, int] = dict.fromkeys(

@@ -29,12 +29,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bosun.framework.interface import MAX_NODE_SCORE, CycleState, IndexArray, IntArray
-from bosun.plugins.gpu_common import (
-    SpecScaledPlugin,
-    min_max_normalize,
-    node_free,
-    pod_milli_cpu,
-)
+from bosun.gpu.share import node_free, pod_milli_cpu
+from bosun.plugins.gpu_common import SpecScaledPlugin, min_max_normalize
 
 if TYPE_CHECKING:
     from bosun.api.types import Pod

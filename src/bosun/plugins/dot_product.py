@@ -43,11 +43,8 @@ from bosun.framework.interface import (
     IndexArray,
     IntArray,
 )
-from bosun.plugins.gpu_common import (
-    SpecScaledPlugin,
-    node_free,
-    pod_milli_cpu,
-)
+from bosun.gpu.share import node_free, pod_milli_cpu
+from bosun.plugins.gpu_common import SpecScaledPlugin
 
 if TYPE_CHECKING:
     from bosun.api.types import Pod

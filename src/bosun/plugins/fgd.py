@@ -2,7 +2,7 @@
 
 Source: Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with
 Fragmentation Gradient Descent", USENIX ATC 2023: §3 defines the expected fragmentation
-``F_n(M)`` of a node for the target workload ``M`` (:mod:`bosun.twin.fragmentation`), §4
+``F_n(M)`` of a node for the target workload ``M`` (:mod:`bosun.gpu.fragmentation`), §4
 (Algorithm 1) schedules each task to the node whose fragmentation increases least when the
 task is placed there (the steepest descent of the cluster's fragmentation). Cross-checked
 with the authors' simulator (hkust-adsl/kubernetes-scheduler-simulator,
@@ -14,7 +14,7 @@ with the authors' simulator (hkust-adsl/kubernetes-scheduler-simulator,
   one with the smallest increase (``gpuSelection: FGD``, the paper's and simulator's
   choice) or the default best-fit device (``gpuSelection: BestFit``); other pods take the
   default best-fit devices (for whole GPUs every choice is equivalent). Results are cached
-  per pod shape and node state (:class:`bosun.twin.fragmentation.FragmentationTracker`), so
+  per pod shape and node state (:class:`bosun.gpu.fragmentation.FragmentationTracker`), so
   a call recomputes only the nodes that changed since that shape was last scored.
 * Score: ``-delta_n`` in micro-GPU (``-round(delta_milli * 1000)``), an int64.
 * NormalizeScore: min-max onto 0..100 with the smallest increase at 100 and the largest at
@@ -31,8 +31,8 @@ Args (``pluginConfig[FGD].args``):
 
 * ``taskClasses`` (required): the target workload, a list of
   ``{milliCpu, memoryBytes, gpuCount, gpuMilli, popularity, gpuModels?}``
-  (:meth:`bosun.twin.fragmentation.TaskClasses.from_args`);
-  :func:`bosun.twin.fragmentation.with_task_classes` fills it in from a trace.
+  (:meth:`bosun.gpu.fragmentation.TaskClasses.from_args`);
+  :func:`bosun.gpu.fragmentation.with_task_classes` fills it in from a trace.
 * ``gpuSelection``: ``FGD`` (default) or ``BestFit``.
 
 Extension points: PreScore, Score, NormalizeScore; GPU device choice.
@@ -55,8 +55,9 @@ from bosun.framework.interface import (
     PluginArgsError,
     Status,
 )
-from bosun.plugins.gpu_common import FloatArray, args_mapping, is_gpu_share, one_of
-from bosun.twin.fragmentation import FragmentationTracker, TaskClasses
+from bosun.gpu.fragmentation import FragmentationTracker, TaskClasses
+from bosun.gpu.share import FloatArray, is_gpu_share
+from bosun.plugins.gpu_common import args_mapping, one_of
 
 if TYPE_CHECKING:
     from bosun.api.types import Pod
@@ -140,7 +141,7 @@ class FGD:
             raise PluginArgsError(
                 "taskClasses",
                 "is required: the target workload (task classes with popularity); "
-                "bosun.twin.fragmentation.with_task_classes fills it in from a trace",
+                "bosun.gpu.fragmentation.with_task_classes fills it in from a trace",
             )
         self.classes = TaskClasses.from_args(raw["taskClasses"], "taskClasses")
         self.gpu_selection = one_of(

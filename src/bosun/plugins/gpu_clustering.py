@@ -43,12 +43,8 @@ from bosun.framework.interface import (
     IndexArray,
     IntArray,
 )
-from bosun.plugins.gpu_common import (
-    MAX_SPEC_MILLI_GPU,
-    args_mapping,
-    device_free_milli,
-    positive_int,
-)
+from bosun.gpu.share import MAX_SPEC_MILLI_GPU, device_free_milli
+from bosun.plugins.gpu_common import args_mapping, positive_int
 from bosun.plugins.helper import go_div
 
 if TYPE_CHECKING:

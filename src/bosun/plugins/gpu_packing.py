@@ -37,7 +37,8 @@ from bosun.framework.interface import (
     IndexArray,
     IntArray,
 )
-from bosun.plugins.gpu_common import args_mapping, best_fit_devices, node_free
+from bosun.gpu.share import best_fit_devices, node_free
+from bosun.plugins.gpu_common import args_mapping
 
 if TYPE_CHECKING:
     from bosun.api.types import Pod

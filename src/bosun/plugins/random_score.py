@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bosun.framework.interface import MAX_NODE_SCORE, CycleState, IndexArray, IntArray
-from bosun.plugins.gpu_common import args_mapping, device_free_milli, is_gpu_share
+from bosun.gpu.share import device_free_milli, is_gpu_share
+from bosun.plugins.gpu_common import args_mapping
 
 if TYPE_CHECKING:
     from bosun.api.types import Pod

@@ -33,7 +33,7 @@ Args (``pluginConfig[RLPolicy].args``):
 * ``policyPath`` (required): the policy folder (``meta.json``, ``policy.onnx``).
 * ``threads``: onnxruntime intra-op threads (default 1).
 * ``taskClasses``: FGD's target workload for the ``fgd_increase`` feature, in the FGD
-  plugin's format (:meth:`bosun.twin.fragmentation.TaskClasses.from_args`); default: the
+  plugin's format (:meth:`bosun.gpu.fragmentation.TaskClasses.from_args`); default: the
   task classes of the training trace, kept in the policy's ``meta.json``
   (``extra.task_classes``). A policy trained with the FGD prior (``extra.fgd_prior``) needs
   one or the other: without task classes the feature, and so the prior, would be 0.
@@ -197,8 +197,8 @@ class RLPolicy:
         Raises:
             PluginArgsError: invalid ``taskClasses``, or none for a policy with the prior.
         """
+        from bosun.gpu.fragmentation import TaskClasses
         from bosun.rl.policy import META_FILE
-        from bosun.twin.fragmentation import TaskClasses
 
         if arg is not None:
             return TaskClasses.from_args(arg, "taskClasses")

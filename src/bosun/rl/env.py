@@ -163,6 +163,7 @@ from bosun.framework.interface import (
     Status,
 )
 from bosun.framework.snapshot import Snapshot
+from bosun.gpu.fragmentation import TaskClasses
 from bosun.plugins.registry import in_tree_registry, registry_points
 from bosun.rl.features import (
     BoolArray,
@@ -184,7 +185,6 @@ from bosun.rl.reward import (
 )
 from bosun.twin.engine import Simulator, validate_trace
 from bosun.twin.experiments.fragmentation import POLICIES, policy_configuration, resolve_policies
-from bosun.twin.fragmentation import TaskClasses
 from bosun.twin.results import SimulationResult
 from bosun.twin.trace import NodeEventKind, PodArrival, Trace
 

@@ -72,13 +72,13 @@ R_g``; when the pod asks for no GPU, or cannot run on the node (free CPU or memo
 its request, or fewer than ``gpu_count`` devices with ``R_g >= gpu_milli``), ``F = T``;
 otherwise ``F = sum_g R_g 1(R_g < gpu_milli)``, the free GPU the pod cannot use. GPU-model
 constraints are left to the Filters (the ``feasible`` flag). Unlike the workload-weighted
-measure the reward uses (:mod:`bosun.twin.fragmentation`), this needs no task classes.
+measure the reward uses (:mod:`bosun.gpu.fragmentation`), this needs no task classes.
 
 ``delta_n`` is what FGD scores (:mod:`bosun.plugins.fgd`): the increase, in milli-GPU, of
 the node's *workload-weighted* fragmentation ``F_n(M)`` (Weng et al. §3, ``M`` the task
-classes of the trace, :class:`bosun.twin.fragmentation.TaskClasses`) if the pod went to
+classes of the trace, :class:`bosun.gpu.fragmentation.TaskClasses`) if the pod went to
 node ``n``, a GPU-sharing pod on the device FGD would pick
-(:meth:`bosun.twin.fragmentation.FragmentationTracker.placement`, ``device_choice="FGD"``).
+(:meth:`bosun.gpu.fragmentation.FragmentationTracker.placement`, ``device_choice="FGD"``).
 It is computed for the nodes to score only (0 for the others), divided by
 :data:`FGD_SCALE_MILLI` (8 whole GPUs, the largest openb node), ``+inf`` (no room) gives 1,
 and it is 0 everywhere when the encoder was built without task classes
@@ -123,7 +123,7 @@ Pod features (:data:`POD_FEATURES`):
                       absent or another value: ``qos_other``)
 14    gpu_model_      1 when the pod asks for GPUs and accepts only some GPU       [0, 1]
       constrained     models (node selector or required node affinity ``In`` on
-                      the model label, :func:`bosun.twin.fragmentation.
+                      the model label, :func:`bosun.gpu.fragmentation.
                       pod_gpu_models`)
 15    gpu_model_      GPU devices of the models the pod accepts / all GPU devices  [0, 1]
       share           (1 for a GPU pod without a model constraint; 0 for a pod
@@ -163,8 +163,8 @@ import numpy.typing as npt
 from bosun.api.types import CPU, GPU, GPU_MILLI_PER_GPU, MEMORY, PODS, Pod
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.snapshot import Snapshot
-from bosun.twin.fragmentation import FragmentationTracker, TaskClasses, pod_gpu_models
-from bosun.twin.trace import GPU_MODEL_LABEL
+from bosun.gpu.fragmentation import FragmentationTracker, TaskClasses, pod_gpu_models
+from bosun.gpu.share import GPU_MODEL_LABEL
 
 FloatArray = npt.NDArray[np.float32]
 BoolArray = npt.NDArray[np.bool_]
@@ -961,7 +961,7 @@ class Encoder:
     Args:
         classes: FGD's task classes (the target workload); with them the encoder fills
             ``fgd_increase`` (module docstring) through a
-            :class:`bosun.twin.fragmentation.FragmentationTracker` that recomputes only the
+            :class:`bosun.gpu.fragmentation.FragmentationTracker` that recomputes only the
             nodes changed since the last call (:meth:`warm` computes every class shape on
             every node ahead of the first pod); None leaves that feature 0.
     """
@@ -988,7 +988,7 @@ class Encoder:
     def warm(self, snapshot: Snapshot, spec: ObservationSpec) -> None:
         """Do now the work that depends only on the cluster: the parts of the observation
         kept between calls and FGD's placement of every class shape on every node
-        (:meth:`~bosun.twin.fragmentation.FragmentationTracker.prewarm`), so that the first
+        (:meth:`~bosun.gpu.fragmentation.FragmentationTracker.prewarm`), so that the first
         pods on ``snapshot`` cost what any pod costs. The RL env does not call it: an
         episode asks for a fraction of the shapes, computed as its pods come.
 

@@ -32,7 +32,7 @@ with the defaults). The terms (:class:`RewardTerms`):
   ``sum_n F_n(M)`` over the schedulable nodes divided by their unallocated GPUs (0 when no
   GPU is free), with ``F_n(M)`` the expected unusable free GPU of node ``n`` for the target
   workload ``M`` (Weng et al., "Beware of Fragmentation", USENIX ATC 2023, §3.2;
-  :func:`bosun.twin.fragmentation.node_fragmentation`), ``M`` = the task classes of the
+  :func:`bosun.gpu.fragmentation.node_fragmentation`), ``M`` = the task classes of the
   trace's arrivals. This is the twin's ``gpu_fragmentation_ratio``; it lies in ``[0, 1]``.
 """
 
@@ -46,7 +46,7 @@ import numpy as np
 from bosun.api.types import GPU
 from bosun.errors import InputError, InputProblem
 from bosun.framework.snapshot import Snapshot
-from bosun.twin.fragmentation import TaskClasses, node_fragmentation
+from bosun.gpu.fragmentation import TaskClasses, node_fragmentation
 from bosun.twin.metrics import allocation
 
 #: Default weights of ResourceUtil, SchedulingSpeed, SLAViolation and Fragmentation.

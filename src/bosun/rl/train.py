@@ -745,7 +745,7 @@ def init_policy(
         algo: ``maskable-ppo`` or ``ppo``.
         hidden: width of the scorer.
         fgd_prior: with the FGD prior (:class:`PPOSettings`), at ``prior_scale``.
-        task_classes: a :class:`bosun.twin.fragmentation.TaskClasses` stored in the meta
+        task_classes: a :class:`bosun.gpu.fragmentation.TaskClasses` stored in the meta
             for serving (None: none stored).
     """
     import torch

@@ -77,7 +77,8 @@ from bosun.framework.queue import ACTIVE, ManualClock
 from bosun.framework.runtime import Registry
 from bosun.framework.scheduler import Scheduler, SchedulingResult
 from bosun.framework.snapshot import Snapshot, SnapshotError
-from bosun.twin.fragmentation import TaskClasses, with_task_classes
+from bosun.gpu.fragmentation import TaskClasses, with_task_classes
+from bosun.plugins.registry import in_tree_registry
 from bosun.twin.metrics import Counters, MetricsRecorder, PodRecord, pod_table, summarize
 from bosun.twin.results import SimulationResult
 from bosun.twin.trace import NodeEvent, NodeEventKind, PodArrival, Trace
@@ -397,7 +398,7 @@ class Simulator:
     Args:
         trace: the workload; ``timed=False`` traces are rejected.
         config: the scheduler configuration. The FGD plugin's task classes are filled from
-            the trace's arrivals (:func:`bosun.twin.fragmentation.with_task_classes`).
+            the trace's arrivals (:func:`bosun.gpu.fragmentation.with_task_classes`).
         seed: seeds the scheduler's RNG (score ties, preemption offsets).
         registry: plugin name -> class (default: every in-tree plugin).
         sample_every_s: take the metrics sample every this many simulated seconds (at
@@ -478,7 +479,11 @@ class Simulator:
         self.clock = ManualClock()
         try:
             self.scheduler = Scheduler(
-                self.config, self.snapshot, registry=registry, seed=seed, clock=self.clock
+                self.config,
+                self.snapshot,
+                registry=in_tree_registry() if registry is None else registry,
+                seed=seed,
+                clock=self.clock,
             )
         except InputError as e:
             problems.extend(e.problems)

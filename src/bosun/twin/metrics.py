@@ -10,11 +10,11 @@ Formulas:
   columns (milli-CPU, bytes, milli-GPU); 0 when the denominator is 0 (e.g. no GPU at all).
   Cordoned nodes are left out of both sums: their capacity is not on offer.
 * GPU fragmentation: ``sum_n F_n(M)`` over the schedulable nodes, with ``F_n(M)`` from
-  :func:`bosun.twin.fragmentation.node_fragmentation` (Weng et al., "Beware of
+  :func:`bosun.gpu.fragmentation.node_fragmentation` (Weng et al., "Beware of
   Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent",
   USENIX ATC 2023, section 3.2: the popularity-weighted unallocated GPU capacity the task
   classes cannot use), in GPUs; ``M`` = the task classes of all the trace's arrivals.
-  With no cordoned node it equals :func:`~bosun.twin.fragmentation.cluster_fragmentation`.
+  With no cordoned node it equals :func:`~bosun.gpu.fragmentation.cluster_fragmentation`.
   ``gpu_fragmentation_ratio`` divides it by the unallocated GPUs of the same nodes,
   ``sum(allocatable - requested) / 1000`` on the GPU column (0 when no GPU is free), so it
   lies in 0..1.
@@ -52,7 +52,7 @@ import pandas as pd
 
 from bosun.api.types import CPU, GPU, GPU_MILLI_PER_GPU, MEMORY, Pod
 from bosun.framework.snapshot import Snapshot
-from bosun.twin.fragmentation import TaskClasses, node_fragmentation
+from bosun.gpu.fragmentation import TaskClasses, node_fragmentation
 from bosun.twin.results import POD_COLUMNS, TIMESERIES_COLUMNS
 from bosun.twin.trace import PodArrival
 

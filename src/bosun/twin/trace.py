@@ -22,9 +22,6 @@ from enum import StrEnum
 
 from bosun.api.types import Node, Pod
 
-#: Node label carrying the GPU model (NVIDIA GPU feature discovery's label).
-GPU_MODEL_LABEL = "nvidia.com/gpu.product"
-
 
 @dataclass(frozen=True, slots=True)
 class PodArrival:

@@ -9,7 +9,8 @@ import pytest
 
 from bosun.api.types import GPU, GPU_MILLI
 from bosun.errors import InputError
-from bosun.twin.trace import GPU_MODEL_LABEL, Trace
+from bosun.gpu.share import GPU_MODEL_LABEL
+from bosun.twin.trace import Trace
 from bosun.twin.traces import load_generic, load_trace
 
 MIB = 1 << 20

@@ -12,8 +12,9 @@ import pytest
 
 from bosun.api.types import GPU, GPU_MILLI
 from bosun.errors import InputError
+from bosun.gpu.share import GPU_MODEL_LABEL
 from bosun.twin import data
-from bosun.twin.trace import GPU_MODEL_LABEL, PodArrival, Trace
+from bosun.twin.trace import PodArrival, Trace
 from bosun.twin.traces import load_openb, load_trace
 
 pytestmark = pytest.mark.data

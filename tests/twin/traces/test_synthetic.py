@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from bosun.api.types import Node, Pod
 from bosun.errors import InputError
-from bosun.twin.trace import GPU_MODEL_LABEL, Trace
+from bosun.gpu.share import GPU_MODEL_LABEL
+from bosun.twin.trace import Trace
 from bosun.twin.traces import load_trace, synthetic_trace
 from bosun.twin.traces.synthetic import node_counts
 

@@ -24,7 +24,7 @@ and the authors' artifact, github.com/hkust-adsl/kubernetes-scheduler-simulator
 4. **Measures.** At every whole percent of arrived demand (or every ``record_every``
    arrivals) and at the end: the GPU allocation ratio (allocated milli-GPU / (GPUs x 1000)),
    unallocated GPUs (capacity - allocated, in GPUs), the FGD fragmentation of the cluster
-   (:func:`bosun.twin.fragmentation.cluster_fragmentation`, in GPUs, under the trace's task
+   (:func:`bosun.gpu.fragmentation.cluster_fragmentation`, in GPUs, under the trace's task
    classes) and its ratio to the unallocated GPUs.
 5. **Headline.** The state when arrived demand reaches 100 % of capacity (the last pod whose
    arrival keeps it at or below ``min(demand_limit, 1) x capacity``): the paper's
@@ -69,8 +69,8 @@ from bosun.framework.interface import Code
 from bosun.framework.runtime import Registry
 from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import Snapshot
+from bosun.gpu.fragmentation import TaskClasses, cluster_fragmentation, with_task_classes
 from bosun.plugins.registry import in_tree_registry, registry_points
-from bosun.twin.fragmentation import TaskClasses, cluster_fragmentation, with_task_classes
 from bosun.twin.trace import Trace
 
 __all__ = [
@@ -322,7 +322,7 @@ def policy_configuration(
     :func:`single_scorer_configuration` with the policy's Score plugin.
     ``NodeResourcesFit`` policies set ``scoringStrategy`` (type and resources, see
     :data:`_STRATEGY_RESOURCES`). FGD gets ``classes`` through
-    :func:`bosun.twin.fragmentation.with_task_classes`.
+    :func:`bosun.gpu.fragmentation.with_task_classes`.
 
     Raises:
         InputError: unknown policy, a plugin missing from ``registry``, or a configuration

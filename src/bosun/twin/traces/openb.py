@@ -54,15 +54,15 @@ import numpy as np
 from bosun.api.build import make_node
 from bosun.api.types import GPU, GPU_MILLI_PER_GPU, Node
 from bosun.errors import InputError, InputProblem
+from bosun.tables import read_table
 from bosun.twin import data
 from bosun.twin.trace import PodArrival, Trace
 from bosun.twin.traces.generic import (
     QOS_LABEL,
     PodFactory,
-    RowChecker,
+    TraceRowChecker,
     node_labels,
     pod_name_error,
-    read_table,
 )
 
 __all__ = ["DATA_SUBDIR", "PHASE_ANNOTATION", "QOS_CLASSES", "load_openb", "openb_variants"]
@@ -120,7 +120,7 @@ def _file(prefix: str, variant: str, what: str) -> Path:
 
 
 def _nodes(path: Path, skip_bad_rows: bool) -> tuple[list[Node], list[str]]:
-    chk = RowChecker(read_table(path))
+    chk = TraceRowChecker(read_table(path))
     chk.check_header(_NODE_COLUMNS, _NODE_COLUMNS[:4])
     names = chk.names("sn", pod_name_error)
     cpu = chk.number("cpu_milli", required=True, integer=True)
@@ -146,7 +146,7 @@ def _nodes(path: Path, skip_bad_rows: bool) -> tuple[list[Node], list[str]]:
 
 def _pods(path: Path, skip_bad_rows: bool) -> tuple[list[PodArrival], bool, list[str]]:
     table = read_table(path)
-    chk = RowChecker(table)
+    chk = TraceRowChecker(table)
     timed = "creation_time" in table.columns
     known = _POD_RESOURCE_COLUMNS + (_POD_TIME_COLUMNS if timed else ())
     required = [c for c in known if c not in ("gpu_spec", "scheduled_time")]

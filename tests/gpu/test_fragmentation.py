@@ -36,8 +36,7 @@ from bosun.errors import InputError
 from bosun.framework.config import parse_configuration
 from bosun.framework.interface import PluginArgsError
 from bosun.framework.snapshot import Snapshot
-from bosun.plugins.registry import in_tree_registry, registry_points
-from bosun.twin.fragmentation import (
+from bosun.gpu.fragmentation import (
     FragmentationTracker,
     TaskClasses,
     cluster_fragmentation,
@@ -45,7 +44,8 @@ from bosun.twin.fragmentation import (
     pod_gpu_models,
     with_task_classes,
 )
-from bosun.twin.trace import GPU_MODEL_LABEL
+from bosun.gpu.share import GPU_MODEL_LABEL
+from bosun.plugins.registry import in_tree_registry, registry_points
 
 GI = 1024**3
 SHARE = "alibabacloud.com/gpu-milli"

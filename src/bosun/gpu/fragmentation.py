@@ -64,8 +64,7 @@ import numpy.typing as npt
 from bosun.api.types import CPU, GPU_MILLI_PER_GPU, MEMORY, Pod
 from bosun.errors import InputError, InputProblem
 from bosun.framework.interface import IndexArray, IntArray, PluginArgsError
-from bosun.plugins.gpu_common import best_fit_devices, is_gpu_share
-from bosun.twin.trace import GPU_MODEL_LABEL
+from bosun.gpu.share import GPU_MODEL_LABEL, best_fit_devices, is_gpu_share
 
 if TYPE_CHECKING:
     from bosun.framework.config import SchedulerConfiguration
