@@ -56,6 +56,9 @@ from yaml.constructor import ConstructorError
 from bosun.api.build import finalize_pod, to_amount
 from bosun.api.quantity import QuantityError, parse_quantity
 from bosun.api.types import (
+    ACCESS_MODES,
+    BINDING_IMMEDIATE,
+    BINDING_WAIT_FOR_FIRST_CONSUMER,
     CPU,
     DEFAULT_MAX_PODS,
     EPHEMERAL_STORAGE,
@@ -70,11 +73,15 @@ from bosun.api.types import (
     Container,
     ContainerImage,
     ContainerPort,
+    CSINode,
+    InlineVolume,
     LabelSelector,
     Namespace,
     Node,
     NodeAffinity,
     NodeSelectorTerm,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
     PodAffinity,
     PodAffinityTerm,
@@ -82,6 +89,7 @@ from bosun.api.types import (
     PreferredSchedulingTerm,
     PriorityClass,
     Requirement,
+    StorageClass,
     Taint,
     TaintEffect,
     Toleration,
@@ -121,6 +129,10 @@ API_VERSIONS: Mapping[str, str] = MappingProxyType(
         "ReplicaSet": "apps/v1",
         "StatefulSet": "apps/v1",
         "Job": "batch/v1",
+        "PersistentVolume": "v1",
+        "PersistentVolumeClaim": "v1",
+        "StorageClass": "storage.k8s.io/v1",
+        "CSINode": "storage.k8s.io/v1",
     }
 )
 
@@ -142,9 +154,6 @@ SKIPPED_KINDS = frozenset(
         "RoleBinding",
         "ClusterRoleBinding",
         "Ingress",
-        "PersistentVolumeClaim",
-        "PersistentVolume",
-        "StorageClass",
         "NetworkPolicy",
         "HorizontalPodAutoscaler",
         "CronJob",
@@ -162,6 +171,7 @@ _CLUSTER_SCOPED = frozenset(
         "ClusterRoleBinding",
         "PersistentVolume",
         "StorageClass",
+        "CSINode",
         "CustomResourceDefinition",
     }
 )
@@ -970,6 +980,35 @@ def _volumes(spec: _Fields) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(claims), tuple(ephemeral)
 
 
+#: Inline volume sources VolumeRestrictions compares, with the field naming the disk.
+_INLINE_DISKS = {
+    "gcePersistentDisk": "pdName",
+    "awsElasticBlockStore": "volumeID",
+    "iscsi": "iqn",
+    "rbd": "image",
+}
+
+
+def _inline_volumes(spec: _Fields) -> tuple[InlineVolume, ...]:
+    """The pod's inline GCE PD, AWS EBS, iSCSI and RBD volumes (``isVolumeConflict``'s
+    kinds); RBD's disk is ``pool/image`` (pool defaults to ``rbd``, as kube's)."""
+    out: list[InlineVolume] = []
+    for v in spec.get_objs("volumes"):
+        for kind, key in _INLINE_DISKS.items():
+            src = v.get_obj(kind)
+            if src is None:
+                continue
+            disk = _required_str(src, key, lambda _: None)
+            monitors: tuple[str, ...] = ()
+            if kind == "rbd":
+                disk = f"{src.get_str('pool') or 'rbd'}/{disk}"
+                monitors = src.get_strs("monitors")
+            out.append(
+                InlineVolume(v.get_str("name"), kind, disk, src.get_bool("readOnly"), monitors)
+            )
+    return tuple(out)
+
+
 def _priority_ask(spec: _Fields) -> _PriorityAsk:
     name = spec.get_str("priorityClassName")
     if name:
@@ -998,6 +1037,7 @@ def _pod_spec(spec: _Fields) -> _PodTemplate:
         tolerations=tuple(_toleration(t) for t in spec.get_objs("tolerations")),
         topology_spread_constraints=_spread_constraints(spec),
         scheduling_gates=_scheduling_gates(spec),
+        inline_volumes=_inline_volumes(spec),
     )
     return _PodTemplate(pod, _priority_ask(spec), claims, ephemeral)
 
@@ -1356,6 +1396,123 @@ def _namespace(f: _Fields) -> Namespace:
     return Namespace(meta.name, {**meta.labels, "kubernetes.io/metadata.name": meta.name})
 
 
+# --------------------------------------------------------------------------- volumes
+
+
+def _access_modes(f: _Fields) -> tuple[str, ...]:
+    modes = f.get_strs("accessModes")
+    for i, m in enumerate(modes):
+        if m not in ACCESS_MODES:
+            f.where.add(
+                f"{f.at('accessModes')}[{i}]",
+                f"unsupported value {m!r}: must be one of {', '.join(ACCESS_MODES)}",
+            )
+    return modes
+
+
+def _storage(f: _Fields, key: str) -> int:
+    """``<key>.storage`` of a ResourceList, in bytes (0 when absent)."""
+    return _amounts(_resource_list(f, key)).get("storage", 0)
+
+
+def _selector_terms(f: _Fields, key: str) -> tuple[NodeSelectorTerm, ...]:
+    """``nodeSelectorTerms`` at ``key``: at least one, each validated as a node selector
+    term (``ValidateNodeSelector``)."""
+    if not f.get_list(key):
+        f.problem(key, "must have at least one node selector term")
+    return tuple(_node_selector_term(t) for t in f.get_objs(key))
+
+
+def _persistent_volume(f: _Fields) -> PersistentVolume:
+    """``v1.PersistentVolume``: capacity, class, access modes, node affinity, claimRef."""
+    meta = _metadata(f, namespaced=False)
+    spec = f.obj_or_empty("spec")
+    if not spec.obj_or_empty("capacity").has("storage"):
+        spec.problem("capacity", "must have a storage quantity")
+    affinity: tuple[NodeSelectorTerm, ...] | None = None
+    node_affinity = spec.get_obj("nodeAffinity")
+    if node_affinity is not None:
+        required = node_affinity.get_obj("required")
+        if required is None:
+            node_affinity.problem("required", "required")
+        else:
+            affinity = _selector_terms(required, "nodeSelectorTerms")
+    claim = ""
+    ref = spec.get_obj("claimRef")
+    if ref is not None:
+        ref_name = _required_str(ref, "name", dns_subdomain_error)
+        claim = f"{ref.get_str('namespace') or 'default'}/{ref_name}"
+    csi = spec.get_obj("csi")
+    return PersistentVolume(
+        name=meta.name,
+        capacity_bytes=_storage(spec, "capacity"),
+        storage_class=spec.get_str("storageClassName"),
+        access_modes=_access_modes(spec),
+        volume_mode=spec.get_enum("volumeMode", ("Filesystem", "Block"), "Filesystem"),
+        node_affinity=affinity,
+        claim=claim,
+        csi_driver=_required_str(csi, "driver", lambda _: None) if csi else "",
+        csi_handle=_required_str(csi, "volumeHandle", lambda _: None) if csi else "",
+        labels=meta.labels,
+        phase=f.obj_or_empty("status").get_str("phase") or "Available",
+    )
+
+
+def _persistent_volume_claim(f: _Fields) -> PersistentVolumeClaim:
+    """``v1.PersistentVolumeClaim``: request, class (None when unset), volumeName."""
+    meta = _metadata(f, namespaced=True)
+    spec = f.obj_or_empty("spec")
+    cls = spec.data.get("storageClassName")
+    return PersistentVolumeClaim(
+        name=meta.name,
+        namespace=meta.namespace,
+        request_bytes=_storage(spec.obj_or_empty("resources"), "requests"),
+        storage_class=spec.get_str("storageClassName") if cls is not None else None,
+        volume_name=spec.get_str("volumeName"),
+        access_modes=_access_modes(spec),
+        volume_mode=spec.get_enum("volumeMode", ("Filesystem", "Block"), "Filesystem"),
+        deleting=f.obj_or_empty("metadata").has("deletionTimestamp"),
+    )
+
+
+def _storage_class(f: _Fields) -> StorageClass:
+    """``storage.k8s.io/v1 StorageClass``: provisioner (required), binding mode,
+    ``allowedTopologies`` (each term's ``matchLabelExpressions`` become ``In`` requirements,
+    as ``v1helper.MatchTopologySelectorTerms`` reads them)."""
+    meta = _metadata(f, namespaced=False)
+    terms: list[NodeSelectorTerm] = []
+    for t in f.get_objs("allowedTopologies"):
+        reqs = []
+        for e in t.get_objs("matchLabelExpressions"):
+            key = _required_str(e, "key", qualified_name_error)
+            values = e.get_strs("values")
+            if not values:
+                e.problem("values", "must specify as least one value")
+            reqs.append(Requirement(key, "In", values))
+        terms.append(NodeSelectorTerm(tuple(reqs)))
+    modes = (BINDING_IMMEDIATE, BINDING_WAIT_FOR_FIRST_CONSUMER)
+    return StorageClass(
+        name=meta.name,
+        provisioner=_required_str(f, "provisioner", qualified_name_error),
+        binding_mode=f.get_enum("volumeBindingMode", modes, BINDING_IMMEDIATE),
+        allowed_topologies=tuple(terms),
+    )
+
+
+def _csi_node(f: _Fields) -> CSINode:
+    """``storage.k8s.io/v1 CSINode``: ``spec.drivers[].allocatable.count`` per driver."""
+    meta = _metadata(f, namespaced=False)
+    limits: dict[str, int] = {}
+    for d in f.obj_or_empty("spec").get_objs("drivers"):
+        name = _required_str(d, "name", lambda _: None)
+        count = d.obj_or_empty("allocatable").get_int("count")
+        if count is not None and count < 0:
+            d.problem("allocatable.count", "must be greater than or equal to 0")
+        elif count is not None and name:
+            limits[name] = count
+    return CSINode(meta.name, limits)
+
+
 # --------------------------------------------------------------------------- the loader
 
 
@@ -1458,6 +1615,29 @@ class _Loader:
             ns = _namespace(f)
             if self._unique(where, kind, "", ns.name):
                 self.out.namespaces.append(ns)
+        else:
+            self._read_volume_object(where, kind, f)
+
+    def _read_volume_object(self, where: _Where, kind: str, f: _Fields) -> None:
+        if kind == "PersistentVolume":
+            pv = _persistent_volume(f)
+            if self._unique(where, kind, "", pv.name):
+                self.out.persistent_volumes.append(pv)
+                self.out.sources[f"{kind} {pv.name}"] = where.source
+        elif kind == "PersistentVolumeClaim":
+            pvc = _persistent_volume_claim(f)
+            if self._unique(where, kind, pvc.namespace, pvc.name):
+                self.out.persistent_volume_claims.append(pvc)
+                self.out.sources[f"{kind} {pvc.key}"] = where.source
+        elif kind == "StorageClass":
+            sc = _storage_class(f)
+            if self._unique(where, kind, "", sc.name):
+                self.out.storage_classes.append(sc)
+        elif kind == "CSINode":
+            csi = _csi_node(f)
+            if self._unique(where, kind, "", csi.name):
+                self.out.csi_nodes.append(csi)
+                self.out.sources[f"{kind} {csi.name}"] = where.source
 
     def _add_priority_class(self, where: _Where, f: _Fields) -> None:
         pc = _priority_class(f)
@@ -1557,8 +1737,26 @@ class _Loader:
             pods = [_build_pod(group, m, resolved) for m in group.members]
             self.out.pods += pods
             self.out.sources.update((f"Pod {p.key}", group.where.source) for p in pods)
+        self._check_csi_nodes()
         self.problems.raise_if_any()
         return self.out
+
+
+    def _check_csi_nodes(self) -> None:
+        """A CSINode is named as its Node: one for a node not given is an input error
+        (only when the manifests give nodes at all)."""
+        if not self.out.nodes:
+            return
+        names = {n.name for n in self.out.nodes}
+        for csi in self.out.csi_nodes:
+            if csi.name not in names:
+                obj = f"CSINode {csi.name}"
+                self.problems.add(
+                    self.out.sources.get(obj, "?"),
+                    obj,
+                    "metadata.name",
+                    f"no Node named {csi.name!r} among the nodes given",
+                )
 
 
 def _resolve_priority(

@@ -265,7 +265,10 @@ class Pod:
             (100m, 200Mi) for containers that set no CPU or memory request.
         gpu_milli: thousandths of each requested GPU (1..1000); 0 when no GPU is asked for.
         node_name: ``spec.nodeName``: set for a bound pod.
-        pvc_claims: names of the PersistentVolumeClaims the pod mounts.
+        pvc_claims: names of the PersistentVolumeClaims the pod mounts (in the pod's
+            namespace; a generic ephemeral volume's claim is ``<pod>-<volume>``).
+        inline_volumes: the in-tree disks the pod mounts directly (GCE PD, AWS EBS, RBD,
+            iSCSI), which VolumeRestrictions checks for conflicts.
         owner: ``Kind/name`` of the controller the pod was expanded from, or ``""``.
         owner_selector: the label selector of the pod's ReplicaSet or StatefulSet (for a
             Deployment's pods: the Deployment's selector plus ``pod-template-hash``), which
@@ -296,6 +299,7 @@ class Pod:
     topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
     scheduling_gates: tuple[str, ...] = ()
     pvc_claims: tuple[str, ...] = ()
+    inline_volumes: tuple[InlineVolume, ...] = ()
     owner: str = ""
     owner_selector: LabelSelector | None = None
 
@@ -323,6 +327,132 @@ class Pod:
     def images(self) -> tuple[str, ...]:
         """Images of the app containers (ImageLocality also counts init containers)."""
         return tuple(c.image for c in self.containers if c.image)
+
+
+#: ``v1.PersistentVolumeAccessMode`` values.
+ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
+READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+#: ``storagev1.VolumeBindingMode`` values; ``Immediate`` is the default.
+BINDING_IMMEDIATE = "Immediate"
+BINDING_WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+#: The provisioner of a StorageClass that only matches pre-created (static) volumes
+#: (pkg/controller/volume/persistentvolume: ``notSupportedProvisioner``).
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+
+
+@dataclass(frozen=True, slots=True)
+class InlineVolume:
+    """An in-tree disk a pod mounts inline (``pod.spec.volumes[]``), as VolumeRestrictions
+    compares them (kube's ``isVolumeConflict``, plugins/volumerestrictions).
+
+    Attributes:
+        kind: ``gcePersistentDisk``, ``awsElasticBlockStore``, ``rbd`` or ``iscsi``.
+        disk: what identifies the disk: the GCE ``pdName``, the EBS ``volumeID``, the
+            iSCSI ``iqn``, or ``pool/image`` for RBD.
+        read_only: the volume's ``readOnly``.
+        monitors: RBD ``monitors`` (two RBD volumes conflict only if these overlap).
+    """
+
+    name: str
+    kind: str
+    disk: str
+    read_only: bool = False
+    monitors: tuple[str, ...] = ()
+
+    def conflicts(self, other: InlineVolume) -> bool:
+        """kube's ``isVolumeConflict``: the same GCE PD or iSCSI IQN unless both are
+        read-only; the same EBS volume always; the same RBD pool/image on overlapping
+        monitors unless both are read-only."""
+        if self.kind != other.kind or self.disk != other.disk:
+            return False
+        if self.kind == "awsElasticBlockStore":
+            return True
+        if self.kind == "rbd" and not set(self.monitors) & set(other.monitors):
+            return False
+        return not (self.read_only and other.read_only)
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    """``v1.PersistentVolume`` as the volume plugins read it.
+
+    Attributes:
+        capacity_bytes: ``spec.capacity.storage`` in bytes.
+        storage_class: ``spec.storageClassName`` (``""``: only claims without a class).
+        access_modes: ``spec.accessModes``.
+        volume_mode: ``Filesystem`` (default) or ``Block``.
+        node_affinity: ``spec.nodeAffinity.required.nodeSelectorTerms`` (ORed); None =
+            the volume is reachable from every node.
+        claim: ``namespace/name`` of ``spec.claimRef`` (``""``: available).
+        csi_driver, csi_handle: ``spec.csi.driver`` / ``volumeHandle`` (``""`` if not CSI).
+        labels: ``metadata.labels`` (zone/region labels for VolumeZone).
+        phase: ``status.phase`` (``Available``, ``Bound``, ``Released``, ``Failed``).
+    """
+
+    name: str
+    capacity_bytes: int = 0
+    storage_class: str = ""
+    access_modes: tuple[str, ...] = ()
+    volume_mode: str = "Filesystem"
+    node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    claim: str = ""
+    csi_driver: str = ""
+    csi_handle: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    phase: str = "Available"
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolumeClaim:
+    """``v1.PersistentVolumeClaim``.
+
+    Attributes:
+        request_bytes: ``spec.resources.requests.storage`` in bytes.
+        storage_class: ``spec.storageClassName``; None when unset (no class).
+        volume_name: ``spec.volumeName``: the PV it is bound to (``""``: unbound).
+        access_modes, volume_mode: as on the PV.
+        deleting: ``metadata.deletionTimestamp`` is set.
+    """
+
+    name: str
+    namespace: str = "default"
+    request_bytes: int = 0
+    storage_class: str | None = None
+    volume_name: str = ""
+    access_modes: tuple[str, ...] = ()
+    volume_mode: str = "Filesystem"
+    deleting: bool = False
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class StorageClass:
+    """``storage.k8s.io/v1 StorageClass``.
+
+    Attributes:
+        provisioner: the provisioner name (``kubernetes.io/no-provisioner``: static only).
+        binding_mode: ``Immediate`` or ``WaitForFirstConsumer``.
+        allowed_topologies: ``allowedTopologies`` as node selector terms (ORed); empty =
+            provisioning is possible for every node.
+    """
+
+    name: str
+    provisioner: str = ""
+    binding_mode: str = BINDING_IMMEDIATE
+    allowed_topologies: tuple[NodeSelectorTerm, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CSINode:
+    """``storage.k8s.io/v1 CSINode``: named as its Node; ``driver_limits`` maps a driver
+    name to ``spec.drivers[].allocatable.count`` (drivers without a count are absent)."""
+
+    name: str
+    driver_limits: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,6 +532,10 @@ class ClusterObjects:
     priority_classes: list[PriorityClass] = field(default_factory=list)
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     namespaces: list[Namespace] = field(default_factory=list)
+    persistent_volumes: list[PersistentVolume] = field(default_factory=list)
+    persistent_volume_claims: list[PersistentVolumeClaim] = field(default_factory=list)
+    storage_classes: list[StorageClass] = field(default_factory=list)
+    csi_nodes: list[CSINode] = field(default_factory=list)
     #: Objects of well-known kinds that do not affect scheduling (``Service``,
     #: ``ConfigMap``, ...), as ``"<Kind> <namespace>/<name>"`` (``"<Kind> <name>"`` for
     #: cluster-scoped kinds).
@@ -415,5 +549,9 @@ class ClusterObjects:
         self.priority_classes += other.priority_classes
         self.pdbs += other.pdbs
         self.namespaces += other.namespaces
+        self.persistent_volumes += other.persistent_volumes
+        self.persistent_volume_claims += other.persistent_volume_claims
+        self.storage_classes += other.storage_classes
+        self.csi_nodes += other.csi_nodes
         self.sources.update(other.sources)
         self.skipped += other.skipped
