@@ -417,7 +417,7 @@ SKIPPED = [
     ("Service", "v1", True, "Service default/x"),
     ("ConfigMap", "v1", True, "ConfigMap default/x"),
     ("ClusterRole", "rbac.authorization.k8s.io/v1", False, "ClusterRole x"),
-    ("StorageClass", "storage.k8s.io/v1", False, "StorageClass x"),
+    ("NetworkPolicy", "networking.k8s.io/v1", True, "NetworkPolicy default/x"),
     ("DaemonSet", "apps/v1", True, "DaemonSet default/x"),
     ("CustomResourceDefinition", "apiextensions.k8s.io/v1", False, "CustomResourceDefinition x"),
 ]

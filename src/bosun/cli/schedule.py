@@ -26,6 +26,7 @@ from bosun.framework.config import (
 from bosun.framework.interface import Code
 from bosun.framework.scheduler import Scheduler, SchedulingResult
 from bosun.framework.snapshot import Snapshot, SnapshotError
+from bosun.framework.volumes import VolumeCatalog
 from bosun.plugins.registry import in_tree_registry, registry_points
 
 
@@ -62,6 +63,7 @@ def load_cluster(
     except InputError as e:
         problems.extend(e.problems)
     snapshot = Snapshot(objects.nodes)
+    snapshot.volumes = VolumeCatalog.from_objects(objects)
     for pod in objects.pods:
         if not pod.node_name:
             continue

@@ -50,6 +50,7 @@ from bosun.api.types import (
 )
 from bosun.errors import BosunError
 from bosun.framework.labels import LabelColumns
+from bosun.framework.volumes import VolumeCatalog
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -318,6 +319,8 @@ class Snapshot:
         self.pods = PodTable()
         self.node_order: IndexArray = np.zeros(0, dtype=np.intp)
         self.row_version = np.zeros(0, dtype=np.int64)
+        #: PVs, PVCs, StorageClasses, CSINodes (set by whoever builds the snapshot)
+        self.volumes = VolumeCatalog()
         self._add_nodes(nodes)
         for pod in pods:
             self.add_pod(pod, pod.node_name)

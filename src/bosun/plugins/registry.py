@@ -35,6 +35,7 @@ def in_tree_registry() -> dict[str, PluginClass]:
     )
     from bosun.plugins.node_resources_fit import NodeResourcesFit
     from bosun.plugins.node_unschedulable import NodeUnschedulable
+    from bosun.plugins.node_volume_limits import NodeVolumeLimits
     from bosun.plugins.pod_topology_spread import PodTopologySpread
     from bosun.plugins.priority_sort import PrioritySort
     from bosun.plugins.random_score import Random
@@ -42,6 +43,8 @@ def in_tree_registry() -> dict[str, PluginClass]:
     from bosun.plugins.scheduling_gates import SchedulingGates
     from bosun.plugins.taint_toleration import TaintToleration
     from bosun.plugins.volume_binding import VolumeBinding
+    from bosun.plugins.volume_restrictions import VolumeRestrictions
+    from bosun.plugins.volume_zone import VolumeZone
 
     classes: list[PluginClass] = [
         SchedulingGates,
@@ -52,7 +55,10 @@ def in_tree_registry() -> dict[str, PluginClass]:
         NodeAffinity,
         NodePorts,
         NodeResourcesFit,
+        VolumeRestrictions,
+        NodeVolumeLimits,
         VolumeBinding,
+        VolumeZone,
         PodTopologySpread,
         InterPodAffinity,
         DefaultPreemption,
