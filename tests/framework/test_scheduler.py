@@ -114,7 +114,11 @@ def test_pvc_pod_is_reported_not_passed() -> None:
     _, results = run([make_node("n1")], [make_pod("db", pvc_claims=("data",))])
     res = results["default/db"]
     assert res.code == Code.UNSCHEDULABLE
-    assert "not supported" in res.message and "data" in res.message
+    # no PersistentVolumeClaim "data" in the snapshot's volume catalog (kube's lister error)
+    assert res.message == (
+        '0/1 nodes are available: persistentvolumeclaim "data" not found. '
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    )
 
 
 def test_gated_pod_is_never_attempted() -> None:
