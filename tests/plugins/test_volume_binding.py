@@ -41,14 +41,25 @@ def on_hosts(*hosts: str) -> tuple[NodeSelectorTerm, ...]:
     return (NodeSelectorTerm((Requirement(HOST, "In", hosts),)),)
 
 
-def pv(name: str, size: int, cls: str = "local", hosts: tuple[str, ...] | None = None,
-       claim: str = "", modes: tuple[str, ...] = ("ReadWriteOnce",)) -> PersistentVolume:
+def pv(
+    name: str,
+    size: int,
+    cls: str = "local",
+    hosts: tuple[str, ...] | None = None,
+    claim: str = "",
+    modes: tuple[str, ...] = ("ReadWriteOnce",),
+) -> PersistentVolume:
     aff = on_hosts(*hosts) if hosts is not None else None
-    return PersistentVolume(name, size * GI, cls, modes, node_affinity=aff, claim=claim)  # fmt: skip
+    return PersistentVolume(name, size * GI, cls, modes, node_affinity=aff, claim=claim)
 
 
-def pvc(name: str, size: int = 1, cls: str | None = "local", volume: str = "",
-        modes: tuple[str, ...] = ("ReadWriteOnce",)) -> PersistentVolumeClaim:
+def pvc(
+    name: str,
+    size: int = 1,
+    cls: str | None = "local",
+    volume: str = "",
+    modes: tuple[str, ...] = ("ReadWriteOnce",),
+) -> PersistentVolumeClaim:
     return PersistentVolumeClaim(name, "default", size * GI, cls, volume, modes)  # fmt: skip
 
 
@@ -65,7 +76,9 @@ CLASSES = (
 )
 
 
-def snapshot(volumes: tuple[PersistentVolume, ...], claims: tuple[PersistentVolumeClaim, ...]) -> Snapshot:
+def snapshot(
+    volumes: tuple[PersistentVolume, ...], claims: tuple[PersistentVolumeClaim, ...]
+) -> Snapshot:
     nodes = [
         make_node(f"n{i}", labels={HOST: f"n{i}", ZONE: "a" if i < 2 else "b"}) for i in range(4)
     ]
@@ -164,7 +177,7 @@ def test_reserve_takes_smallest_pv_and_unreserve_reverts() -> None:
     snap = snapshot(vols, (pvc("data", 2), pvc("more", 2)))
     pl = VolumeBinding()
     assert isinstance(pl, ReservePlugin)
-    code, _, feasible, state = run(snap, ("data",))
+    _, _, feasible, state = run(snap, ("data",))
     assert feasible == ["n0", "n1", "n2", "n3"]
     assert pl.reserve(state, make_pod("p", pvc_claims=("data",)), "n0").ok
     cat = snap.volumes
