@@ -215,7 +215,8 @@ class VolumeCatalog:
         """Nodes that can reach ``pv`` (its required node affinity; all without one)."""
         if pv.node_affinity is None:
             return np.ones(snapshot.num_nodes, dtype=bool)
-        return self.terms_mask(("pv", pv.name), pv.node_affinity, snapshot)
+        # keyed by the terms: PVs of one zone (or node) share one mask
+        return self.terms_mask(pv.node_affinity, pv.node_affinity, snapshot)
 
     def bind(self, claim: PersistentVolumeClaim, volume: PersistentVolume) -> None:
         """Assume ``claim`` bound to ``volume``: the claim's ``volumeName`` is set and

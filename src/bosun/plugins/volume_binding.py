@@ -250,8 +250,8 @@ class VolumeBinding:
             if left.any():
                 if can_provision(cls):
                     if cls.allowed_topologies:
-                        key = ("sc", cls.name)
-                        topo = catalog.terms_mask(key, cls.allowed_topologies, snapshot)
+                        terms = cls.allowed_topologies
+                        topo = catalog.terms_mask(terms, terms, snapshot)
                         failed |= left & ~topo
                 else:
                     failed |= left
