@@ -156,6 +156,10 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("events", "Event", "", "v1", True, _EVENT_FIELDS),
     Resource("priorityclasses", "PriorityClass", "scheduling.k8s.io", "v1", False, _META),
     Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy", "v1", True, _META_NS),
+    Resource("persistentvolumes", "PersistentVolume", "", "v1", False, _META),
+    Resource("persistentvolumeclaims", "PersistentVolumeClaim", "", "v1", True, _META_NS),
+    Resource("storageclasses", "StorageClass", "storage.k8s.io", "v1", False, _META),
+    Resource("csinodes", "CSINode", "storage.k8s.io", "v1", False, _META),
     Resource(
         "leases", "Lease", "coordination.k8s.io", "v1", True, _META_NS,
         unconditional_update=False,

@@ -1,9 +1,10 @@
 """``dump_cluster``: a cluster's scheduling state as plain manifests bosun reads back.
 
-The dump holds, in this order: Namespaces, PriorityClasses, Nodes, PodDisruptionBudgets
-and Pods (bound and pending, every namespace; not Succeeded or Failed ones, which hold no
-resources: the same field selector kube-scheduler's informer uses). Each list is read in
-pages. Objects are kept as the API server serves them (JSON, not the client's models),
+The dump holds, in this order: Namespaces, PriorityClasses, Nodes, PodDisruptionBudgets,
+StorageClasses, CSINodes, PersistentVolumes, PersistentVolumeClaims and Pods (bound and
+pending, every namespace; not Succeeded or Failed ones, which hold no resources: the same
+field selector kube-scheduler's informer uses). Each list is read in pages. Objects are
+kept as the API server serves them (JSON, not the client's models),
 with ``kind`` and ``apiVersion`` added, less what bosun does not read:
 
 * ``metadata``: only ``name``, ``namespace``, ``uid``, ``labels``, ``annotations`` (without
@@ -11,7 +12,9 @@ with ``kind`` and ``apiVersion`` added, less what bosun does not read:
   ``creationTimestamp`` (no ``managedFields``, ``resourceVersion`` ...);
 * Node ``status``: only ``capacity``, ``allocatable`` and ``images``;
 * Pod ``status``: only ``phase``;
-* PodDisruptionBudget and Namespace ``status``: none.
+* PodDisruptionBudget, Namespace, PersistentVolumeClaim and CSINode ``status``: none;
+  PersistentVolume ``status``: only ``phase``; StorageClass: ``provisioner``,
+  ``volumeBindingMode`` and ``allowedTopologies``.
 
 A pending pod that is being deleted (``metadata.deletionTimestamp`` set, a finalizer
 holding it) is left out: kube-scheduler skips it (``skipPodSchedule``) and the API server
@@ -72,7 +75,8 @@ def dump_cluster(api_client: Any, page_size: int = PAGE_SIZE) -> list[Obj]:
         page_size: items per list request (``limit``).
 
     Returns:
-        Namespaces, PriorityClasses, Nodes, PodDisruptionBudgets, then Pods, each list
+        Namespaces, PriorityClasses, Nodes, PodDisruptionBudgets, StorageClasses, CSINodes,
+        PersistentVolumes, PersistentVolumeClaims, then Pods, each list
         in the server's order.
 
     Raises:
@@ -82,6 +86,7 @@ def dump_cluster(api_client: Any, page_size: int = PAGE_SIZE) -> list[Obj]:
     core = client.CoreV1Api(api_client)
     scheduling = client.SchedulingV1Api(api_client)
     policy = client.PolicyV1Api(api_client)
+    storage = client.StorageV1Api(api_client)
     lists: list[tuple[str, str, str, Callable[..., Any], dict[str, str]]] = [
         ("Namespace", "v1", "namespaces", core.list_namespace, {}),
         (
@@ -97,6 +102,22 @@ def dump_cluster(api_client: Any, page_size: int = PAGE_SIZE) -> list[Obj]:
             "policy/v1",
             "poddisruptionbudgets.policy",
             policy.list_pod_disruption_budget_for_all_namespaces,
+            {},
+        ),
+        (
+            "StorageClass",
+            "storage.k8s.io/v1",
+            "storageclasses.storage.k8s.io",
+            storage.list_storage_class,
+            {},
+        ),
+        ("CSINode", "storage.k8s.io/v1", "csinodes.storage.k8s.io", storage.list_csi_node, {}),
+        ("PersistentVolume", "v1", "persistentvolumes", core.list_persistent_volume, {}),
+        (
+            "PersistentVolumeClaim",
+            "v1",
+            "persistentvolumeclaims",
+            core.list_persistent_volume_claim_for_all_namespaces,
             {},
         ),
         (
@@ -185,6 +206,14 @@ def _trim(kind: str, obj: Obj) -> Obj | None:
         if "minAvailable" not in spec and "maxUnavailable" not in spec:
             return None
         out["spec"] = spec
+    elif kind in ("PersistentVolume", "PersistentVolumeClaim", "CSINode"):
+        out["spec"] = obj.get("spec") or {}
+        if kind == "PersistentVolume" and status.get("phase"):
+            out["status"] = {"phase": status["phase"]}
+    elif kind == "StorageClass":
+        for k in ("provisioner", "volumeBindingMode", "allowedTopologies"):
+            if k in obj:
+                out[k] = obj[k]
     return out
 
 
