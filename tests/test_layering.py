@@ -178,7 +178,10 @@ def test_every_package_has_a_rule() -> None:
     [
         ("import bosun.twin.engine", {"bosun", "bosun.twin", "bosun.twin.engine"}),
         ("from bosun.gpu import share", {"bosun", "bosun.gpu", "bosun.gpu.share"}),
-        ("def f():\n    from bosun.live.client import call", {"bosun", "bosun.live", "bosun.live.client"}),
+        (
+            "def f():\n    from bosun.live.client import call",
+            {"bosun", "bosun.live", "bosun.live.client"},
+        ),
         ("import numpy", set()),
     ],
     ids=["import", "from-submodule", "lazy", "not-bosun"],
