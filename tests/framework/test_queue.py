@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from bosun.api.build import make_pod
 from bosun.api.types import Pod
-from bosun.framework.interface import Status
+from bosun.framework.interface import ClusterEvent, Status
 from bosun.framework.queue import (
     ManualClock,
     QueuedPodInfo,
@@ -62,7 +62,7 @@ def make_queue(
     *,
     clock: ManualClock | None = None,
     gates: Gates | None = None,
-    interest: Callable[[QueuedPodInfo, str], bool] | None = None,
+    interest: Callable[[QueuedPodInfo, ClusterEvent], bool] | None = None,
     **kwargs: Any,
 ) -> tuple[SchedulingQueue, ManualClock, Gates]:
     clock = clock or ManualClock()
@@ -371,9 +371,9 @@ def test_move_goes_to_backoff_or_active(attempts: int, event_at: float, expected
     assert q.where(key("a")) == expected
 
 
-def _interest(qpi: QueuedPodInfo, event: str) -> bool:
+def _interest(qpi: QueuedPodInfo, event: ClusterEvent) -> bool:
     registered = {FIT: {"NodeAdd", "PodDelete"}, AFFINITY: {"NodeAdd", "NodeUpdate"}}
-    return any(event in registered.get(p, set()) for p in qpi.unschedulable_plugins)
+    return any(event.kind in registered.get(p, set()) for p in qpi.unschedulable_plugins)
 
 
 @pytest.mark.parametrize(

@@ -428,12 +428,54 @@ class GpuDevicePlugin(Protocol):
     ) -> tuple[int, ...] | None: ...
 
 
+class QueueingHint(IntEnum):
+    """kube's ``framework.QueueingHint`` (KEP-4247): may an event make a pod schedulable?"""
+
+    QUEUE_SKIP = 0
+    QUEUE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    """A cluster change handed to the queue's moves and to the plugins' queueing hints.
+
+    Mirrors kube's ``ClusterEvent`` plus the ``oldObj``/``newObj`` pair a
+    ``QueueingHintFn`` receives (pkg/scheduler/framework/types.go).
+
+    Attributes:
+        kind: ``NodeAdd``, ``NodeUpdate``, ``NodeDelete``, ``PodAdd`` (a pod was bound or
+            assumed), ``PodUpdate``, ``PodDelete`` (an assigned pod left, freeing room),
+            ``PersistentVolumeClaimAdd``/``Update``, ``PersistentVolumeAdd``/``Update``,
+            ``StorageClassAdd``/``Update``, ``CSINodeAdd``/``Update``, ``PodDisruptionBudget*``,
+            ``"*"`` (any) or ``UnschedulableTimeout``.
+        old: the object before the change (``None`` for an Add, or when unknown).
+        new: the object after it (``None`` for a Delete, or when unknown).
+    """
+
+    kind: str
+    old: Any = None
+    new: Any = None
+
+
 @runtime_checkable
 class EnqueueExtensions(Protocol):
     """Optional: the cluster events after which a pod this plugin rejected may fit.
 
-    Event names: ``NodeAdd``, ``NodeUpdate``, ``NodeDelete``, ``PodAdd`` (a pod was bound
-    or assumed), ``PodDelete``, ``PodUpdate``. ``"*"`` means any event.
+    Event names: see :class:`ClusterEvent`. ``"*"`` means any event.
     """
 
     def events_to_register(self) -> Iterable[str]: ...
+
+
+@runtime_checkable
+class QueueingHintExtensions(Protocol):
+    """Optional, beside :class:`EnqueueExtensions`: the plugin's ``QueueingHintFn``.
+
+    Called only for events the plugin registered, for a pod it rejected. Returns
+    ``QUEUE`` when the event may make ``pod`` schedulable, else ``QUEUE_SKIP``. When
+    ``event.old``/``event.new`` are unknown (``None`` where an object is expected) it must
+    return ``QUEUE``, as kube does on a hint error. A plugin without this method gets
+    ``QUEUE`` for every registered event (kube's default when ``QueueingHintFn`` is nil).
+    """
+
+    def queueing_hint(self, pod: Pod, event: ClusterEvent) -> QueueingHint: ...

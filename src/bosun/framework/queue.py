@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bosun.api.types import Pod
-from bosun.framework.interface import Status
+from bosun.framework.interface import ClusterEvent, Status
 
 #: The PreEnqueue plugin kube skips in moves: only a pod update can lift scheduling gates.
 SCHEDULING_GATES = "SchedulingGates"
@@ -235,9 +235,11 @@ class SchedulingQueue:
         initial_backoff_s, max_backoff_s: ``podInitialBackoffSeconds`` (1) and
             ``podMaxBackoffSeconds`` (10) of the KubeSchedulerConfiguration.
         max_in_unschedulable_s: kube's ``podMaxInUnschedulablePodsDuration`` (5 min).
-        event_interest: whether a cluster event may make a pod schedulable again, given
-            the plugins that rejected it (kube's queueing-hint map built from the
-            plugins' ``EventsToRegister``); None: every event interests every pod.
+        event_interest: whether a cluster event (with the objects involved) may make a
+            pod schedulable again, given the plugins that rejected it (kube's
+            ``isPodWorthRequeuing`` over the queueing-hint map built from the plugins'
+            ``EventsToRegister`` and ``QueueingHintFn``s); None: every event interests
+            every pod.
 
     Attributes:
         scheduling_cycle: incremented by every successful :meth:`pop`.
@@ -252,7 +254,7 @@ class SchedulingQueue:
         initial_backoff_s: float = 1.0,
         max_backoff_s: float = 10.0,
         max_in_unschedulable_s: float = 300.0,
-        event_interest: Callable[[QueuedPodInfo, str], bool] | None = None,
+        event_interest: Callable[[QueuedPodInfo, ClusterEvent], bool] | None = None,
     ) -> None:
         if initial_backoff_s <= 0:
             raise ValueError(f"initial_backoff_s must be > 0, got {initial_backoff_s}")
@@ -511,17 +513,19 @@ class SchedulingQueue:
 
     # ----------------------------------------------------------------------------- moves
 
-    def move_all_to_active_or_backoff(self, event: str) -> int:
+    def move_all_to_active_or_backoff(self, event: str | ClusterEvent) -> int:
         """A cluster event happened (kube's ``MoveAllToActiveOrBackoffQueue``).
 
-        Each pod in the pool that the event may help leaves it: a pod with no recorded
-        rejecting plugin, any pod on the wildcard event ``"*"``, else a pod for which
-        ``event_interest(qpi, event)`` holds. It goes to backoffQ while backing off, else
-        to activeQ through PreEnqueue (a still-gated pod stays in the pool). Pods gated by
-        ``SchedulingGates`` are skipped. Records the move request cycle. Returns how many
-        pods left the pool.
+        ``event`` is a :class:`ClusterEvent` carrying the old/new objects, or a bare event
+        kind (objects unknown: every hint answers Queue). Each pod in the pool that the
+        event may help leaves it: a pod with no recorded rejecting plugin, any pod on the
+        wildcard event ``"*"``, else a pod for which ``event_interest(qpi, event)`` holds.
+        It goes to backoffQ while backing off, else to activeQ through PreEnqueue (a
+        still-gated pod stays in the pool). Pods gated by ``SchedulingGates`` are skipped.
+        Records the move request cycle. Returns how many pods left the pool.
         """
-        return self._move(list(self._pool), event)
+        ev = event if isinstance(event, ClusterEvent) else ClusterEvent(event)
+        return self._move(list(self._pool), ev)
 
     def flush_backoff_completed(self) -> None:
         """Move every pod whose backoff has expired (``now >= expiry``) to activeQ
@@ -552,7 +556,7 @@ class SchedulingQueue:
             keys.append(head[1].key)
             self._pool_times.pop()
         if keys:
-            self._move(keys, UNSCHEDULABLE_TIMEOUT)
+            self._move(keys, ClusterEvent(UNSCHEDULABLE_TIMEOUT))
 
     # -------------------------------------------------------------------------- internals
 
@@ -625,15 +629,16 @@ class SchedulingQueue:
         """
         return qpi.gated and qpi.gating_plugin == SCHEDULING_GATES
 
-    def _worth_requeuing(self, qpi: QueuedPodInfo, event: str) -> bool:
-        """kube's ``isPodWorthRequeuing`` with queueing hints off."""
-        if not qpi.unschedulable_plugins or event in (WILDCARD_EVENT, UNSCHEDULABLE_TIMEOUT):
+    def _worth_requeuing(self, qpi: QueuedPodInfo, event: ClusterEvent) -> bool:
+        """kube's ``isPodWorthRequeuing``: the wildcard events and pods with no rejecting
+        plugin always; else what ``event_interest`` (the plugins' hints) says."""
+        if not qpi.unschedulable_plugins or event.kind in (WILDCARD_EVENT, UNSCHEDULABLE_TIMEOUT):
             return True
         if self._event_interest is None:
             return True
         return self._event_interest(qpi, event)
 
-    def _move(self, keys: list[str], event: str) -> int:
+    def _move(self, keys: list[str], event: ClusterEvent) -> int:
         """kube's ``movePodsToActiveOrBackoffQueue`` over the pool pods ``keys``."""
         moved = 0
         for key in keys:

@@ -17,6 +17,7 @@ One attempt (:meth:`Scheduler.schedule_one`) reads top to bottom like kube's:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,14 @@ from bosun.api.types import Namespace, Pod, PodDisruptionBudget
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.cache import AssumeCache
 from bosun.framework.config import SchedulerConfiguration
-from bosun.framework.interface import Code, CycleState, IndexArray, Status
+from bosun.framework.interface import (
+    ClusterEvent,
+    Code,
+    CycleState,
+    IndexArray,
+    QueueingHint,
+    Status,
+)
 from bosun.framework.queue import Clock, ManualClock, QueuedPodInfo, SchedulingQueue
 from bosun.framework.runtime import FilterOutcome, Framework, Registry, ScoreOutcome
 from bosun.framework.snapshot import Snapshot, SnapshotError
@@ -38,6 +46,10 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 #: The pseudo-plugin recorded for pods rejected because the cluster has no node at all.
 NO_NODES = "<no nodes>"
+#: a plugin's queueing hint: ``hint(pod, event)``
+HintFn = Callable[[Pod, ClusterEvent], QueueingHint]
+#: what a rejecting plugin the profile does not know is interested in: everything
+_ANY: tuple[frozenset[str], HintFn | None] = (frozenset({"*"}), None)
 #: kube's ``ErrNoNodesAvailable`` (schedule_one.go).
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
 #: how many nodes ``--explain`` shows: the chosen one and its runners-up.
@@ -239,21 +251,38 @@ class Scheduler:
     # --------------------------------------------------------------- events
 
     @staticmethod
-    def _plugin_events(fwk: Framework) -> dict[str, frozenset[str]]:
+    def _plugin_events(fwk: Framework) -> dict[str, tuple[frozenset[str], HintFn | None]]:
+        """Per plugin: the events it registered and its queueing hint (None: always Queue).
+
+        A plugin without ``events_to_register`` is interested in every event (``"*"``).
+        """
         # pods rejected because the cluster has no node wait for a node, like a plugin would
-        out: dict[str, frozenset[str]] = {NO_NODES: frozenset({"NodeAdd"})}
+        out: dict[str, tuple[frozenset[str], HintFn | None]] = {
+            NO_NODES: (frozenset({"NodeAdd"}), None)
+        }
         for name, plugin in fwk.instances.items():
             events = getattr(plugin, "events_to_register", None)
-            out[name] = frozenset(events()) if callable(events) else frozenset({"*"})
+            hint = getattr(plugin, "queueing_hint", None)
+            out[name] = (
+                frozenset(events()) if callable(events) else frozenset({"*"}),
+                hint if callable(hint) else None,
+            )
         return out
 
-    def _interested(self, qpi: QueuedPodInfo, event: str) -> bool:
+    def _interested(self, qpi: QueuedPodInfo, event: ClusterEvent) -> bool:
+        """kube's ``isPodWorthRequeuing`` (KEP-4247): True when a plugin that rejected the
+        pod registered ``event.kind`` (or ``"*"``) and its hint for the event says Queue.
+
+        A rejecting plugin unknown to the pod's profile counts as interested in everything.
+        """
         interests = self._interests.get(qpi.pod.scheduler_name, {})
         if not qpi.unschedulable_plugins:
             return True
         for plugin in qpi.unschedulable_plugins:
-            events = interests.get(plugin, frozenset({"*"}))
-            if "*" in events or event in events:
+            events, hint = interests.get(plugin, _ANY)
+            if "*" not in events and event.kind not in events:
+                continue
+            if hint is None or hint(qpi.pod, event) == QueueingHint.QUEUE:
                 return True
         return False
 
@@ -282,15 +311,19 @@ class Scheduler:
         """
         if pod.node_name:
             self.snapshot.add_pod(pod, pod.node_name)
-            self.queue.move_all_to_active_or_backoff("PodAdd")
+            self.queue.move_all_to_active_or_backoff(ClusterEvent("PodAdd", None, pod))
         elif pod.scheduler_name in self.profiles:
             self.queue.add(pod)
 
     def delete_pod(self, pod_key: str) -> None:
         """A pod is deleted: released from the snapshot or dropped from the queue."""
-        if self.snapshot.pods.get(pod_key) is not None:
+        entry = self.snapshot.pods.get(pod_key)
+        if entry is not None:
             self.snapshot.remove_pod(pod_key)
-            self.queue.move_all_to_active_or_backoff("PodDelete")
+            gone = entry.pod
+            if not gone.node_name:  # an assumed pod: the hints need its node
+                gone = dataclasses.replace(gone, node_name=self.snapshot.node_names[entry.node_row])
+            self.queue.move_all_to_active_or_backoff(ClusterEvent("PodDelete", gone, None))
         else:
             self.queue.delete(pod_key)
         self.nominated.pop(pod_key, None)
@@ -341,7 +374,8 @@ class Scheduler:
             self.cache.forget(pod)
         else:
             self.snapshot.remove_pod(pod.key)
-        self.queue.move_all_to_active_or_backoff("PodDelete")
+        gone = dataclasses.replace(entry.pod, node_name=node_name)
+        self.queue.move_all_to_active_or_backoff(ClusterEvent("PodDelete", gone, None))
         now = self.clock.now()
         qpi = QueuedPodInfo(
             pod=entry.pod, timestamp=now, initial_attempt_timestamp=now, attempts=attempts
@@ -448,7 +482,8 @@ class Scheduler:
                 self.queue.add_unschedulable_if_not_present(qpi, cycle)
             return self._result(qpi, "", status.code, status.message, started, fwk)
         self.nominated.pop(pod.key, None)
-        self.queue.move_all_to_active_or_backoff("PodAdd")
+        bound = dataclasses.replace(pod, node_name=node_name)
+        self.queue.move_all_to_active_or_backoff(ClusterEvent("PodAdd", None, bound))
         return SchedulingResult(
             pod=pod,
             node_name=node_name,
@@ -575,8 +610,11 @@ class Scheduler:
         else:
             self.nominated.pop(pod.key, None)
         qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
-        if victims:
-            self.queue.move_all_to_active_or_backoff("PodDelete")
+        for victim in victims:
+            # the snapshot has dropped them; the eviction record names the node
+            ev = next(e for e in reversed(self._evictions) if e.pod.key == victim)
+            gone = dataclasses.replace(ev.pod, node_name=ev.node_name)
+            self.queue.move_all_to_active_or_backoff(ClusterEvent("PodDelete", gone, None))
         self.queue.add_unschedulable_if_not_present(qpi, cycle)
         res = self._result(
             qpi,

@@ -75,10 +75,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from bosun.api.types import LabelSelector, Pod, PodAffinityTerm, Requirement
+from bosun.api.types import LabelSelector, Node, Pod, PodAffinityTerm, Requirement
 from bosun.framework.interface import (
     MAX_NODE_SCORE,
     BoolArray,
+    ClusterEvent,
     Code,
     CycleState,
     FilterResult,
@@ -88,6 +89,7 @@ from bosun.framework.interface import (
     NodeFailure,
     PluginArgsError,
     PreFilterResult,
+    QueueingHint,
     Status,
 )
 
@@ -408,6 +410,60 @@ class InterPodAffinity:
         """kube's EventsToRegister: Pod Add/UpdatePodLabel/Delete, Node Add/UpdateNodeLabel/
         UpdateNodeTaint (plugin.go)."""
         return ("PodAdd", "PodUpdate", "PodDelete", "NodeAdd", "NodeUpdate")
+
+    def _hint_terms(self, pod: Pod) -> tuple[list[AffinityTerm], list[AffinityTerm]]:
+        """The pod's required affinity and anti-affinity terms (``GetAffinityTerms``)."""
+        req, anti, _, _ = _pod_terms(pod)
+        ns = self._all_namespace_labels()
+        return [incoming_pod_term(pod, t, ns) for t in req], [
+            incoming_pod_term(pod, t, ns) for t in anti
+        ]
+
+    def _matches_all(self, terms: list[AffinityTerm], other: Pod) -> bool:
+        """``podMatchesAllAffinityTerms``: False without terms, else every term matches."""
+        if not terms:
+            return False
+        labels = self._namespace_labels(other.namespace)
+        return all(t.matches(other, labels) for t in terms)
+
+    def queueing_hint(self, pod: Pod, event: ClusterEvent) -> QueueingHint:
+        """kube's ``isSchedulableAfterPodChange``/``isSchedulableAfterNodeChange`` (plugin.go
+        in interpodaffinity), objects unknown or terms that do not parse: Queue.
+
+        Pod events: QueueSkip when the pod involved is unassigned; an added pod: Queue if
+        it matches all of ``pod``'s required affinity terms; an updated one: Queue if it
+        starts matching them all, or stops matching all the anti-affinity terms; a deleted
+        one: Queue if it matched all the anti-affinity terms. Node events: Queue if the
+        node carries the topology key of one of ``pod``'s required (anti-)affinity terms.
+        """
+        if _parse_problem(pod):
+            return QueueingHint.QUEUE
+        old, new = event.old, event.new
+        if event.kind in ("NodeAdd", "NodeUpdate"):
+            if not isinstance(new, Node):
+                return QueueingHint.QUEUE
+            terms, anti = self._hint_terms(pod)
+            keyed = any(t.topology_key in new.labels for t in (*terms, *anti))
+            return QueueingHint.QUEUE if keyed else QueueingHint.QUEUE_SKIP
+        if event.kind not in ("PodAdd", "PodUpdate", "PodDelete"):
+            return QueueingHint.QUEUE
+        if (event.kind != "PodAdd" and not isinstance(old, Pod)) or (
+            event.kind != "PodDelete" and not isinstance(new, Pod)
+        ):
+            return QueueingHint.QUEUE
+        if (isinstance(new, Pod) and not new.node_name) or (
+            isinstance(old, Pod) and not old.node_name
+        ):
+            return QueueingHint.QUEUE_SKIP
+        terms, anti = self._hint_terms(pod)
+        if isinstance(old, Pod) and isinstance(new, Pod):
+            starts = not self._matches_all(terms, old) and self._matches_all(terms, new)
+            stops = self._matches_all(anti, old) and not self._matches_all(anti, new)
+            return QueueingHint.QUEUE if starts or stops else QueueingHint.QUEUE_SKIP
+        if isinstance(new, Pod):
+            return QueueingHint.QUEUE if self._matches_all(terms, new) else QueueingHint.QUEUE_SKIP
+        assert isinstance(old, Pod)
+        return QueueingHint.QUEUE if self._matches_all(anti, old) else QueueingHint.QUEUE_SKIP
 
     # --------------------------------------------------------------- PreFilter
 

@@ -14,8 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bosun.api.types import Pod
-from bosun.framework.interface import Code, CycleState, FilterResult, Handle, NodeFailure
+from bosun.api.types import Node, Pod
+from bosun.framework.interface import (
+    ClusterEvent,
+    Code,
+    CycleState,
+    FilterResult,
+    Handle,
+    NodeFailure,
+    QueueingHint,
+)
 
 if TYPE_CHECKING:
     from bosun.framework.snapshot import Snapshot
@@ -54,3 +62,11 @@ class NodeName:
     def events_to_register(self) -> Iterable[str]:
         """The named node may be added, or updated."""
         return ("NodeAdd", "NodeUpdate")
+
+    def queueing_hint(self, pod: Pod, event: ClusterEvent) -> QueueingHint:
+        """Queue when the node is the one ``spec.nodeName`` names (or the pod names none)
+        (``isSchedulableAfterNodeAdd`` in node_name.go). Unknown node: Queue."""
+        new = event.new
+        if not isinstance(new, Node) or not pod.node_name or new.name == pod.node_name:
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP

@@ -60,10 +60,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bosun.api.types import CPU, EPHEMERAL_STORAGE, GPU, GPU_MILLI_PER_GPU, MEMORY, PODS, Pod
+from bosun.api.types import (
+    CPU,
+    DEFAULT_MAX_PODS,
+    EPHEMERAL_STORAGE,
+    GPU,
+    GPU_MILLI,
+    GPU_MILLI_PER_GPU,
+    MEMORY,
+    PODS,
+    Node,
+    Pod,
+)
 from bosun.framework.interface import (
     MAX_NODE_SCORE,
     BoolArray,
+    ClusterEvent,
     Code,
     CycleState,
     FilterResult,
@@ -72,6 +84,7 @@ from bosun.framework.interface import (
     NodeFailure,
     PluginArgsError,
     PreFilterResult,
+    QueueingHint,
     Status,
 )
 
@@ -692,6 +705,54 @@ class NodeResourcesFit:
     def events_to_register(self) -> Iterable[str]:
         """Pod deletion (and in-place scale-down) frees room; a new or resized node adds it."""
         return ("PodDelete", "PodUpdate", "NodeAdd", "NodeUpdate")
+
+    def queueing_hint(self, pod: Pod, event: ClusterEvent) -> QueueingHint:
+        """kube's hints in fit.go (KEP-4247), objects unknown: Queue.
+
+        - ``PodDelete``: Queue when the deleted pod was assigned to a node
+          (``isSchedulableAfterPodEvent``: any freed room may help).
+        - ``PodUpdate``: Queue when an assigned pod's requests of a resource ``pod`` asks
+          for went down (in-place scale-down, ``isResourceScaleDown``), else QueueSkip.
+        - ``NodeAdd``/``NodeUpdate`` (``isSchedulableAfterNodeChange``): QueueSkip when the
+          pod's requests (milli-CPU, bytes, counts; one pod slot) exceed the node's
+          allocatable even with the node empty; for an update, Queue only when the
+          allocatable of a resource the pod requests grew.
+          GPU requests are not compared here (their units differ between pod and node),
+          which can only queue more, never less.
+        """
+        if event.kind == "PodDelete":
+            old = event.old
+            if isinstance(old, Pod):
+                return QueueingHint.QUEUE if old.node_name else QueueingHint.QUEUE_SKIP
+            return QueueingHint.QUEUE
+        if event.kind == "PodUpdate":
+            old, new = event.old, event.new
+            if not isinstance(old, Pod) or not isinstance(new, Pod):
+                return QueueingHint.QUEUE
+            if not new.node_name:
+                return QueueingHint.QUEUE_SKIP
+            down = any(
+                int(new.requests.get(r, 0)) < int(old.requests.get(r, 0))
+                for r, amount in pod.requests.items()
+                if amount
+            )
+            return QueueingHint.QUEUE if down else QueueingHint.QUEUE_SKIP
+        if event.kind in ("NodeAdd", "NodeUpdate"):
+            node = event.new
+            if not isinstance(node, Node):
+                return QueueingHint.QUEUE
+            wanted = {r: int(v) for r, v in pod.requests.items() if v and r not in (GPU, GPU_MILLI)}
+            wanted[PODS] = 1
+            alloc = {PODS: DEFAULT_MAX_PODS, **node.allocatable}
+            if any(amount > int(alloc.get(r, 0)) for r, amount in wanted.items()):
+                return QueueingHint.QUEUE_SKIP
+            before = event.old
+            if not isinstance(before, Node):
+                return QueueingHint.QUEUE
+            prev = {PODS: DEFAULT_MAX_PODS, **before.allocatable}
+            grew = any(int(alloc.get(r, 0)) > int(prev.get(r, 0)) for r in wanted)
+            return QueueingHint.QUEUE if grew else QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
 
     # ----------------------------------------------------------------- scoring
 

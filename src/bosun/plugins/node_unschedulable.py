@@ -14,8 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from bosun.api.types import Pod, Taint, TaintEffect
-from bosun.framework.interface import Code, CycleState, FilterResult, Handle, NodeFailure
+from bosun.api.types import Node, Pod, Taint, TaintEffect
+from bosun.framework.interface import (
+    ClusterEvent,
+    Code,
+    CycleState,
+    FilterResult,
+    Handle,
+    NodeFailure,
+    QueueingHint,
+)
 
 if TYPE_CHECKING:
     from bosun.framework.snapshot import Snapshot
@@ -59,3 +67,16 @@ class NodeUnschedulable:
     def events_to_register(self) -> Iterable[str]:
         """A node added or updated (uncordoned) may make the pod fit."""
         return ("NodeAdd", "NodeUpdate")
+
+    def queueing_hint(self, pod: Pod, event: ClusterEvent) -> QueueingHint:
+        """Queue when the node was unschedulable for the pod (or is added) and now is not:
+        ``spec.unschedulable`` false or the pod tolerates ``node.kubernetes.io/unschedulable``
+        (``isSchedulableAfterNodeChange`` in node_unschedulable.go). Unknown node: Queue."""
+        new = event.new
+        if not isinstance(new, Node):
+            return QueueingHint.QUEUE
+        tolerates = any(t.tolerates(_UNSCHEDULABLE_TAINT) for t in pod.tolerations)
+        old = event.old
+        was = isinstance(old, Node) and (not old.unschedulable or tolerates)
+        now = not new.unschedulable or tolerates
+        return QueueingHint.QUEUE if now and not was else QueueingHint.QUEUE_SKIP

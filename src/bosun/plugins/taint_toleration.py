@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bosun.api.types import Pod, Taint, TaintEffect, Toleration
+from bosun.api.types import Node, Pod, Taint, TaintEffect, Toleration
 from bosun.framework.interface import (
     BoolArray,
+    ClusterEvent,
     Code,
     CycleState,
     FilterResult,
@@ -41,6 +42,7 @@ from bosun.framework.interface import (
     IndexArray,
     IntArray,
     NodeFailure,
+    QueueingHint,
     Status,
 )
 from bosun.plugins.helper import default_normalize_score
@@ -166,3 +168,18 @@ class TaintToleration:
     def events_to_register(self) -> Iterable[str]:
         """A node added or updated (taints removed) may make the pod fit."""
         return ("NodeAdd", "NodeUpdate")
+
+    def queueing_hint(self, pod: Pod, event: ClusterEvent) -> QueueingHint:
+        """Queue when the node had (or, added, is taken to have had) a NoSchedule/NoExecute
+        taint the pod does not tolerate and now has none (``isSchedulableAfterNodeChange``
+        in taint_toleration.go). Unknown node: Queue."""
+        new = event.new
+        if not isinstance(new, Node):
+            return QueueingHint.QUEUE
+
+        def untolerated(node: Node) -> bool:
+            return bool(_per_taint(node.taints, pod.tolerations, _DO_NOT_SCHEDULE).any())
+
+        old = event.old
+        was = untolerated(old) if isinstance(old, Node) else True
+        return QueueingHint.QUEUE if was and not untolerated(new) else QueueingHint.QUEUE_SKIP

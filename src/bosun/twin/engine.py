@@ -72,7 +72,7 @@ import numpy as np
 from bosun.api.types import CPU, GPU, PODS, Node, Pod
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.config import SchedulerConfiguration
-from bosun.framework.interface import Code
+from bosun.framework.interface import ClusterEvent, Code
 from bosun.framework.queue import ACTIVE, ManualClock
 from bosun.framework.runtime import Registry
 from bosun.framework.scheduler import Scheduler, SchedulingResult
@@ -811,15 +811,17 @@ class Simulator:
         queue = self.scheduler.queue
         row = snap.node_index.get(ev.node_name)
         if ev.kind == NodeEventKind.RETURN and row is not None:
-            snap.update_node(replace(snap.nodes[row], unschedulable=False))
-            queue.move_all_to_active_or_backoff("NodeUpdate")
+            old = snap.nodes[row]
+            new = replace(old, unschedulable=False)
+            snap.update_node(new)
+            queue.move_all_to_active_or_backoff(ClusterEvent("NodeUpdate", old, new))
             return
         node = ev.node if ev.node is not None else self._failed_nodes[ev.node_name]
         if ev.kind == NodeEventKind.RETURN:
             node = replace(node, unschedulable=False)
         snap.add_node(node)
         self._failed_nodes.pop(ev.node_name, None)
-        queue.move_all_to_active_or_backoff("NodeAdd")
+        queue.move_all_to_active_or_backoff(ClusterEvent("NodeAdd", None, node))
 
     def _node_down(self, t: float, ev: NodeEvent) -> None:
         self.metrics.nodes_changed()
@@ -835,12 +837,13 @@ class Simulator:
                 self._end_running(rec, "Evicted")
         queue = self.scheduler.queue
         if ev.kind == NodeEventKind.DRAIN:
-            snap.update_node(replace(node, unschedulable=True))
-            queue.move_all_to_active_or_backoff("NodeUpdate")
+            drained = replace(node, unschedulable=True)
+            snap.update_node(drained)
+            queue.move_all_to_active_or_backoff(ClusterEvent("NodeUpdate", node, drained))
         else:
             snap.remove_node(ev.node_name)
             self._failed_nodes[ev.node_name] = node
-            queue.move_all_to_active_or_backoff("NodeDelete")
+            queue.move_all_to_active_or_backoff(ClusterEvent("NodeDelete", node, None))
         for pod in victims:
             rec = self._current.get(pod.key)
             if rec is not None:
