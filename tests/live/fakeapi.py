@@ -917,7 +917,9 @@ def _route(path: str) -> _Route:
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
     name = rest[1] if len(rest) > 1 else ""
     sub = rest[2] if len(rest) > 2 else ""
-    allowed = {"pods": ("", "binding", "status")}.get(res.plural, ("",))
+    allowed = {"pods": ("", "binding", "status"), "nodes": ("", "status")}.get(
+        res.plural, ("",)
+    )
     if sub not in allowed:
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
     if res.namespaced and name and not namespace:
@@ -1264,9 +1266,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def _keep(route: _Route, old: Obj, new: Obj) -> Obj:
-        """What a write may change: a pod's ``status`` only through ``pods/status``, and
-        nothing but its ``status`` there."""
-        if route.res.kind != "Pod":
+        """What a write may change: a pod's or node's ``status`` only through its ``status``
+        subresource, and nothing but its ``status`` there (kube's pod and node strategies,
+        ``PrepareForUpdate``)."""
+        if route.res.kind not in ("Pod", "Node"):
             return new
         new = copy.deepcopy(new)
         if route.sub == "status":
