@@ -47,6 +47,14 @@ CLUSTER_RULES = {
     ("", "events", "patch"),
     ("policy", "poddisruptionbudgets", "list"),
     ("policy", "poddisruptionbudgets", "watch"),
+    ("", "persistentvolumes", "list"),
+    ("", "persistentvolumes", "watch"),
+    ("", "persistentvolumeclaims", "list"),
+    ("", "persistentvolumeclaims", "watch"),
+    ("storage.k8s.io", "storageclasses", "list"),
+    ("storage.k8s.io", "storageclasses", "watch"),
+    ("storage.k8s.io", "csinodes", "list"),
+    ("storage.k8s.io", "csinodes", "watch"),
 }
 
 LEASE_RULES = {

@@ -67,6 +67,7 @@ __all__ = [
     "node_informer",
     "pdb_informer",
     "pod_informer",
+    "volume_informers",
 ]
 
 ADDED = "ADDED"
@@ -175,6 +176,22 @@ _KINDS = {
         "PodDisruptionBudget",
         "poddisruptionbudgets.policy",
         lambda api: client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces,
+    ),
+    # the volume plugins' listers (PVCs of every namespace); see volume_informers
+    "PersistentVolume": _Kind(
+        "PersistentVolume", "persistentvolumes",
+        lambda api: client.CoreV1Api(api).list_persistent_volume,
+    ),
+    "PersistentVolumeClaim": _Kind(
+        "PersistentVolumeClaim", "persistentvolumeclaims",
+        lambda api: client.CoreV1Api(api).list_persistent_volume_claim_for_all_namespaces,
+    ),
+    "StorageClass": _Kind(
+        "StorageClass", "storageclasses.storage.k8s.io",
+        lambda api: client.StorageV1Api(api).list_storage_class,
+    ),
+    "CSINode": _Kind(
+        "CSINode", "csinodes.storage.k8s.io", lambda api: client.StorageV1Api(api).list_csi_node
     ),
 }
 
@@ -560,6 +577,20 @@ def pdb_informer(
     """An :class:`Informer` of the ``policy/v1`` PodDisruptionBudgets of every namespace
     (not started), as kube-scheduler's informer for DefaultPreemption's PDB lister."""
     return Informer(api_client, "PodDisruptionBudget", deliver, settings=settings, sleep=sleep)
+
+
+def volume_informers(
+    api_client: Any,
+    deliver: Deliver,
+    *,
+    settings: InformerSettings | None = None,
+    sleep: Callable[[float], object] | None = None,
+) -> list[Informer]:
+    """:class:`Informer` s (not started) of PersistentVolumes, PersistentVolumeClaims (every
+    namespace), ``storage.k8s.io/v1`` StorageClasses and CSINodes: the objects kube's
+    volume plugins read through their listers."""
+    kinds = ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode")
+    return [Informer(api_client, k, deliver, settings=settings, sleep=sleep) for k in kinds]
 
 
 def _lines(resp: Any) -> Iterator[bytes]:

@@ -99,6 +99,16 @@ def required_permissions(
             "watch", "poddisruptionbudgets", group="policy",
             why="the PodDisruptionBudget informer",
         ),
+        *(
+            Permission(verb, resource, group=group, why="the volume informers")
+            for resource, group in (
+                ("persistentvolumes", ""),
+                ("persistentvolumeclaims", ""),
+                ("storageclasses", "storage.k8s.io"),
+                ("csinodes", "storage.k8s.io"),
+            )
+            for verb in ("list", "watch")
+        ),
         Permission("create", "pods", subresource="binding", why="binding pods to nodes"),
         Permission(
             "patch", "pods", subresource="status",

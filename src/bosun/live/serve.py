@@ -80,6 +80,7 @@ from bosun.live.informer import (
     node_informer,
     pdb_informer,
     pod_informer,
+    volume_informers,
 )
 from bosun.live.leader import LeaderElectionConfig, LeaderElector
 from bosun.live.metrics import HealthServer, Heartbeat, SchedulerMetrics, event_check
@@ -351,6 +352,7 @@ class LiveScheduler:
             node_informer(self.api_client, self._deliver, settings=opts.informer_settings),
             pod_informer(self.api_client, self._deliver, settings=opts.informer_settings),
             pdb_informer(self.api_client, self._deliver, settings=opts.informer_settings),
+            *volume_informers(self.api_client, self._deliver, settings=opts.informer_settings),
         ]
         binder = AsyncBinder(self._post, workers=opts.bind_workers, on_outcome=self._wake.set)
         recorder = Recorder(self.api_client, instance=self.identity)

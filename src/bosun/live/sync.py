@@ -58,6 +58,17 @@ pod's updates only refresh the held copy; a held pod that is deleted, or bound b
 else, is let go. :meth:`ClusterSync.victim_not_deleted` (the DELETE failed) sends the
 preemptor to backoffQ, so a victim that cannot be deleted never strands it.
 
+Volumes (PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode; :func:`volume_from_api`):
+each event replaces (or, ``DELETED``, removes) the object in ``snapshot.volumes`` (the
+:class:`~bosun.framework.volumes.VolumeCatalog` the volume plugins read), then the queue
+moves pods on kube's event of it (``PvAdd``/``PvUpdate``, ``PvcAdd``/``PvcUpdate``,
+``StorageClassAdd``/``StorageClassUpdate``, ``CSINodeAdd``/``CSINodeUpdate``; kube's
+``pkg/scheduler/internal/queue/events.go``); a deletion moves nothing, as no volume plugin
+registers one. An event that changes nothing bosun reads moves nothing. Like kube's assume
+cache (``volumebinding/assume_cache.go``), a claim or PV that VolumeBinding assumed bound
+at Reserve keeps its assumed version while the API still shows it unbound; the API's
+version replaces it once it is bound (the binding this scheduler wrote, or anyone's).
+
 API objects become bosun objects through the manifest loader, one at a time
 (:func:`node_from_api`, :func:`pod_from_api`, :func:`pdb_from_api`), so the API server's
 rules bosun checks are checked here too. A pod event that changes nothing the loader reads but
@@ -77,34 +88,61 @@ from dataclasses import replace
 from typing import Any
 
 from bosun.api.manifest import load_manifest_text
-from bosun.api.types import Node, Pod, PodDisruptionBudget
+from bosun.api.types import (
+    CSINode,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    StorageClass,
+)
 from bosun.errors import InputError, InputProblem
 from bosun.framework.queue import QueuedPodInfo
 from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import SnapshotError
 from bosun.live.informer import ADDED, DELETED, MODIFIED, InformerEvent
 
-__all__ = ["ClusterSync", "node_from_api", "pdb_from_api", "pod_from_api"]
+__all__ = ["ClusterSync", "node_from_api", "pdb_from_api", "pod_from_api", "volume_from_api"]
+
+#: A volume object the catalog holds.
+VolumeObject = PersistentVolume | PersistentVolumeClaim | StorageClass | CSINode
 
 Obj = dict[str, Any]
 
 _LOG = logging.getLogger("bosun.live.sync")
 
-_KINDS = ("Node", "Pod", "PodDisruptionBudget")
+#: The volume kinds and kube's queue event prefix for each (``<prefix>Add``/``Update``).
+_VOLUME_EVENTS = {
+    "PersistentVolume": "Pv",
+    "PersistentVolumeClaim": "Pvc",
+    "StorageClass": "StorageClass",
+    "CSINode": "CSINode",
+}
+_NAMESPACED = ("Pod", "PodDisruptionBudget", "PersistentVolumeClaim")
+_KINDS = ("Node", "Pod", "PodDisruptionBudget", *_VOLUME_EVENTS)
 
 
 def _name(kind: str, obj: Obj) -> str:
-    """``namespace/name`` (``name`` for nodes); ``""`` when the object has no name."""
+    """``namespace/name`` (``name`` for cluster-scoped kinds); ``""`` without a name."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
         return ""
-    if kind == "Node":
+    if kind not in _NAMESPACED:
         return str(meta["name"])
     ns = meta.get("namespace")
     return f"{ns if isinstance(ns, str) and ns else 'default'}/{meta['name']}"
 
 
-_API_VERSIONS = {"Node": "v1", "Pod": "v1", "PodDisruptionBudget": "policy/v1"}
+_API_VERSIONS = {
+    "Node": "v1",
+    "Pod": "v1",
+    "PodDisruptionBudget": "policy/v1",
+    "PersistentVolume": "v1",
+    "PersistentVolumeClaim": "v1",
+    "StorageClass": "storage.k8s.io/v1",
+    "CSINode": "storage.k8s.io/v1",
+}
 
 
 def _load(kind: str, obj: Obj) -> Any:
@@ -151,6 +189,30 @@ def pdb_from_api(obj: Obj) -> PodDisruptionBudget:
         raise AssertionError("the manifest loader did not return one PodDisruptionBudget")
     pdb: PodDisruptionBudget = pdbs[0]
     return pdb
+
+
+def volume_from_api(kind: str, obj: Obj) -> VolumeObject:
+    """The bosun object of a ``PersistentVolume``, ``PersistentVolumeClaim`` (``v1``),
+    ``StorageClass`` or ``CSINode`` (``storage.k8s.io/v1``) from the API server, read by the
+    manifest loader as from a file (the same fields and checks: api/manifest.py).
+
+    Raises:
+        ValueError: ``kind`` is not one of the four.
+        InputError: the loader rejects it; the source is ``api:<kind>/<name>``
+            (``<namespace>/<name>`` for a claim) and each problem names the field.
+    """
+    if kind not in _VOLUME_EVENTS:
+        raise ValueError(f"not a volume kind: {kind!r} (known: {', '.join(_VOLUME_EVENTS)})")
+    objs = _load(kind, obj)
+    found: list[VolumeObject] = [
+        *objs.persistent_volumes,
+        *objs.persistent_volume_claims,
+        *objs.storage_classes,
+        *objs.csi_nodes,
+    ]
+    if len(found) != 1:  # pragma: no cover - the loader returns the object or raises
+        raise AssertionError(f"the manifest loader did not return one {kind}")
+    return found[0]
 
 
 def node_from_api(obj: Obj) -> Node:
@@ -226,8 +288,10 @@ class ClusterSync:
 
     Attributes:
         skipped: ``"Node name"`` / ``"Pod namespace/name"`` /
-            ``"PodDisruptionBudget namespace/name"`` -> why its last event was skipped; an
-            entry goes when a later event for the object is applied.
+            ``"PodDisruptionBudget namespace/name"`` / ``"PersistentVolume name"`` /
+            ``"PersistentVolumeClaim namespace/name"`` / ``"StorageClass name"`` /
+            ``"CSINode name"`` -> why its last event was skipped; an entry goes when a
+            later event for the object is applied.
         applied: events applied so far (skipped ones not counted).
     """
 
@@ -324,8 +388,10 @@ class ClusterSync:
             ok = self._node(type_, name, obj)
         elif kind == "Pod":
             ok = self._pod(type_, name, obj)
-        else:
+        elif kind == "PodDisruptionBudget":
             ok = self._pdb(type_, name, obj)
+        else:
+            ok = self._volume(type_, kind, name, obj)
         if ok:
             self.skipped.pop(f"{kind} {name}", None)
             self.applied += 1
@@ -380,6 +446,46 @@ class ClusterSync:
             self._pdbs[name] = pdb
             self._pdbs_changed = True
         return True
+
+    # ------------------------------------------------------------------ volumes
+
+    def _volume(self, type_: str, kind: str, name: str, obj: Obj) -> bool:
+        """A PV, PVC, StorageClass or CSINode event, applied to ``snapshot.volumes``
+        (module docstring). One the loader rejects keeps its last good version."""
+        cat = self.scheduler.snapshot.volumes
+        tables: dict[str, Any] = {
+            "PersistentVolume": cat.volumes,
+            "PersistentVolumeClaim": cat.claims,
+            "StorageClass": cat.classes,
+            "CSINode": cat.csi_nodes,
+        }
+        table: dict[str, VolumeObject] = tables[kind]
+        if type_ == DELETED:
+            table.pop(name, None)
+            return True
+        try:
+            new = volume_from_api(kind, obj)
+        except InputError as e:
+            return self._skip(kind, name, str(e))
+        old = table.get(name)
+        if self._keeps_assumed(old, new):
+            return True
+        if old == new:
+            return True
+        table[name] = new
+        action = "Add" if old is None else "Update"
+        self.scheduler.queue.move_all_to_active_or_backoff(_VOLUME_EVENTS[kind] + action)
+        return True
+
+    def _keeps_assumed(self, old: VolumeObject | None, new: VolumeObject) -> bool:
+        """Whether ``old`` is a binding VolumeBinding assumed that the API's ``new`` does
+        not show yet (kube's assume cache keeps the assumed object until then)."""
+        cat = self.scheduler.snapshot.volumes
+        if isinstance(old, PersistentVolumeClaim) and isinstance(new, PersistentVolumeClaim):
+            return cat.is_assumed(old.key) and not new.volume_name
+        if isinstance(old, PersistentVolume) and isinstance(new, PersistentVolume):
+            return bool(old.claim) and cat.is_assumed(old.claim) and not new.claim
+        return False
 
     # ------------------------------------------------------------------ nodes
 

@@ -120,4 +120,7 @@ class NodeVolumeLimits:
 
     def events_to_register(self) -> Iterable[str]:
         """A pod deleted detaches its volumes; a new node may have room."""
-        return ("PodDelete", "NodeAdd", "NodeUpdate")
+        return (  # and kube's CSINode/PV/PVC Add
+            "PodDelete", "NodeAdd", "NodeUpdate", "CSINodeAdd", "CSINodeUpdate", "PvAdd",
+            "PvcAdd",
+        )

@@ -291,5 +291,9 @@ class VolumeBinding:
 
     def events_to_register(self) -> Iterable[str]:
         """Nodes added or relabelled can match a PV's affinity; a pod deleted frees
-        nothing of a volume, but kube registers it (``PodDelete``) for RWOP claims."""
-        return ("NodeAdd", "NodeUpdate", "PodDelete")
+        nothing of a volume, but kube registers it (``PodDelete``) for RWOP claims; a PV,
+        PVC, StorageClass or CSINode added or updated (kube's ``EventsToRegister``)."""
+        return (
+            "NodeAdd", "NodeUpdate", "PodDelete", "PvAdd", "PvUpdate", "PvcAdd", "PvcUpdate",
+            "StorageClassAdd", "StorageClassUpdate", "CSINodeAdd", "CSINodeUpdate",
+        )

@@ -93,5 +93,6 @@ class VolumeRestrictions:
         return FilterResult.of(NodeFailure(ERR_REASON_DISK_CONFLICT, bad))
 
     def events_to_register(self) -> Iterable[str]:
-        """A pod deleted frees its disks and claims; a new node has none in use."""
-        return ("PodDelete", "NodeAdd")
+        """A pod deleted frees its disks and claims; a new node has none in use; a claim
+        added or updated (kube's PersistentVolumeClaim Add|Update) may now exist."""
+        return ("PodDelete", "NodeAdd", "PvcAdd", "PvcUpdate")

@@ -134,4 +134,7 @@ class VolumeZone:
 
     def events_to_register(self) -> Iterable[str]:
         """A node added or relabelled may be in the volume's zone."""
-        return ("NodeAdd", "NodeUpdate")
+        return (  # and kube's PV/PVC/StorageClass Add|Update
+            "NodeAdd", "NodeUpdate", "PvAdd", "PvUpdate", "PvcAdd", "PvcUpdate",
+            "StorageClassAdd", "StorageClassUpdate",
+        )
