@@ -319,11 +319,41 @@ spec:
   - {key: maintenance, effect: NoExecute}
 status:
   capacity: {cpu: "64", memory: 512Gi, nvidia.com/gpu: "8", pods: "250", ephemeral-storage: 1Ti}
-  allocatable: {cpu: 63500m, memory: 500Gi}
+  allocatable: {cpu: 63500m, memory: 500Gi, nvidia.com/gpu: "8"}
   images:
   - names: [nginx:1.25, docker.io/library/nginx@sha256:abc]
     sizeBytes: 187000000
 """
+
+
+NODE_STATUS_CASES = [
+    # (status yaml, expected allocatable): kube's SetDefaults_NodeStatus copies capacity
+    # only when allocatable is absent (nil); nothing invents a pods count.
+    ('capacity: {cpu: "4", pods: "10"}', {"cpu": 4000, "pods": 10}),
+    ('capacity: {cpu: "4", pods: "10"}\n  allocatable: {cpu: "3"}', {"cpu": 3000}),
+    ('capacity: {cpu: "4"}\n  allocatable: {}', {}),
+    ('capacity: {cpu: "4"}', {"cpu": 4000}),
+    ("{}", {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    NODE_STATUS_CASES,
+    ids=[
+        "capacity-copied-when-allocatable-absent",
+        "allocatable-given-capacity-ignored",
+        "empty-allocatable-stays-empty",
+        "no-pods-count-invented",
+        "no-status",
+    ],
+)
+def test_node_allocatable_defaulting(
+    tmp_path: Path, status: str, expected: dict[str, int]
+) -> None:
+    text = f"apiVersion: v1\nkind: Node\nmetadata: {{name: n}}\nstatus:\n  {status}\n"
+    (node,) = load(tmp_path, text).nodes
+    assert node.allocatable == expected
 
 
 def test_node(tmp_path: Path) -> None:
@@ -335,24 +365,18 @@ def test_node(tmp_path: Path) -> None:
         Taint("nvidia.com/gpu", "present", TaintEffect.NO_SCHEDULE),
         Taint("maintenance", "", TaintEffect.NO_EXECUTE),
     )
-    # allocatable wins where given; capacity fills in the rest.
-    assert node.allocatable == {
-        "cpu": 63500,
-        "memory": 500 * Gi,
-        "nvidia.com/gpu": 8,
-        "pods": 250,
-        "ephemeral-storage": 1024 * Gi,
-    }
+    # allocatable is given, so capacity is ignored altogether (SetDefaults_NodeStatus).
+    assert node.allocatable == {"cpu": 63500, "memory": 500 * Gi, "nvidia.com/gpu": 8}
     assert node.gpu_count == 8
     assert node.images == (
         ContainerImage(("nginx:1.25", "docker.io/library/nginx@sha256:abc"), 187_000_000),
     )
 
 
-def test_node_pods_default(tmp_path: Path) -> None:
+def test_node_no_pods_default(tmp_path: Path) -> None:
     text = "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: '4'}}\n"
     (node,) = load(tmp_path, text).nodes
-    assert node.allocatable == {"cpu": 4000, "pods": 110}
+    assert node.allocatable == {"cpu": 4000}  # no pods: kube invents no count
     assert (node.taints, node.unschedulable, node.labels) == ((), False, {})
 
 

@@ -60,7 +60,6 @@ from bosun.api.types import (
     BINDING_IMMEDIATE,
     BINDING_WAIT_FOR_FIRST_CONSUMER,
     CPU,
-    DEFAULT_MAX_PODS,
     EPHEMERAL_STORAGE,
     GPU,
     GPU_MILLI,
@@ -1300,15 +1299,18 @@ def _generated_members(w: _Workload, count: int) -> list[_Member]:
 
 
 def _node(f: _Fields) -> Node:
-    """``v1.Node``: allocatable falls back to capacity per resource; ``pods`` to 110."""
+    """``v1.Node``: ``status.allocatable``, or ``status.capacity`` when allocatable is absent.
+
+    As kube's ``SetDefaults_NodeStatus`` (pkg/apis/core/v1/defaults.go): capacity is copied
+    only when ``allocatable`` is absent altogether; a resource missing from a given
+    ``allocatable`` is 0, and no ``pods`` count is invented (a node without one takes no
+    pod: NodeResourcesFit says "Too many pods").
+    """
     meta = _metadata(f, namespaced=False)
     spec = f.obj_or_empty("spec")
     status = f.obj_or_empty("status")
-    allocatable = {
-        **_amounts(_resource_list(status, "capacity")),
-        **_amounts(_resource_list(status, "allocatable")),
-    }
-    allocatable.setdefault(PODS, DEFAULT_MAX_PODS)
+    source = "allocatable" if status.get_obj("allocatable") is not None else "capacity"
+    allocatable = _amounts(_resource_list(status, source))
     if allocatable.get(GPU, 0) > MAX_GPUS_PER_NODE:
         status.problem(
             "allocatable",
