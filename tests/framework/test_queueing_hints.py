@@ -23,6 +23,7 @@ from bosun.api.types import (
     PodAffinity,
     PodAffinityTerm,
     Toleration,
+    TopologySpreadConstraint,
 )
 from bosun.framework.config import default_configuration
 from bosun.framework.interface import ClusterEvent, Code, QueueingHint
@@ -33,6 +34,7 @@ from bosun.plugins.inter_pod_affinity import InterPodAffinity
 from bosun.plugins.node_name import NodeName
 from bosun.plugins.node_resources_fit import NodeResourcesFit
 from bosun.plugins.node_unschedulable import NodeUnschedulable
+from bosun.plugins.pod_topology_spread import PodTopologySpread
 from bosun.plugins.registry import in_tree_registry, registry_points
 from bosun.plugins.taint_toleration import TaintToleration
 
@@ -276,3 +278,58 @@ def test_resource_rejected_pod_waits_for_room() -> None:
     assert s.queue.where(key) == "unschedulable"
     s.delete_pod(hog.key)
     assert s.queue.where(key) in ("active", "backoff")
+
+
+SPREAD = _pod(
+    "p",
+    "web",
+    topology_spread_constraints=(
+        TopologySpreadConstraint(
+            max_skew=1,
+            topology_key=ZONE,
+            when_unsatisfiable="DoNotSchedule",
+            label_selector=LabelSelector(match_labels=(("app", "web"),)),
+        ),
+    ),
+)
+ZONED = make_node("n", labels={ZONE: "a"})
+
+
+@pytest.mark.parametrize(
+    ("event", "want"),
+    [
+        (ClusterEvent("PodAdd", None, WEB_ON_N1), Q),
+        (ClusterEvent("PodAdd", None, DB_ON_N1), SKIP),
+        (ClusterEvent("PodDelete", WEB_ON_N1, None), Q),
+        (ClusterEvent("PodAdd", None, _pod("web", "web")), SKIP),  # unassigned
+        (ClusterEvent("PodUpdate", DB_ON_N1, replace(DB_ON_N1, labels={"app": "web"})), Q),
+        (
+            ClusterEvent(
+                "PodUpdate", WEB_ON_N1, replace(WEB_ON_N1, labels={"app": "web", "v": "2"})
+            ),
+            SKIP,
+        ),
+        (ClusterEvent("NodeAdd", None, ZONED), Q),
+        (ClusterEvent("NodeAdd", None, make_node("n")), SKIP),
+        (ClusterEvent("NodeDelete", ZONED, None), Q),
+        (ClusterEvent("NodeUpdate", ZONED, replace(ZONED, labels={ZONE: "b"})), Q),
+        (ClusterEvent("NodeUpdate", ZONED, replace(ZONED, labels={ZONE: "a", "x": "y"})), SKIP),
+        (ClusterEvent("NodeUpdate", make_node("n"), make_node("n", labels={"x": "y"})), SKIP),
+    ],
+    ids=[
+        "matching-pod-added",
+        "other-pod-added",
+        "matching-pod-deleted",
+        "unassigned-pod",
+        "relabel-into-selector",
+        "relabel-still-matching",
+        "node-with-key",
+        "node-without-key",
+        "keyed-node-deleted",
+        "zone-changed",
+        "other-label-changed",
+        "no-key-either-side",
+    ],
+)
+def test_pod_topology_spread_hint(event: ClusterEvent, want: QueueingHint) -> None:
+    assert PodTopologySpread().queueing_hint(SPREAD, event) == want

@@ -97,6 +97,7 @@ import numpy as np
 
 from bosun.api.types import (
     LabelSelector,
+    Node,
     Pod,
     Requirement,
     TaintEffect,
@@ -106,6 +107,7 @@ from bosun.errors import BosunError
 from bosun.framework.interface import (
     MAX_NODE_SCORE,
     BoolArray,
+    ClusterEvent,
     Code,
     CycleState,
     FilterResult,
@@ -115,6 +117,7 @@ from bosun.framework.interface import (
     NodeFailure,
     PluginArgsError,
     PreFilterResult,
+    QueueingHint,
     Status,
 )
 from bosun.plugins.node_affinity import required_node_affinity_mask
@@ -759,3 +762,60 @@ class PodTopologySpread:
         """``EventsToRegister``: assigned pods added, relabelled (or retolerated) or
         deleted; nodes added, deleted, or with changed labels or taints."""
         return ("PodAdd", "PodUpdate", "PodDelete", "NodeAdd", "NodeUpdate", "NodeDelete")
+
+    def queueing_hint(self, pod: Pod, event: ClusterEvent) -> QueueingHint:
+        """kube's ``isSchedulableAfterPodChange``/``isSchedulableAfterNodeChange``
+        (podtopologyspread/plugin.go) over the pod's DoNotSchedule constraints; objects
+        unknown or constraints in error: Queue.
+
+        Pod events: QueueSkip for an unassigned pod; an update Queues only when its labels
+        changed so that some constraint's selector matches one version and not the other;
+        an added or deleted pod Queues when some selector matches its labels. Node events:
+        an added or deleted node Queues when it has every constraint's topology key; an
+        update Queues when either version has them all and a topology value or the taints
+        changed.
+        """
+        constraints, err = self.constraints(pod, DO_NOT_SCHEDULE)
+        if err:
+            return QueueingHint.QUEUE
+        old, new = event.old, event.new
+        if event.kind in ("PodAdd", "PodUpdate", "PodDelete"):
+            if (event.kind != "PodAdd" and not isinstance(old, Pod)) or (
+                event.kind != "PodDelete" and not isinstance(new, Pod)
+            ):
+                return QueueingHint.QUEUE
+            if (isinstance(new, Pod) and not new.node_name) or (
+                isinstance(old, Pod) and not old.node_name
+            ):
+                return QueueingHint.QUEUE_SKIP
+            if isinstance(old, Pod) and isinstance(new, Pod):
+                if old.labels == new.labels:
+                    return QueueingHint.QUEUE_SKIP
+                flips = any(c.selects(old.labels) != c.selects(new.labels) for c in constraints)
+                return QueueingHint.QUEUE if flips else QueueingHint.QUEUE_SKIP
+            changed = new if isinstance(new, Pod) else old
+            assert isinstance(changed, Pod)
+            hit = any(c.selects(changed.labels) for c in constraints)
+            return QueueingHint.QUEUE if hit else QueueingHint.QUEUE_SKIP
+        if event.kind in ("NodeAdd", "NodeUpdate", "NodeDelete"):
+            keys = [c.topology_key for c in constraints]
+
+            def keyed(node: Node) -> bool:
+                return all(k in node.labels for k in keys)
+
+            if event.kind == "NodeUpdate":
+                if not isinstance(old, Node) or not isinstance(new, Node):
+                    return QueueingHint.QUEUE
+                if not keyed(old) and not keyed(new):
+                    return QueueingHint.QUEUE_SKIP
+                moved = any(old.labels.get(k) != new.labels.get(k) for k in keys)
+                return (
+                    QueueingHint.QUEUE
+                    if moved or old.taints != new.taints
+                    else QueueingHint.QUEUE_SKIP
+                )
+            node = new if event.kind == "NodeAdd" else old
+            if not isinstance(node, Node):
+                return QueueingHint.QUEUE
+            return QueueingHint.QUEUE if keyed(node) else QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
