@@ -17,6 +17,8 @@ import pytest
 from bosun.api.build import make_node, make_pod
 from bosun.api.types import (
     Affinity,
+    Container,
+    ContainerPort,
     LabelSelector,
     Node,
     Pod,
@@ -32,6 +34,7 @@ from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import Snapshot
 from bosun.plugins.inter_pod_affinity import InterPodAffinity
 from bosun.plugins.node_name import NodeName
+from bosun.plugins.node_ports import NodePorts
 from bosun.plugins.node_resources_fit import NodeResourcesFit
 from bosun.plugins.node_unschedulable import NodeUnschedulable
 from bosun.plugins.pod_topology_spread import PodTopologySpread
@@ -333,3 +336,31 @@ ZONED = make_node("n", labels={ZONE: "a"})
 )
 def test_pod_topology_spread_hint(event: ClusterEvent, want: QueueingHint) -> None:
     assert PodTopologySpread().queueing_hint(SPREAD, event) == want
+
+
+def _ports(name: str, *ports: tuple[str, str, int], on: str = "") -> Pod:
+    cports = tuple(ContainerPort(80, hp, proto, ip) for ip, proto, hp in ports)
+    return make_pod(name, containers=(Container("c", ports=cports),), node_name=on)
+
+
+@pytest.mark.parametrize(
+    ("wanted", "gone", "want"),
+    [
+        (("", "TCP", 8080), ("", "TCP", 8080), Q),
+        (("", "TCP", 8080), ("", "UDP", 8080), SKIP),
+        (("", "TCP", 8080), ("", "TCP", 9090), SKIP),
+        (("10.0.0.1", "TCP", 8080), ("10.0.0.2", "TCP", 8080), SKIP),
+        (("10.0.0.1", "TCP", 8080), ("0.0.0.0", "TCP", 8080), Q),
+    ],
+    ids=["same-port", "other-protocol", "other-port", "distinct-ips", "wildcard-ip"],
+)
+def test_node_ports_hint(
+    wanted: tuple[str, str, int], gone: tuple[str, str, int], want: QueueingHint
+) -> None:
+    event = ClusterEvent("PodDelete", _ports("x", gone, on="n1"), None)
+    assert NodePorts().queueing_hint(_ports("p", wanted), event) == want
+
+
+def test_node_ports_hint_skips_unassigned_pod() -> None:
+    event = ClusterEvent("PodDelete", _ports("x", ("", "TCP", 8080)), None)
+    assert NodePorts().queueing_hint(_ports("p", ("", "TCP", 8080)), event) == SKIP

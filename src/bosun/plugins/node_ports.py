@@ -27,12 +27,14 @@ import numpy as np
 
 from bosun.api.types import ContainerPort, Pod
 from bosun.framework.interface import (
+    ClusterEvent,
     Code,
     CycleState,
     FilterResult,
     Handle,
     NodeFailure,
     PreFilterResult,
+    QueueingHint,
     Status,
 )
 
@@ -93,3 +95,23 @@ class NodePorts:
     def events_to_register(self) -> Iterable[str]:
         """A bound pod deleted frees its ports; a node added or updated may fit."""
         return ("PodDelete", "NodeAdd", "NodeUpdate")
+
+    def queueing_hint(self, pod: Pod, event: ClusterEvent) -> QueueingHint:
+        """kube's ``isSchedulableAfterPodDeleted`` (nodeports/node_ports.go): a deleted
+        assigned pod Queues only when one of its host ports conflicts with one ``pod``
+        wants (same protocol and port; host IPs equal or either ``0.0.0.0``/empty).
+        Node events and unknown objects: Queue."""
+        if event.kind != "PodDelete" or not isinstance(event.old, Pod):
+            return QueueingHint.QUEUE
+        gone = event.old
+        if not gone.node_name:
+            return QueueingHint.QUEUE_SKIP
+        any_ip = ("", "0.0.0.0")
+        clash = any(
+            a.protocol == b.protocol
+            and a.host_port == b.host_port
+            and (a.host_ip in any_ip or b.host_ip in any_ip or a.host_ip == b.host_ip)
+            for a in wanted_host_ports(pod)
+            for b in wanted_host_ports(gone)
+        )
+        return QueueingHint.QUEUE if clash else QueueingHint.QUEUE_SKIP
