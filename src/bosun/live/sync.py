@@ -98,6 +98,7 @@ from bosun.api.types import (
     StorageClass,
 )
 from bosun.errors import InputError, InputProblem
+from bosun.framework.interface import ClusterEvent
 from bosun.framework.queue import QueuedPodInfo
 from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import SnapshotError
@@ -504,10 +505,11 @@ class ClusterSync:
         row = snap.node_index.get(node.name)
         try:
             if row is not None:
-                if snap.nodes[row] == node:
+                before = snap.nodes[row]
+                if before == node:
                     return True
                 snap.update_node(node)
-                q.move_all_to_active_or_backoff("NodeUpdate")
+                q.move_all_to_active_or_backoff(ClusterEvent("NodeUpdate", before, node))
                 return True
             snap.add_node(node)
         except SnapshotError as e:
@@ -518,7 +520,7 @@ class ClusterSync:
                 snap.add_pod(pod, name)
             except SnapshotError as e:
                 self._skip("Pod", pod.key, str(e))
-        q.move_all_to_active_or_backoff("NodeAdd")
+        q.move_all_to_active_or_backoff(ClusterEvent("NodeAdd", None, node))
         return True
 
     def _park(self, pod: Pod) -> None:
@@ -663,7 +665,8 @@ class ClusterSync:
             sched.queue.move_all_to_active_or_backoff("PodDelete")
             return self._skip("Pod", key, str(e))
         if not only_bound:
-            sched.queue.move_all_to_active_or_backoff("PodUpdate")
+            was = replace(old, node_name=snap.node_names[entry.node_row])
+            sched.queue.move_all_to_active_or_backoff(ClusterEvent("PodUpdate", was, pod))
         return True
 
     def _pending(self, pod: Pod) -> None:
