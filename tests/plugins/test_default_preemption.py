@@ -512,13 +512,29 @@ def test_unresolvable_node_not_considered() -> None:
         ),
         (
             # n1: removing low (1000m) leaves big (prio 200, 3000m): 3000 + 2000 > 4000.
-            # kube would print the Filter's reason here; bosun counts it as no victims.
+            # kube's SelectVictimsOnNode returns the Filter's status: its reason counts.
             [make_node("n1")],
             [bound("low", "n1", 0), bound("big", "n1", 200, cpu="3")],
-            "0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+            "0/1 nodes are available: 1 Insufficient cpu.",
+        ),
+        (
+            # n1 as above; n2's only pod has the preemptor's priority (no victims).
+            [make_node("n1"), make_node("n2")],
+            [
+                bound("low", "n1", 0),
+                bound("big", "n1", 200, cpu="3"),
+                bound("peer", "n2", HIGH, cpu="3"),
+            ],
+            "0/2 nodes are available: 1 Insufficient cpu, "
+            "1 No preemption victims found for incoming pod.",
         ),
     ],
-    ids=["one-each", "all-unresolvable", "removal-not-enough"],
+    ids=[
+        "one-each",
+        "all-unresolvable",
+        "removal-not-enough",
+        "not-enough-and-no-victims",
+    ],
 )
 def test_failure_message_and_snapshot_unchanged(
     nodes: list[Node], pods: list[Pod], message: str

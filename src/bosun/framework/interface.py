@@ -185,6 +185,8 @@ class Diagnosis:
         pre_filter_msg: set when a PreFilter rejected the pod for all nodes.
         post_filter_msg: what PostFilter (preemption) said.
         unschedulable_plugins: plugins that rejected the pod (for queueing hints).
+        node_failures: ``(reason, mask)`` per Filter failure (mask: bool (num_nodes,)), so a
+            node's own reasons can be read back (preemption's ``SelectVictimsOnNode``).
     """
 
     num_all_nodes: int
@@ -193,6 +195,7 @@ class Diagnosis:
     pre_filter_msg: str = ""
     post_filter_msg: str = ""
     unschedulable_plugins: set[str] = field(default_factory=set)
+    node_failures: list[tuple[str, npt.NDArray[np.bool_]]] = field(default_factory=list)
 
     def message(self) -> str:
         """kube's ``FitError.Error()``: ``0/5 nodes are available: 2 Insufficient cpu, ...``.

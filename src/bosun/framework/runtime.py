@@ -324,6 +324,7 @@ class Framework:
             outside = ~candidates
             reason = PREFILTER_RESULT_REASON.format(plugins=" ".join(sorted(restricting)))
             diagnosis.node_reasons[reason] = int(outside.sum())
+            diagnosis.node_failures.append((reason, outside))
             assert diagnosis.node_codes is not None
             diagnosis.node_codes[outside] = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
             diagnosis.unschedulable_plugins.update(restricting)
@@ -341,6 +342,7 @@ class Framework:
                 if not count:
                     continue
                 diagnosis.node_reasons[f.reason] = diagnosis.node_reasons.get(f.reason, 0) + count
+                diagnosis.node_failures.append((f.reason, hit))
                 assert diagnosis.node_codes is not None
                 codes = diagnosis.node_codes
                 codes[hit] = np.maximum(codes[hit], int(f.code))

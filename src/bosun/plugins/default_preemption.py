@@ -39,19 +39,19 @@ What one PostFilter call does:
 
 With no candidate, the status is kube's FitError over the dry-run statuses:
 ``0/N nodes are available: <count> <reason>, ...`` with reasons sorted as strings, where a
-node that was dry-run but yielded nothing counts under
-``No preemption victims found for incoming pod`` and every other node (unresolvable, or
-not dry-run) under ``Preemption is not helpful for scheduling``. Like kube's PostFilter,
-every non-empty message is prefixed with ``preemption: ``.
+node without a lower-priority pod counts under
+``No preemption victims found for incoming pod``, a node whose lower-priority pods are not
+enough even all removed counts under its Filter's own reasons (``Insufficient cpu``: kube's
+``SelectVictimsOnNode`` returns ``RunFilterPluginsWithNominatedPods``' status), and every
+other node (unresolvable, or not dry-run) under ``Preemption is not helpful for
+scheduling``. Like kube's PostFilter, every non-empty message is prefixed with
+``preemption: `` (``0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are
+available: 1 Insufficient cpu, 2 Preemption is not helpful for scheduling.``).
 
 Deviations from kube, all because bosun's model lacks the data:
 
 * no pod start times: kube orders equally important victims (and breaks the last node tie)
   by start time; bosun keeps the node's pod order (slot order) and the first candidate;
-* kube reports the Filter's own reasons (``Insufficient cpu``) for a node whose
-  lower-priority pods exist but whose removal is not enough; the Handle's ``run_filters``
-  only gives reasons summed over all nodes, so bosun counts such a node under
-  ``No preemption victims found for incoming pod``;
 * no ``status.disruptedPods`` on PDBs and no nominated pods in the Filter check
   (``RunFilterPluginsWithNominatedPods``); no extenders;
 * dry runs are sequential (kube runs them in parallel and may evaluate a few more nodes
@@ -448,9 +448,9 @@ class DefaultPreemption:
         Returns:
             ``(victims, num_pdb_violations, status)``: victims most important first.
             Status is UnschedulableAndUnresolvable :data:`MSG_NO_VICTIMS` when the node has
-            no lower-priority pod, :data:`MSG_NO_VICTIMS` with the node's Filter code when
-            removing them all is not enough (kube gives the Filter's reasons there),
-            Success otherwise.
+            no lower-priority pod; the node's first failing Filter's code and reasons when
+            removing them all is not enough (kube's ``SelectVictimsOnNode`` returns
+            ``RunFilterPluginsWithNominatedPods``' status); Success otherwise.
         """
         eligible = [e for e in snapshot.pods.on(row) if e.pod.priority < pod.priority]
         if not eligible:
@@ -460,9 +460,9 @@ class DefaultPreemption:
         try:
             for entry in eligible:
                 removed.append(snapshot.remove_pod(entry.pod.key))
-            fits, code = self._fit_on(pod, row)
+            fits, code, reasons = self._fit_on(pod, row)
             if not fits:
-                return [], 0, Status(code, (MSG_NO_VICTIMS,))
+                return [], 0, Status(code, reasons)
             ordered = sorted(removed, key=lambda e: -e.pod.priority)  # stable: slot order
             flags = budgets.violating([e.slot for e in ordered])
             groups = (
@@ -487,15 +487,21 @@ class DefaultPreemption:
         finally:
             _restore(snapshot, row, removed, present)
 
-    def _fit_on(self, pod: Pod, row: int) -> tuple[bool, Code]:
-        """Whether ``pod`` passes PreFilter and every Filter on node ``row`` now, and the
-        code the node failed with (Unschedulable when the diagnosis has none)."""
+    def _fit_on(self, pod: Pod, row: int) -> tuple[bool, Code, tuple[str, ...]]:
+        """Whether ``pod`` passes PreFilter and every Filter on node ``row`` now, the code
+        the node failed with (Unschedulable when the diagnosis has none) and its reasons
+        (the first rejecting Filter's, or the PreFilter's message)."""
         feasible, diagnosis = self._require_handle().run_filters(CycleState(), pod)
+        if feasible[row]:
+            return True, Code.SUCCESS, ()
         codes = diagnosis.node_codes
         code = Code.UNSCHEDULABLE
         if codes is not None and int(codes[row]) == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
             code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-        return bool(feasible[row]), code
+        reasons = tuple(reason for reason, mask in diagnosis.node_failures if mask[row])
+        if not reasons:
+            reasons = (diagnosis.pre_filter_msg or MSG_NO_VICTIMS,)
+        return False, code, reasons
 
     # ---------------------------------------------------------- choice
 
