@@ -51,6 +51,8 @@ CLUSTER_RULES = {
     ("", "persistentvolumes", "watch"),
     ("", "persistentvolumeclaims", "list"),
     ("", "persistentvolumeclaims", "watch"),
+    ("", "persistentvolumes", "patch"),
+    ("", "persistentvolumeclaims", "patch"),
     ("storage.k8s.io", "storageclasses", "list"),
     ("storage.k8s.io", "storageclasses", "watch"),
     ("storage.k8s.io", "csinodes", "list"),

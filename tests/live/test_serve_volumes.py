@@ -142,3 +142,49 @@ def test_malformed_pv_from_the_api_is_skipped_with_a_log_line(
     assert "spec.nodeAffinity.required.nodeSelectorTerms" in line
     vols = run.live.scheduler.snapshot.volumes.volumes
     assert "pv-bad" not in vols and "pv-good" in vols
+
+
+def test_prebind_sets_the_chosen_static_pvs_claim_ref_before_the_binding(
+    fake_api: FakeApiServer, serve: Callable[..., Running]
+) -> None:
+    # an unbound WaitForFirstConsumer claim; the only PV that fits is reachable from n2
+    cluster(fake_api)
+    fake_api.create(pv("pv-small", "n1", capacity={"storage": "512Mi"}))  # too small
+    fake_api.create(pv("pv-fit", "n2"))
+    fake_api.create(pvc("data"))
+    fake_api.create(pod_with_claim("web", "data"))
+    serve()
+    wait_until(lambda: bool(node_of(fake_api, "web")), what="the bind")
+    assert node_of(fake_api, "web") == "n2"
+    ref = fake_api.get("PersistentVolume", "pv-fit")["spec"]["claimRef"]
+    assert ref == {
+        "kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": "default",
+        "name": "data",
+    }
+    assert "claimRef" not in fake_api.get("PersistentVolume", "pv-small")["spec"]
+    # the PATCH came before the Binding (kube's PreBind, then Bind)
+    paths = [(m, p.split("?")[0]) for m, p in fake_api.requests]
+    patch = paths.index(("PATCH", "/api/v1/persistentvolumes/pv-fit"))
+    post = paths.index(("POST", "/api/v1/namespaces/default/pods/web/binding"))
+    assert patch < post
+
+
+def test_prebind_annotates_a_claim_to_provision_with_the_selected_node(
+    fake_api: FakeApiServer, serve: Callable[..., Running]
+) -> None:
+    for i in (1, 2):
+        fake_api.create(node(f"n{i}"))
+    fake_api.create({
+        **STORAGE_CLASS, "provisioner": "ebs.csi.aws.com",
+        # provisioning is possible on n1 only
+        "allowedTopologies": [{"matchLabelExpressions": [
+            {"key": "kubernetes.io/hostname", "values": ["n1"]}
+        ]}],
+    })
+    fake_api.create(pvc("data"))
+    fake_api.create(pod_with_claim("web", "data"))
+    serve()
+    wait_until(lambda: bool(node_of(fake_api, "web")), what="the bind")
+    assert node_of(fake_api, "web") == "n1"
+    claim = fake_api.get("PersistentVolumeClaim", "data", "default")
+    assert claim["metadata"]["annotations"] == {"volume.kubernetes.io/selected-node": "n1"}

@@ -242,3 +242,10 @@ class VolumeCatalog:
     def is_assumed(self, claim_key: str) -> bool:
         """Whether ``claim_key`` was bound by :meth:`bind` (and not reverted)."""
         return claim_key in self._assumed
+
+    def assumed_binding(self, claim_key: str) -> tuple[str, bool] | None:
+        """``(PV name, provisioned)`` of the assumed :meth:`bind` of ``claim_key``
+        (``provisioned``: the PV was not in the catalog, so it is to be provisioned);
+        None when the claim is not assumed."""
+        done = self._assumed.get(claim_key)
+        return None if done is None else (done.volume_name, done.volume is None)

@@ -109,6 +109,8 @@ def required_permissions(
             )
             for verb in ("list", "watch")
         ),
+        Permission("patch", "persistentvolumes", why="PreBind: a PV's claimRef"),
+        Permission("patch", "persistentvolumeclaims", why="PreBind: a claim's selected node"),
         Permission("create", "pods", subresource="binding", why="binding pods to nodes"),
         Permission(
             "patch", "pods", subresource="status",

@@ -87,6 +87,7 @@ from bosun.live.metrics import HealthServer, Heartbeat, SchedulerMetrics, event_
 from bosun.live.rbac import check_permissions, required_permissions
 from bosun.live.recorder import Recorder
 from bosun.live.sync import ClusterSync
+from bosun.live.volume_binder import PreBinder
 from bosun.plugins.registry import in_tree_registry
 
 __all__ = [
@@ -354,9 +355,10 @@ class LiveScheduler:
             pdb_informer(self.api_client, self._deliver, settings=opts.informer_settings),
             *volume_informers(self.api_client, self._deliver, settings=opts.informer_settings),
         ]
-        binder = AsyncBinder(self._post, workers=opts.bind_workers, on_outcome=self._wake.set)
+        prebind = PreBinder(self.api_client, lambda: self.scheduler.snapshot.volumes, self._post)
+        binder = AsyncBinder(prebind.post, workers=opts.bind_workers, on_outcome=self._wake.set)
         recorder = Recorder(self.api_client, instance=self.identity)
-        self.scheduler.use_bind_backend(binder.bind_pod)
+        self.scheduler.use_bind_backend(prebind.backend(binder.bind_pod))
         if opts.port is not None:
             self.health = HealthServer(
                 self.metrics,

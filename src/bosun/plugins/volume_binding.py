@@ -32,8 +32,8 @@ Follows kube's ``pkg/scheduler/framework/plugins/volumebinding`` (``volume_bindi
   later pod cannot take the same PV. A provisioned claim gets a new PV named
   ``pvc-<claim uid or namespace-name>`` of the requested size, the class's provisioner as
   its CSI driver, and no node affinity. Unreserve reverts it. In ``bosun schedule`` and
-  the twin, the assumed binding is the binding (nothing writes it to an API server: live
-  mode's PreBind PATCH of PV ``claimRef``/PVC annotations is not implemented).
+  the twin, the assumed binding is the binding; live mode writes it to the API server
+  before the pod's Binding (kube's PreBind: :mod:`bosun.live.volume_binder`).
 
 Scoring (the VolumeCapacityPriority feature's ``shape``) is not implemented; ``shape``
 is accepted and ignored.
