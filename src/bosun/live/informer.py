@@ -219,13 +219,14 @@ def _describe(key: tuple[str, str]) -> str:
 
 
 class Informer:
-    """Keeps one resource (``Node``, ``Pod`` or ``PodDisruptionBudget``, every namespace)
-    current by list + watch,
+    """Keeps one resource (``Node``, ``Pod``, ``PodDisruptionBudget``, ``PersistentVolume``,
+    ``PersistentVolumeClaim``, ``StorageClass`` or ``CSINode``; every namespace) current
+    by list + watch,
     in one background thread (module docstring for the protocol).
 
     Args:
         api_client: an official-client ``ApiClient`` (:func:`bosun.live.client.connect`).
-        kind: ``Node``, ``Pod`` or ``PodDisruptionBudget``.
+        kind: one of the kinds above.
         deliver: called from the informer's thread with each :data:`InformerEvent`; must be
             thread-safe and quick (``queue.Queue.put``). An exception it raises is logged and
             the event is dropped.

@@ -13,9 +13,9 @@ Threads:
   Events, pod condition), beat the heartbeat; with nothing to do it sleeps until woken by
   an informer event or a binding outcome, or until the next backoff expires (at most
   ``idle_wait_s``).
-* three **informer** threads (nodes; pods not Succeeded/Failed; ``policy/v1``
-  PodDisruptionBudgets, which preemption reads through :meth:`Scheduler.set_pdbs`) put
-  events on a queue;
+* seven **informer** threads (nodes; pods not Succeeded/Failed; ``policy/v1``
+  PodDisruptionBudgets, which preemption reads through :meth:`Scheduler.set_pdbs`; PVs,
+  PVCs, StorageClasses and CSINodes for the volume plugins) put events on a queue;
 * ``bind_workers`` **binding** threads (:class:`AsyncBinder`) POST Bindings; the scheduling
   cycle returns right after assume (kube's separate binding cycle). A Binding created is
   reported as a ``Scheduled`` Event, and the informer's echo of the bound pod confirms the
