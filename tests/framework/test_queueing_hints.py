@@ -33,6 +33,7 @@ from bosun.framework.queue import ManualClock
 from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import Snapshot
 from bosun.plugins.inter_pod_affinity import InterPodAffinity
+from bosun.plugins.node_affinity import NodeAffinity
 from bosun.plugins.node_name import NodeName
 from bosun.plugins.node_ports import NodePorts
 from bosun.plugins.node_resources_fit import NodeResourcesFit
@@ -364,3 +365,37 @@ def test_node_ports_hint(
 def test_node_ports_hint_skips_unassigned_pod() -> None:
     event = ClusterEvent("PodDelete", _ports("x", ("", "TCP", 8080)), None)
     assert NodePorts().queueing_hint(_ports("p", ("", "TCP", 8080)), event) == SKIP
+
+
+GPU_NODE = make_node("n", labels={"accel": "gpu"})
+CPU_NODE = make_node("n", labels={"accel": "none"})
+WANTS_GPU_NODE = _pod("p", node_selector={"accel": "gpu"})
+
+
+@pytest.mark.parametrize(
+    ("event", "want"),
+    [
+        (ClusterEvent("NodeAdd", None, GPU_NODE), Q),
+        (ClusterEvent("NodeAdd", None, CPU_NODE), SKIP),
+        (ClusterEvent("NodeUpdate", CPU_NODE, GPU_NODE), Q),  # starts to match
+        (ClusterEvent("NodeUpdate", GPU_NODE, replace(GPU_NODE, unschedulable=True)), SKIP),
+        (ClusterEvent("NodeUpdate", GPU_NODE, CPU_NODE), SKIP),
+    ],
+    ids=["matching-add", "other-add", "relabelled-to-match", "matched-before", "stops-matching"],
+)
+def test_node_affinity_hint(event: ClusterEvent, want: QueueingHint) -> None:
+    assert NodeAffinity().queueing_hint(WANTS_GPU_NODE, event) == want
+
+
+def test_node_affinity_hint_honours_added_affinity() -> None:
+    args = {
+        "addedAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}
+                ]
+            }
+        }
+    }
+    event = ClusterEvent("NodeAdd", None, GPU_NODE)  # lacks pool=a
+    assert NodeAffinity(args).queueing_hint(WANTS_GPU_NODE, event) == SKIP

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bosun.api.types import (
+    Node,
     NodeSelectorTerm,
     Pod,
     PreferredSchedulingTerm,
@@ -64,6 +65,7 @@ from bosun.api.types import (
 from bosun.api.validation import label_value_error, qualified_name_error
 from bosun.framework.interface import (
     BoolArray,
+    ClusterEvent,
     Code,
     CycleState,
     FilterResult,
@@ -73,6 +75,7 @@ from bosun.framework.interface import (
     NodeFailure,
     PluginArgsError,
     PreFilterResult,
+    QueueingHint,
     Status,
 )
 from bosun.framework.labels import parse_go_int64
@@ -472,3 +475,28 @@ class NodeAffinity:
     def events_to_register(self) -> Iterable[str]:
         """A node added, or relabelled, may start to match."""
         return ("NodeAdd", "NodeUpdate")
+
+    def _node_matches(self, pod: Pod, node: Node) -> bool:
+        """``addedAffinity`` and the pod's required node affinity both match ``node``
+        (evaluated with the Filter's own masks over a one-node snapshot)."""
+        from bosun.framework.snapshot import Snapshot  # runtime: a one-node snapshot
+
+        one = Snapshot([node])
+        if self.added_required is not None and not node_selector_mask(self.added_required, one)[0]:
+            return False
+        return bool(required_node_affinity_mask(pod, one)[0])
+
+    def queueing_hint(self, pod: Pod, event: ClusterEvent) -> QueueingHint:
+        """kube's ``isSchedulableAfterNodeChange`` (nodeaffinity/node_affinity.go): Queue
+        when the added or updated node matches the pod's ``nodeSelector``, required node
+        affinity and ``addedAffinity`` and, for an update, the old node did not.
+        Unknown node: Queue."""
+        new = event.new
+        if not isinstance(new, Node):
+            return QueueingHint.QUEUE
+        if not self._node_matches(pod, new):
+            return QueueingHint.QUEUE_SKIP
+        old = event.old
+        if isinstance(old, Node) and self._node_matches(pod, old):
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
