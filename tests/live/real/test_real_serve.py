@@ -4,8 +4,10 @@ apiserver killed and restarted mid-run."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -155,3 +157,59 @@ def test_apiserver_restart_while_serving(
             wait_until(lambda n=name: bool(pod_events(core, n, "Scheduled")), 10.0, "Scheduled")
             assert len(pod_events(core, name, "Scheduled")) == 1, name
         assert all(m <= 2000 for m in used.values()), used
+
+
+def test_preemption_through_the_api(
+    real_api: client.ApiClient, serve: Callable[..., subprocess.Popen[str]]
+) -> None:
+    """A high-priority pod that fits only after evicting a low-priority one: the victim is
+    deleted through the API (its ``terminationGracePeriodSeconds: 0`` lets the real server
+    delete it at once, there being no kubelet), the preemptor gets
+    ``status.nominatedNodeName`` and is then bound there (kube's DefaultPreemption)."""
+    core = client.CoreV1Api(real_api)
+    sched = client.SchedulingV1Api(real_api)
+    sched.create_priority_class({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                 "metadata": {"name": "bosun-high"}, "value": 1000})  # fmt: skip
+    try:
+        real_node(core, "n1", cpu="1")
+        low = real_pod("low", cpu="800m")
+        low["spec"]["terminationGracePeriodSeconds"] = 0
+        core.create_namespaced_pod("default", low)
+        proc = serve()
+        wait_until(lambda: node_name(core, "low") == "n1" or proc.poll() is not None, 30.0,
+                   "the low-priority pod to be bound")  # fmt: skip
+        high = real_pod("high", cpu="800m")
+        high["spec"]["priorityClassName"] = "bosun-high"
+        rv = core.list_namespaced_pod("default").metadata.resource_version
+        nominated: list[str] = []
+
+        def record() -> None:  # every version of the preemptor, from before its creation
+            stream = core.list_namespaced_pod(
+                "default", watch=True, resource_version=rv, timeout_seconds=30,
+                field_selector="metadata.name=high", _preload_content=False,
+            )  # fmt: skip
+            for line in stream:
+                obj = json.loads(line)["object"]
+                nominated.append(obj.get("status", {}).get("nominatedNodeName", ""))
+                if obj.get("spec", {}).get("nodeName"):
+                    break
+            stream.close()
+
+        recorder = threading.Thread(target=record, daemon=True)
+        recorder.start()
+        core.create_namespaced_pod("default", high)
+
+        def watch_high() -> bool:
+            return bool(node_name(core, "high")) or proc.poll() is not None
+
+        wait_until(watch_high, 30.0, "the preemptor to be bound")
+        assert proc.poll() is None, "bosun serve exited"
+        assert node_name(core, "high") == "n1"
+        names = [p.metadata.name for p in core.list_namespaced_pod("default").items]
+        assert "low" not in names
+        recorder.join(timeout=10)
+        assert "n1" in nominated, nominated  # nominated before the bind
+        assert set(nominated) <= {"", "n1"}
+        assert pod_events(core, "low", "Preempted"), "the victim's Preempted Event"
+    finally:
+        sched.delete_priority_class("bosun-high")
