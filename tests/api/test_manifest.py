@@ -348,9 +348,7 @@ NODE_STATUS_CASES = [
         "no-status",
     ],
 )
-def test_node_allocatable_defaulting(
-    tmp_path: Path, status: str, expected: dict[str, int]
-) -> None:
+def test_node_allocatable_defaulting(tmp_path: Path, status: str, expected: dict[str, int]) -> None:
     text = f"apiVersion: v1\nkind: Node\nmetadata: {{name: n}}\nstatus:\n  {status}\n"
     (node,) = load(tmp_path, text).nodes
     assert node.allocatable == expected

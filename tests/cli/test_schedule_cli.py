@@ -47,6 +47,14 @@ def test_examples_place_and_preempt(runner: CliRunner) -> None:
     # three web replicas, required hostname anti-affinity: three different nodes.
     web = [r["node"] for k, r in by_pod.items() if k.startswith("default/web-")]
     assert len(web) == 3 and len(set(web)) == 3 and None not in web
+    # the pod bound in the input is listed too, and shows it was preempted.
+    assert by_pod["default/batch-cruncher"] == {
+        "pod": "default/batch-cruncher",
+        "node": "node-a1",
+        "status": "Preempted",
+        "attempts": 0,
+        "preemptedBy": "default/api-gateway",
+    }
     too_big = by_pod["default/too-big"]
     assert too_big["status"] == "Unschedulable"
     assert too_big["message"].startswith("0/5 nodes are available: ")
@@ -64,7 +72,8 @@ def test_yaml_output_and_table(runner: CliRunner) -> None:
     ]
     res = runner.invoke(app, [*args, "-o", "yaml"])
     assert res.exit_code == 0
-    assert len(yaml.safe_load(res.stdout)["results"]) == 6
+    # 6 pending pods and the one bound in the input (batch-cruncher, preempted).
+    assert len(yaml.safe_load(res.stdout)["results"]) == 7
     res = runner.invoke(app, [*args, "--explain"])
     assert res.exit_code == 0
     assert "Placements" in res.stdout and "Total" in res.stdout
@@ -181,6 +190,53 @@ def test_other_scheduler_and_gated_pods_are_reported(runner: CliRunner, tmp_path
         ),
     )
     doc = schedule_json(runner, "--nodes", str(EXAMPLES / "nodes.yaml"), "--pods", str(pods))
-    assert doc["results"] == []
+    # only the pod bound in examples/nodes.yaml is listed: nothing was scheduled.
+    assert doc["results"] == [
+        {"pod": "default/batch-cruncher", "node": "node-a1", "status": "BoundBefore", "attempts": 0}
+    ]
     assert doc["skipped"] == ["default/theirs"]
     assert doc["gated"] == ["default/waiting"]
+
+
+BOUND_NODE = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n" + (
+    "status: {allocatable: {cpu: '4', pods: '10'}}\n"
+)
+BOUND_PODS = (
+    "apiVersion: v1\nkind: Pod\nmetadata: {name: old}\n"
+    "spec: {nodeName: n1, containers: [{name: c, resources: {requests: {cpu: '3'}}}]}\n"
+    "---\napiVersion: v1\nkind: Pod\nmetadata: {name: new}\n"
+    "spec: {containers: [{name: c, resources: {requests: {cpu: '1'}}}]}\n"
+)
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"], ids=["json", "yaml"])
+def test_output_lists_pods_bound_before(runner: CliRunner, tmp_path: Path, fmt: str) -> None:
+    nodes = write(tmp_path, "nodes.yaml", BOUND_NODE)
+    pods = write(tmp_path, "pods.yaml", BOUND_PODS)
+    res = runner.invoke(app, ["schedule", "--nodes", str(nodes), "--pods", str(pods), "-o", fmt])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout) if fmt == "json" else yaml.safe_load(res.stdout)
+    # old takes 3 of n1's 4 CPUs; new (1 CPU) fits in the rest.
+    assert doc["results"] == [
+        {"pod": "default/old", "node": "n1", "status": "BoundBefore", "attempts": 0},
+        {"pod": "default/new", "node": "n1", "status": "Scheduled", "attempts": 1},
+    ]
+
+
+def test_node_without_pods_count_takes_no_pod(runner: CliRunner, tmp_path: Path) -> None:
+    # allocatable given without pods: kube invents no count, NodeResourcesFit rejects.
+    nodes = write(
+        tmp_path,
+        "nodes.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+        "status: {capacity: {pods: '110'}, allocatable: {cpu: '4'}}\n",
+    )
+    pods = write(
+        tmp_path,
+        "pods.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n",
+    )
+    doc = schedule_json(runner, "--nodes", str(nodes), "--pods", str(pods))
+    (rec,) = doc["results"]
+    assert rec["status"] == "Unschedulable"
+    assert rec["message"].startswith("0/1 nodes are available: 1 Too many pods.")

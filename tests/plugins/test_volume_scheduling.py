@@ -27,12 +27,12 @@ MANIFESTS = """
 apiVersion: v1
 kind: Node
 metadata: {name: n-a, labels: {kubernetes.io/hostname: n-a, topology.kubernetes.io/zone: a}}
-status: {allocatable: {cpu: "4", memory: 16Gi}}
+status: {allocatable: {cpu: "4", memory: 16Gi, pods: "110"}}
 ---
 apiVersion: v1
 kind: Node
 metadata: {name: n-b, labels: {kubernetes.io/hostname: n-b, topology.kubernetes.io/zone: b}}
-status: {allocatable: {cpu: "4", memory: 16Gi}}
+status: {allocatable: {cpu: "4", memory: 16Gi, pods: "110"}}
 ---
 apiVersion: storage.k8s.io/v1
 kind: StorageClass

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bosun.api.manifest import load_manifests
-from bosun.api.types import ClusterObjects
+from bosun.api.types import ClusterObjects, Pod
 from bosun.cli.common import ConfigOption, fail
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.config import (
@@ -81,6 +81,25 @@ def load_cluster(
         raise InputError(problems)
     assert cfg is not None
     return objects, cfg, snapshot
+
+
+BOUND_BEFORE = "BoundBefore"
+
+
+def bound_record(pod: Pod, evicted: dict[str, str]) -> dict[str, Any]:
+    """The JSON/YAML record of a pod bound in the input (``spec.nodeName`` set): status
+    :data:`BOUND_BEFORE`, ``attempts`` 0, or ``Preempted`` with ``preemptedBy`` if a
+    scheduled pod evicted it."""
+    rec: dict[str, Any] = {
+        "pod": pod.key,
+        "node": pod.node_name,
+        "status": BOUND_BEFORE,
+        "attempts": 0,
+    }
+    if pod.key in evicted:
+        rec["status"] = "Preempted"
+        rec["preemptedBy"] = evicted[pod.key]
+    return rec
 
 
 def result_record(res: SchedulingResult, evicted: dict[str, str]) -> dict[str, Any]:
@@ -226,7 +245,10 @@ def schedule(
         console.print(f"{placed}/{len(pending)} pods scheduled on {snapshot.num_nodes} nodes")
         return
     doc = {
-        "results": [result_record(r, evicted) for r in results],
+        "results": [
+            *(bound_record(p, evicted) for p in objects.pods if p.node_name),
+            *(result_record(r, evicted) for r in results),
+        ],
         "preempted": [{"pod": k, "by": v} for k, v in evicted.items()],
         "skipped": ignored,
         "gated": [p.key for p in gated],
