@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 from kubernetes import client
@@ -44,6 +45,7 @@ def serve(
     cfg = tmp_path / "sched.yaml"
     cfg.write_text(CONFIG)
     procs: list[subprocess.Popen[str]] = []
+    logs: list[IO[str]] = []
 
     def start(*flags: str, kubeconfig: Path | None = None) -> subprocess.Popen[str]:
         cmd = [str(BOSUN), "serve", "--kubeconfig", str(kubeconfig or control_plane.kubeconfig),
@@ -51,6 +53,7 @@ def serve(
         log = open(tmp_path / f"serve{len(procs)}.log", "w")  # noqa: SIM115
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
         procs.append(proc)
+        logs.append(log)
         return proc
 
     yield start
@@ -62,6 +65,8 @@ def serve(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+    for log in logs:
+        log.close()
 
 
 def node_name(core: client.CoreV1Api, name: str) -> str:
