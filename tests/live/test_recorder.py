@@ -247,3 +247,73 @@ def test_preempted_evicts_in_kube_order_and_reports_failures(
     assert recorder.wait_idle(5.0)
     assert failed == ["default/victim"]
     assert [p["metadata"]["name"] for p in fake_api.list("Pod")] == ["victim"]
+
+
+# (failures before the server answers, status of each failure, tries, Events expected, retries)
+RETRIES = [
+    pytest.param(0, None, 12, 1, 0, id="no-failure"),
+    pytest.param(3, None, 12, 1, 3, id="unanswered-retried-until-sent"),
+    pytest.param(11, None, 12, 1, 11, id="twelfth-try-still-sends"),
+    pytest.param(12, None, 12, 0, 11, id="gives-up-after-maxTriesPerEvent"),
+    pytest.param(1, 500, 12, 0, 0, id="answered-refusal-not-retried"),
+]
+
+
+@pytest.mark.parametrize(("failures", "status", "tries", "expected", "retries"), RETRIES)
+def test_scheduled_event_is_retried_as_client_go_does(
+    fake_api: FakeApiServer,
+    api_client: client.ApiClient,
+    monkeypatch: pytest.MonkeyPatch,
+    failures: int,
+    status: int | None,
+    tries: int,
+    expected: int,
+    retries: int,
+) -> None:
+    """client-go's recordToSink retries an Event the server did not answer, up to
+    maxTriesPerEvent = 12 tries, and gives up at once on a StatusError."""
+    import bosun.live.recorder as recorder_module
+    from bosun.live.client import ClusterError
+
+    real_call = recorder_module.call
+    left = [failures]
+
+    def flaky(api: object, verb: str, resource: str, *args: object, **kw: object) -> object:
+        if resource == "events" and left[0] > 0:
+            left[0] -= 1
+            raise ClusterError("connection refused", status)
+        return real_call(api, verb, resource, *args, **kw)
+
+    monkeypatch.setattr(recorder_module, "call", flaky)
+    rec = Recorder(api_client, instance="t", event_tries=tries, event_sleep_s=0.01)
+    try:
+        p = seeded(fake_api)
+        rec.scheduled(p, "n1")
+        assert rec.wait_idle(5.0)
+    finally:
+        rec.close(5.0)
+    assert len(events(fake_api, "p", "Scheduled")) == expected
+    assert rec.retries == retries
+    assert (rec.sent, rec.failures) == (expected, 1 - expected)
+
+
+def test_close_cuts_the_retry_sleep(
+    api_client: client.ApiClient, fake_api: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retry sleeping its 10 s does not hold close() beyond its bound."""
+    import time
+
+    import bosun.live.recorder as recorder_module
+    from bosun.live.client import ClusterError
+
+    def down(*_: object, **__: object) -> object:
+        raise ClusterError("connection refused")
+
+    monkeypatch.setattr(recorder_module, "call", down)
+    rec = Recorder(api_client, instance="t", event_sleep_s=10.0, seed=1)
+    rec.scheduled(seeded(fake_api), "n1")
+    time.sleep(0.2)
+    start = time.monotonic()
+    assert rec.close(3.0)
+    assert time.monotonic() - start < 3.0
+    assert rec.failures == 1

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import random
 import threading
 import time
 from collections import OrderedDict
@@ -243,6 +244,14 @@ class Recorder:
         instance: ``reportingInstance`` of the Events (the replica's identity).
         max_queued: requests waiting at most; beyond that new ones are dropped (logged).
         correlator: counts repeated Events (default: kube's 10-minute window, 4096 keys).
+        event_tries: attempts per Event when the API server does not answer (client-go
+            ``tools/record/event.go`` ``maxTriesPerEvent`` = 12).
+        event_sleep_s: seconds between attempts (client-go ``defaultSleepDuration`` =
+            10 s); the first sleep is a random fraction of it, as client-go's, so that
+            replicas do not retry in step. An answered refusal (an HTTP status) is not
+            retried, as client-go's ``recordEvent`` gives up on a ``StatusError``. After
+            :meth:`close` began, retries no longer sleep.
+        seed: seed of the random first sleep.
 
     Attributes:
         sent, failures, dropped: requests sent successfully, refused or failed, dropped.
@@ -255,7 +264,17 @@ class Recorder:
         instance: str = "",
         max_queued: int = 10_000,
         correlator: EventCorrelator | None = None,
+        event_tries: int = 12,
+        event_sleep_s: float = 10.0,
+        seed: int = 0,
     ) -> None:
+        if event_tries < 1 or event_sleep_s < 0:
+            raise ValueError(f"event_tries={event_tries}, event_sleep_s={event_sleep_s}")
+        self.event_tries = event_tries
+        self.event_sleep_s = event_sleep_s
+        self._rng = random.Random(seed)
+        self._closing = threading.Event()
+        self.retries = 0
         self.api_client = api_client
         self.correlator = correlator or EventCorrelator()
         self.instance = instance or COMPONENT
@@ -417,6 +436,7 @@ class Recorder:
             True when the thread ended in time.
         """
         deadline = time.monotonic() + timeout_s
+        self._closing.set()
         while True:
             try:
                 self._jobs.put(None, timeout=max(0.01, deadline - time.monotonic()))
@@ -441,7 +461,25 @@ class Recorder:
 
     def _event(self, pod: Pod, type_: str, reason: str, message: str, action: str) -> None:
         body = event_body(pod, type_, reason, message, action, self.instance)
-        self._submit(f"create events ({reason} {pod.key})", lambda: self._post_event(body))
+        self._submit(f"create events ({reason} {pod.key})", lambda: self._send_event(body))
+
+    def _send_event(self, body: Obj) -> None:
+        """:meth:`_post_event` with client-go's retries (``recordToSink``): up to
+        ``event_tries`` attempts while the server does not answer (``status`` None), the
+        first sleep ``random() * event_sleep_s``, the others ``event_sleep_s``."""
+        for attempt in range(1, self.event_tries + 1):
+            try:
+                self._post_event(body)
+                return
+            except ClusterError as e:
+                if e.status is not None or attempt == self.event_tries:
+                    raise
+                self.retries += 1
+                sleep = self.event_sleep_s
+                if attempt == 1:
+                    sleep *= self._rng.random()
+                _LOG.info("cannot write Event (%s), retrying in %.1f s", e, sleep)
+                self._closing.wait(sleep)
 
     def _post_event(self, body: Obj) -> None:
         """Create ``body``, or count it into the identical Event sent last (worker thread
