@@ -33,8 +33,10 @@ and its ``updatePod`` status patch do not hold up the scheduling loop either):
   (preconditioned on its uid), then the ``Preempted`` Event.
 
 One worker thread sends them in order from a bounded queue (kube's broadcaster drops
-events when its queue is full; here too, with a warning). Failures of the API are logged
-(logger ``bosun.live.recorder``) and dropped: reporting never fails scheduling.
+events when its queue is full; here too, with a warning). An Event the server did not
+answer is retried as client-go's ``recordToSink`` does (12 tries, 10 s apart, the first
+sleep a random fraction); other failures of the API are logged (logger
+``bosun.live.recorder``) and dropped: reporting never fails scheduling.
 :meth:`Recorder.close` sends what is queued (at most ``timeout_s``) and joins the thread.
 """
 
