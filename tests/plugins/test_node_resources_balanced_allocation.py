@@ -79,81 +79,98 @@ CASES: list[tuple[str, list[Node], list[Pod], Pod, dict[str, Any] | None, list[i
         # n1 (4 cpu, 10000): cpu 0.75, memory 0.5 -> std |0.75 - 0.5|/2 = 0.125
         #     -> (1 - 0.125)*100 = 87.5 -> 87
         # n2 (6 cpu, 10000): 0.5, 0.5 -> std 0 -> 100
+        # Both empty before (balance 100): n1 50 + (50 + 87 - 100)/2 = 50 + 18 = 68,
+        # n2 50 + (50 + 100 - 100)/2 = 75 (no change in balance).
         "two-resources",
         [make_node("n1", cpu="4", memory=10000), make_node("n2", cpu="6", memory=10000)],
         [],
         make_pod("p", cpu="3", memory=5000),
         None,
-        [87, 100],
+        [68, 75],
     ),
     (
         # Real requests, not the 100m / 200Mi defaults: the best-effort pod adds nothing,
         # the other bound pod 1000m / 1000 bytes. cpu (1000 + 1000)/4000 = 0.5,
         # memory (1000 + 4000)/10000 = 0.5 -> 100. (With non-zero defaults memory would be
-        # capped at 1 and the score 76.)
+        # capped at 1 and the score 76.) Before: cpu 0.25, memory 0.1 -> std 0.075 -> 92;
+        # 50 + (50 + 100 - 92)/2 = 50 + 29 = 79.
         "uses-real-requests",
         [make_node("n", cpu="4", memory=10000)],
         [make_pod("be", node_name="n"), make_pod("b", cpu="1", memory=1000, node_name="n")],
         make_pod("p", cpu="1", memory=4000),
         None,
-        [100],
+        [79],
     ),
     (
-        # cpu 2000/1000 capped at 1, memory 0.5 -> std 0.25 -> 75
+        # cpu 2000/1000 capped at 1, memory 0.5 -> std 0.25 -> 75; before 100:
+        # 50 + (50 + 75 - 100)/2 = 50 + 12 = 62
         "fraction-capped-at-one",
         [make_node("n", cpu="1", memory=10000)],
         [],
         make_pod("p", cpu="2", memory=5000),
         None,
-        [75],
+        [62],
     ),
     (
         # cpu 1000/4000 = 0.25, memory 5000/10000 = 0.5, foo 3/4 = 0.75; mean 0.5;
         # sum of squares 0.0625 + 0 + 0.0625 = 0.125; std = sqrt(0.125/3) = 0.2041
-        # -> (1 - 0.2041)*100 = 79.59 -> 79
+        # -> (1 - 0.2041)*100 = 79.59 -> 79; before 100: 50 + 29/2 = 64
         "three-resources-population-std",
         [make_node("n", cpu="4", memory=10000, extra={FOO: 4})],
         [],
         make_pod("p", cpu="1", memory=5000, extra={FOO: 3}),
         WITH_FOO,
-        [79],
+        [64],
     ),
     (
-        # foo configured but not requested: skipped -> 0.25 vs 0.5 -> std 0.125 -> 87
+        # foo configured but not requested: skipped -> 0.25 vs 0.5 -> std 0.125 -> 87;
+        # before 100 -> 50 + 37/2 = 68
         "extended-not-requested-skipped",
         [make_node("n", cpu="4", memory=10000, extra={FOO: 4})],
         [],
         make_pod("p", cpu="1", memory=5000),
         WITH_FOO,
-        [87],
+        [68],
     ),
     (
-        # foo requested but the node has none (allocatable 0): skipped -> 87
+        # foo requested but the node has none (allocatable 0): skipped -> 87 -> 68
         "node-without-resource-skipped",
         [make_node("n", cpu="4", memory=10000)],
         [],
         make_pod("p", cpu="1", memory=5000, extra={FOO: 3}),
         WITH_FOO,
-        [87],
+        [68],
     ),
     (
-        # A single fraction has std 0 -> 100
+        # A single fraction has std 0 -> 100, before and after: 75
         "single-resource",
         [make_node("n", cpu="4", memory=10000)],
         [],
         make_pod("p", cpu="1", memory=5000),
         {"resources": [{"name": "cpu", "weight": 1}]},
-        [100],
+        [75],
     ),
     (
         # Pod asks only for cpu: memory fraction 0/10000 = 0 still counts.
-        # cpu 2000/4000 = 0.5 -> std 0.25 -> 75
+        # cpu 2000/4000 = 0.5 -> std 0.25 -> 75; before 100 -> 62
         "zero-fraction-counts",
         [make_node("n", cpu="4", memory=10000)],
         [],
         make_pod("p", cpu="2"),
         None,
-        [75],
+        [62],
+    ),
+    (
+        # PR #135573's own min/max case: n1 holds a cpu-only pod (3000/3000: cpu 1,
+        # memory 0 -> std 0.5 -> 50); the memory-only pod fills its memory (1, 1 -> 100):
+        # 50 + (50 + 100 - 50)/2 = 100. n2 is empty (100) and ends at cpu 0, memory 1 (50):
+        # 50 + (50 + 50 - 100)/2 = 50.
+        "balance-restored-and-broken",
+        [make_node("n1", cpu="3", memory=5000), make_node("n2", cpu="3", memory=5000)],
+        [make_pod("c", cpu="3", node_name="n1")],
+        make_pod("p", memory=5000),
+        None,
+        [100, 50],
     ),
 ]
 
@@ -198,12 +215,22 @@ def test_score_without_pre_score() -> None:
     rows = np.arange(1, dtype=np.intp)
     # Best effort: kube's Score returns 0 when it has to compute the requests itself.
     assert list(plugin.score(CycleState(), make_pod("p"), snap, rows)) == [0]
-    # Otherwise the same as with PreScore: 0.75 vs 0.5 -> 87.
-    assert list(plugin.score(CycleState(), make_pod("q", cpu="3", memory=5000), snap, rows)) == [87]
+    # Otherwise the same as with PreScore: 0.75 vs 0.5 -> 87 after, 100 before -> 68.
+    assert list(plugin.score(CycleState(), make_pod("q", cpu="3", memory=5000), snap, rows)) == [68]
 
 
 def reference(node: Node, on_node: list[Pod], pod: Pod, names: list[str]) -> int:
-    """balancedResourceScorer for one node with plain Python floats."""
+    """The score of one node with plain Python floats and ints: the balance with and
+    without the pod, combined as kubernetes PR #135573 does."""
+    after = reference_balance(node, on_node, pod, names, with_pod=True)
+    before = reference_balance(node, on_node, pod, names, with_pod=False)
+    return 50 + int((50 + after - before) / 2)
+
+
+def reference_balance(
+    node: Node, on_node: list[Pod], pod: Pod, names: list[str], *, with_pod: bool
+) -> int:
+    """balancedResourceScore of one node, with or without the pod's requests."""
     fractions = []
     for name in names:
         want = pod.requests.get(name, 0)
@@ -212,7 +239,7 @@ def reference(node: Node, on_node: list[Pod], pod: Pod, names: list[str]) -> int
         alloc = node.allocatable.get(name, 0)
         if alloc == 0:
             continue
-        req = want + sum(p.requests.get(name, 0) for p in on_node)
+        req = (want if with_pod else 0) + sum(p.requests.get(name, 0) for p in on_node)
         fractions.append(min(req / alloc, 1.0))
     std = 0.0
     if len(fractions) == 2:

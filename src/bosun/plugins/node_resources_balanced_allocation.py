@@ -13,7 +13,15 @@ Extension points: PreScore, Score (no NormalizeScore).
 * Per resource the fraction ``requested / allocatable`` (float64), capped at 1.
 * ``std``: with two fractions ``|f1 - f2| / 2``; with more, the population standard
   deviation ``sqrt(sum((f - mean)^2) / n)``; with fewer, 0.
-* Score ``int64((1 - std) * 100)`` (truncated).
+* Balance of one state: ``int64((1 - std) * 100)`` (truncated), in 50..100 since a
+  fraction lies in [0, 1] and so ``std`` in [0, 0.5].
+* Score: the change in balance the pod causes, as current Kubernetes scores it
+  (kubernetes/kubernetes PR #135573, merged January 2026, first released in v1.36): with
+  ``after`` the balance with the pod's requests added and ``before`` the node's balance
+  without them, ``50 + (50 + after - before) / 2`` in Go int64 arithmetic. No change scores
+  75; a node the pod takes from fully balanced to fully imbalanced 50, the reverse 100.
+  Older releases scored ``after`` alone: the v1.24 kube-scheduler in ``../shared/k8s`` does,
+  so its BalancedAllocation scores differ from bosun's by design.
 * PreScore returns Skip when the pod requests none of the configured resources (a
   best-effort pod; kubernetes/kubernetes#129138), so the pod gets 0 from this plugin.
 
@@ -113,6 +121,24 @@ def balanced_resource_scores(requested: IntArray, allocatable: IntArray) -> IntA
     return np.trunc((1.0 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
 
 
+def balance_change_scores(after: IntArray, before: IntArray) -> IntArray:
+    """The score of the change in balance (kubernetes/kubernetes PR #135573).
+
+    ``MaxNodeScore/2 + (MaxNodeScore/2 + after - before) / 2`` with Go int64 division; the
+    numerator lies in 0..100 because both balances lie in 50..100, so floor division is Go's.
+
+    Args:
+        after: int64 (n,) :func:`balanced_resource_scores` with the pod's requests added.
+        before: int64 (n,) the same without them.
+
+    Returns:
+        int64 (n,) scores in 50..100.
+    """
+    half = MAX_NODE_SCORE // 2
+    out: IntArray = half + (half + after - before) // 2
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class PreScoreState:
     """What PreScore stores: the pod's requests for the configured resources (k,)."""
@@ -148,7 +174,7 @@ class NodeResourcesBalancedAllocation:
         return Status.success()
 
     def score(self, state: CycleState, pod: Pod, snapshot: Snapshot, nodes: IndexArray) -> IntArray:
-        """``(1 - std of the resource fractions) * 100`` for each node of ``nodes``."""
+        """The change in balance the pod causes on each node of ``nodes`` (module docstring)."""
         s = state.get(PRE_SCORE_STATE_KEY)
         if isinstance(s, PreScoreState):
             pod_requests = s.pod_requests
@@ -159,4 +185,8 @@ class NodeResourcesBalancedAllocation:
         requested, allocatable = allocation_matrices(
             snapshot, nodes, self.resources, pod_requests, use_requested=True
         )
-        return balanced_resource_scores(requested, allocatable)
+        after = balanced_resource_scores(requested, allocatable)
+        # the same resources without the pod: kube skips a column for both or for neither
+        without = np.where(allocatable > 0, requested - pod_requests[None, :], 0)
+        before = balanced_resource_scores(without, allocatable)
+        return balance_change_scores(after, before)
