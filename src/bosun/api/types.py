@@ -468,7 +468,8 @@ class Node:
     """A Node as the scheduler sees it.
 
     Attributes:
-        allocatable: ``status.allocatable`` in bosun units; ``pods`` defaults to 110.
+        allocatable: ``status.allocatable`` in bosun units; a node without ``pods`` takes no
+            pod (kube copies capacity only when allocatable is absent altogether).
             ``nvidia.com/gpu: k`` means ``k`` GPU devices of 1000 milli each.
         unschedulable: ``spec.unschedulable`` (cordoned).
     """

@@ -62,7 +62,6 @@ import numpy as np
 
 from bosun.api.types import (
     CPU,
-    DEFAULT_MAX_PODS,
     EPHEMERAL_STORAGE,
     GPU,
     GPU_MILLI,
@@ -743,13 +742,13 @@ class NodeResourcesFit:
                 return QueueingHint.QUEUE
             wanted = {r: int(v) for r, v in pod.requests.items() if v and r not in (GPU, GPU_MILLI)}
             wanted[PODS] = 1
-            alloc = {PODS: DEFAULT_MAX_PODS, **node.allocatable}
+            alloc = dict(node.allocatable)  # no pods count: no pod fits (api/manifest.py)
             if any(amount > int(alloc.get(r, 0)) for r, amount in wanted.items()):
                 return QueueingHint.QUEUE_SKIP
             before = event.old
             if not isinstance(before, Node):
                 return QueueingHint.QUEUE
-            prev = {PODS: DEFAULT_MAX_PODS, **before.allocatable}
+            prev = dict(before.allocatable)
             grew = any(int(alloc.get(r, 0)) > int(prev.get(r, 0)) for r in wanted)
             return QueueingHint.QUEUE if grew else QueueingHint.QUEUE_SKIP
         return QueueingHint.QUEUE
