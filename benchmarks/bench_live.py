@@ -38,7 +38,9 @@ import json
 import logging
 import multiprocessing
 import os
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -46,7 +48,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
+from kubernetes import client, config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -210,15 +212,240 @@ def run(scenario: str, n_nodes: int, n_pods: int, workers: int) -> dict[str, flo
         server.join(30)
 
 
+# --- --real: bosun serve beside the real kube-scheduler on the real kube-apiserver ----------
+
+SERVE_CONFIG = (
+    "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+    "profiles:\n  - schedulerName: bosun\n"
+)
+
+
+def real_node_status(i: int) -> tuple[Obj, Obj]:
+    """Node ``node-<i>`` (8 CPU, 32Gi, 110 pods) and the ``nodes/status`` patch that makes it
+    Ready: there is no kubelet, so the status is written as ``tests/live/real/conftest.py``
+    does."""
+    alloc = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    name = f"node-{i:05d}"
+    body = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+    }
+    status = {"status": {
+        "capacity": alloc, "allocatable": alloc,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+    }}  # fmt: skip
+    return body, status
+
+
+def real_pod(i: int, scheduler: str) -> Obj:
+    """Pending pod ``pod-<i>`` for ``scheduler``: 100m-500m CPU, 128Mi, image ``pause`` (the
+    real API server requires one). 5 pods of 500m fit on a node, so any ``P <= 16 N`` fits."""
+    cpu = f"{100 + 100 * (i % 5)}m"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"pod-{i:06d}", "namespace": "default"},
+        "spec": {
+            "schedulerName": scheduler,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": "pause",
+                            "resources": {"requests": {"cpu": cpu, "memory": "128Mi"}}}],
+        },
+    }  # fmt: skip
+
+
+def _bulk(fn: Any, items: range, threads: int = 16) -> None:
+    with ThreadPoolExecutor(threads) as ex:
+        list(ex.map(fn, items))
+
+
+class BindWatch:
+    """Watches the pods of ``default`` from ``resource_version`` and records, per pod, the
+    ``time.perf_counter()`` at which it was first seen with ``spec.nodeName`` set."""
+
+    def __init__(self, api: client.ApiClient, resource_version: str) -> None:
+        self.core = client.CoreV1Api(api)
+        self.rv = resource_version
+        self.bound: dict[str, float] = {}
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="bind-watch", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                resp = self.core.list_namespaced_pod(
+                    "default", watch=True, resource_version=self.rv, timeout_seconds=30,
+                    allow_watch_bookmarks=True, _preload_content=False,
+                )  # fmt: skip
+                for line in resp:
+                    ev = json.loads(line)
+                    obj = ev["object"]
+                    if ev["type"] == "ERROR":
+                        raise RuntimeError(f"pod watch: {obj.get('message')}")
+                    self.rv = obj["metadata"]["resourceVersion"]
+                    if obj.get("spec", {}).get("nodeName"):
+                        self.bound.setdefault(obj["metadata"]["name"], time.perf_counter())
+                    if self.stopped.is_set():
+                        break
+                resp.close()
+            except Exception as exc:  # a dropped watch is re-opened
+                if self.stopped.is_set():
+                    return
+                logging.warning("pod watch: %s; re-opening", exc)
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(35)
+
+
+def _scheduled_events(core: client.CoreV1Api) -> int:
+    """Pods with a ``Scheduled`` Event. events.k8s.io/v1 Events (kube-scheduler's) and core v1
+    Events (bosun's) are one stored resource served by both APIs, so the core list holds both
+    kinds; pods are counted once by ``involvedObject.name``."""
+    got = core.list_namespaced_event("default", field_selector="reason=Scheduled")
+    return len({e.involved_object.name for e in got.items})
+
+
+def run_real(which: str, n_nodes: int, n_pods: int, timeout_s: float) -> dict[str, float]:
+    """One scheduler (``kube`` or ``bosun``) on a fresh real control plane: seed ``n_nodes``
+    Ready nodes and ``n_pods`` pending pods, start the scheduler, time its binds.
+
+    Returns seconds from the scheduler's start to its first and last bind, pods/s, seconds
+    from the last bind until every pod has a Scheduled Event (NaN if not within 60 s),
+    and the seconds the creates took.
+
+    Raises:
+        SystemExit: the control plane is missing, or not every pod is bound in ``timeout_s``.
+    """
+    from tests.live.controlplane import ControlPlane, free_ports, k8s_dir, missing_parts
+
+    missing = missing_parts(k8s_dir())
+    if missing:
+        raise SystemExit(f"{k8s_dir()}: missing {', '.join(missing)} (set BOSUN_K8S_DIR)")
+    scheduler = "default-scheduler" if which == "kube" else "bosun"
+    ports = free_ports(3)
+    serve: subprocess.Popen[bytes] | None = None
+    with tempfile.TemporaryDirectory(prefix=f"bench-{which}-") as tmp, ControlPlane(
+        Path(tmp) / "k8s", *ports
+    ) as cp:
+        conf = client.Configuration()
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(cp.kubeconfig), client_configuration=conf
+        )
+        conf.connection_pool_maxsize = 32  # the 16 creating threads and the watch
+        api = client.ApiClient(conf)
+        core = client.CoreV1Api(api)
+        watch: BindWatch | None = None
+        try:
+            created = time.perf_counter()
+
+            def mk_node(i: int) -> None:
+                body, status = real_node_status(i)
+                core.create_node(body)
+                core.patch_node_status(body["metadata"]["name"], status)
+
+            _bulk(mk_node, range(n_nodes))
+            _bulk(lambda i: core.create_namespaced_pod("default", real_pod(i, scheduler)),
+                  range(n_pods))  # fmt: skip
+            create_s = time.perf_counter() - created
+            rv = core.list_namespaced_pod("default", limit=1).metadata.resource_version
+            watch = BindWatch(api, rv)
+            start = time.perf_counter()
+            if which == "kube":
+                cp.with_scheduler = True
+                cp.start()  # starts only the scheduler: etcd and the apiserver are alive
+            else:
+                cfg = Path(tmp) / "bosun.yaml"
+                cfg.write_text(SERVE_CONFIG)
+                bosun = Path(sys.executable).parent / "bosun"
+                log = open(Path(tmp) / "serve.log", "wb")  # noqa: SIM115
+                serve = subprocess.Popen(
+                    [str(bosun), "serve", "--kubeconfig", str(cp.kubeconfig), "--config",
+                     str(cfg), "--port", "0"],
+                    stdout=log, stderr=subprocess.STDOUT,
+                )  # fmt: skip
+            deadline = start + timeout_s
+            while len(watch.bound) < n_pods:
+                if time.perf_counter() > deadline:
+                    raise SystemExit(
+                        f"{which}: {len(watch.bound)}/{n_pods} pods bound after {timeout_s} s"
+                    )
+                if serve is not None and serve.poll() is not None:
+                    raise SystemExit(f"bosun serve exited {serve.returncode}: see its log")
+                time.sleep(0.05)
+            times = sorted(watch.bound.values())
+            last = times[-1]
+            events_s = float("nan")
+            while time.perf_counter() < last + 60:
+                if _scheduled_events(core) >= n_pods:
+                    events_s = time.perf_counter() - last
+                    break
+                time.sleep(0.2)
+            return {
+                "create_s": create_s,
+                "first_s": times[0] - start,
+                "last_s": last - start,
+                "rate": n_pods / (last - start),
+                "events_s": events_s,
+            }
+        finally:
+            if watch is not None:
+                watch.stop()
+            if serve is not None:
+                serve.terminate()
+                try:
+                    serve.wait(15)
+                except subprocess.TimeoutExpired:
+                    serve.kill()
+                    serve.wait()
+            api.close()
+
+
+def main_real(n_nodes: int, n_pods: int, timeout_s: float) -> None:
+    """Run kube-scheduler then bosun serve, each on its own fresh control plane, and print
+    the side-by-side table and the bosun/kube ratio of the rates."""
+    from rich.console import Console
+    from rich.table import Table
+
+    results = {which: run_real(which, n_nodes, n_pods, timeout_s) for which in ("kube", "bosun")}
+    table = Table(title=(
+        f"real kube-apiserver v1.24.0-alpha.1: {n_nodes} nodes, {n_pods} pending pods; "
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+    ))  # fmt: skip
+    for col in ("scheduler", "create s", "first bind s", "last bind s", "pods/s",
+                "Events after last bind s"):  # fmt: skip
+        table.add_column(col, justify="left" if col == "scheduler" else "right")
+    names = {"kube": "kube-scheduler v1.24.0-alpha.1", "bosun": "bosun serve"}
+    for which, r in results.items():
+        table.add_row(
+            names[which], f"{r['create_s']:.1f}", f"{r['first_s']:.2f}", f"{r['last_s']:.2f}",
+            f"{r['rate']:.0f}", f"{r['events_s']:.2f}",
+        )  # fmt: skip
+    console = Console(width=120)
+    console.print(table)
+    ratio = results["bosun"]["rate"] / results["kube"]["rate"]
+    console.print(f"bosun/kube rate ratio: {ratio:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=1000)
-    ap.add_argument("--pods", type=int, default=2000)
+    ap.add_argument("--pods", type=int, default=None, help="default 2000, 5000 with --real")
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=1, help="runs of each scenario")
     ap.add_argument("--scenario", choices=("backlog", "stream", "both"), default="both")
+    ap.add_argument("--real", action="store_true",
+                    help="bosun serve beside kube-scheduler on the real control plane")
+    ap.add_argument("--timeout", type=float, default=300.0, help="--real: s until all bound")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.real:
+        main_real(args.nodes, args.pods or 5000, args.timeout)
+        return
+    args.pods = args.pods or 2000
     load = os.getloadavg()[0]
     print(
         f"bosun serve vs the fake API server (own process): {args.nodes} nodes, {args.pods} "
