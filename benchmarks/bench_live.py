@@ -24,8 +24,22 @@ time. The server and the creators use the other process's CPU, so on a 2-CPU mac
 shared with other work the two processes still compete: the header prints the load
 average.
 
+``--real`` puts ``bosun serve`` beside the real kube-scheduler (v1.24.0-alpha.1) on the real
+kube-apiserver of ``$BOSUN_K8S_DIR`` (default ``../shared/k8s``, see its README), each on a
+fresh control plane (``tests/live/controlplane.py``), one after the other: ``--nodes`` Ready
+nodes (default 1000; written through ``nodes/status``, there is no kubelet) and ``--pods``
+pending pods (default 5000, 100m-500m CPU, all fit) are created from 16 threads; then the
+scheduler is started (``control-plane.sh start DIR --scheduler`` again, which starts only
+the parts not alive, or ``bosun serve --port 0`` as a subprocess) and a pod watch records
+when each pod is first seen bound. The table gives the seconds from the scheduler's start to
+the first and to the last bind, the rate ``P / (last bind - start)`` (start-up included, for
+both), the seconds from the last bind until every pod has a ``Scheduled`` Event (core v1 and
+events.k8s.io Events are one stored resource, listed through core v1), then the ratio
+bosun/kube of the rates. ``--timeout`` (default 300 s) bounds the wait for the binds.
+
 Usage: ``python benchmarks/bench_live.py [--nodes N] [--pods P] [--workers W]
-[--repeat R] [--scenario backlog|stream|both]``.
+[--repeat R] [--scenario backlog|stream|both]`` or
+``python benchmarks/bench_live.py --real [--nodes N] [--pods P] [--timeout S]``.
 """
 
 from __future__ import annotations
