@@ -21,6 +21,7 @@ Extension points: PreFilter, Filter, EnqueueExtensions.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -105,17 +106,14 @@ class NodeVolumeLimits:
         bad = np.zeros(snapshot.num_nodes, dtype=bool)
         for row, limits in limited.items():
             have = attached[row]
-            counts: dict[str, int] = {}
-            for handle, driver in new.items():
-                if handle not in have:
-                    counts[driver] = counts.get(driver, 0) + 1
+            adds = Counter(driver for handle, driver in new.items() if handle not in have)
+            current = Counter(have.values())
             # kube checks only the drivers the pod adds volumes of
-            for driver, count in counts.items():
-                if driver not in limits:
-                    continue
-                current = sum(1 for d in have.values() if d == driver)
-                if current + count > limits[driver]:
-                    bad[row] = True
+            bad[row] = any(
+                current[driver] + count > limits[driver]
+                for driver, count in adds.items()
+                if driver in limits
+            )
         return FilterResult.of(NodeFailure(ERR_REASON_MAX_VOLUME_COUNT, bad))
 
     def events_to_register(self) -> Iterable[str]:

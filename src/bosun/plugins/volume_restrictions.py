@@ -74,7 +74,7 @@ class VolumeRestrictions:
                 if entry is None or entry.pod.key == pod.key:
                     continue
                 other = entry.pod
-                if other.namespace == pod.namespace and rwop & set(other.pvc_claims):
+                if other.namespace == pod.namespace and not rwop.isdisjoint(other.pvc_claims):
                     return None, Status.unschedulable(ERR_REASON_RWOP_CONFLICT, resolvable=False)
         if not pod.inline_volumes:
             return None, Status.skip()
