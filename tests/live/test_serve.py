@@ -228,7 +228,9 @@ def test_two_replicas_with_leader_election_bind_each_pod_once(
     for i in range(20):
         assert binding_posts(fake_api, f"p{i}") == 1
     leader, standby = (a, b) if stats["a"] else (b, a)
-    assert standby.live.ready.is_set()
+    # the standby syncs its informers while it waits for the Lease (a loaded machine
+    # may finish that after the leader's binds)
+    wait_until(standby.live.ready.is_set, what="the standby's informers to sync")
     # the leader stops and releases the Lease; the standby takes over
     leader.stop()
     for i in range(5):
