@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,forecast,rl]'
+	$(BIN)/pip install --quiet -e '.[dev,forecast,rl,batch,explain,federation,workload]'
 	touch $(STAMP)
 
 ## run: install into .venv and run the main job: schedule the example manifests, then

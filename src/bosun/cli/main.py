@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from bosun.cli import batch, colocation, explain, federation, workload
 from bosun.cli.experiment import app as experiment_app
 from bosun.cli.forecast import app as forecast_app
 from bosun.cli.rl import app as rl_app
@@ -26,6 +27,9 @@ app.command(name="serve")(serve)
 app.add_typer(experiment_app, name="experiment")
 app.add_typer(rl_app, name="rl")
 app.add_typer(forecast_app, name="forecast")
+# each capability's module adds its own commands (heavy imports stay inside the commands)
+for _capability in (explain, batch, federation, colocation, workload):
+    _capability.register(app)
 
 
 @app.callback()
