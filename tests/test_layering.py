@@ -60,6 +60,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "bosun.twin": ("bosun.cli", "bosun.live", "bosun.rl"),
     "bosun.rl": ("bosun.cli", "bosun.live"),
     "bosun.live": ("bosun.cli", "bosun.twin", "bosun.rl"),
+    # the capabilities built on the core: any layer below them, never the CLI
+    "bosun.explain": ("bosun.cli",),
+    "bosun.batch": ("bosun.cli",),
+    "bosun.federation": ("bosun.cli",),
+    "bosun.colocation": ("bosun.cli",),
+    "bosun.workload": ("bosun.cli",),
 }
 
 

@@ -1,0 +1,1 @@
+"""bosun.batch: see docs/batch.md."""

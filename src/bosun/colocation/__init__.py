@@ -1,0 +1,1 @@
+"""bosun.colocation: see docs/colocation.md."""

@@ -1,0 +1,1 @@
+"""bosun.explain: see docs/explain.md."""

@@ -1,0 +1,1 @@
+"""bosun.federation: see docs/federation.md."""

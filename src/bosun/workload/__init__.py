@@ -1,0 +1,1 @@
+"""bosun.workload: see docs/workload.md."""
