@@ -1,10 +1,164 @@
-"""The ``bosun`` commands of the explain capability (being built: see docs/explain.md)."""
+"""The ``bosun`` commands of the explain capability: ``bosun why``, ``bosun policy`` and
+``bosun logs mine`` (see docs/why.md). Heavy imports stay inside the commands."""
 
 from __future__ import annotations
 
+import json
+import sys
+import tempfile
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+import yaml
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bosun.cli.common import ConfigOption, ContextOption, KubeconfigOption, fail
+from bosun.errors import BosunError
+
+if TYPE_CHECKING:
+    from bosun.explain.rca import Explanation
+
+
+class WhyFormat(StrEnum):
+    """``-o`` formats of ``bosun why``."""
+
+    TABLE = "table"
+    JSON = "json"
+    YAML = "yaml"
+
+
+def _print_explanation(ex: Explanation) -> None:
+    from bosun.explain.patch import patch_text
+
+    console = Console(highlight=False, soft_wrap=True)
+    if ex.status == "Scheduled":
+        console.print(f"{ex.pod} is schedulable: it is placed on [green]{ex.node}[/]")
+        return
+    console.print(f"[bold]{ex.pod}[/]: {ex.status}")
+    if ex.message:
+        console.print(escape(ex.message))
+    att = ex.attribution
+    if att is not None:
+        t = Table(title="Nodes by the first plugin that rejects them", header_style="bold")
+        t.add_column("Plugin", no_wrap=True)
+        t.add_column("Nodes", justify="right")
+        t.add_column("Reasons", ratio=1)
+        t.add_column("Examples")
+        for g in att.groups:
+            reasons = ", ".join(f"{n} {r}" for r, n in g.reasons.items())
+            t.add_row(g.plugin, str(len(g.rows)), escape(reasons), ", ".join(g.nodes[:3]))
+        console.print(t)
+        console.print(f"top cause: [bold]{att.top_cause}[/]")
+    if not ex.fixes:
+        console.print("[yellow]no single change found that makes the pod schedulable[/]")
+    for i, f in enumerate(ex.fixes, 1):
+        head = (
+            f"[bold]{i}. {escape(f.summary)}[/]  ({f.plugin}; unblocks {len(f.nodes)} "
+            f"node(s): {', '.join(f.nodes[:3])}; size {f.cost:.2f})"
+        )
+        console.print(head)
+        if f.patch:
+            console.print(f"   kubectl patch {f.target.split(' ')[0].lower()} ", end="")
+            console.print(escape(f"{f.target.split(' ', 1)[1]} --type=json -p '{patch_text(f.patch)}'"))
+            if f.source:
+                console.print(f"   [dim](or edit {f.source})[/]")
+        for doc in f.create:
+            console.print("   create:")
+            console.print(escape(yaml.safe_dump(doc, sort_keys=False)).rstrip())
+        for obj in f.delete:
+            console.print(f"   delete {obj}")
+    for plugin in ex.untried:
+        console.print(f"[dim]no automatic fix for {plugin}[/]")
+
+
+def why(
+    pod: Annotated[str | None, typer.Argument(help="Pod (namespace/name or name).")] = None,
+    nodes: Annotated[
+        list[Path] | None, typer.Option("--nodes", help="Node manifests (and bound pods).")
+    ] = None,
+    pods: Annotated[list[Path] | None, typer.Option("--pods", help="Pod/workload manifests.")] = None,
+    snapshot: Annotated[
+        list[Path] | None, typer.Option("--snapshot", help="A `bosun snapshot` file.")
+    ] = None,
+    run: Annotated[
+        Path | None, typer.Option("--run", help="A twin run folder (bosun simulate -o DIR).")
+    ] = None,
+    config: ConfigOption = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    output: Annotated[WhyFormat, typer.Option("-o", "--output", help="Output format.")] = (
+        WhyFormat.TABLE
+    ),
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed for score ties.")] = 0,
+    max_fixes: Annotated[int, typer.Option("--max-fixes", min=1, help="Fixes to show.")] = 8,
+) -> None:
+    """Why is POD pending, and which smallest changes would make it schedulable.
+
+    Inputs: `bosun schedule`'s --nodes/--pods/--config, a --snapshot file, a live cluster
+    (--kubeconfig), or a twin run (--run DIR, POD optional: every disruption). Every fix
+    is checked by re-running the scheduler's Filters on the patched objects. Exit code 2
+    on bad input or an unknown pod.
+    """
+    from bosun.explain import rca
+
+    try:
+        if run is not None:
+            rows = rca.explain_run(run, pod)
+            _emit_run(rows, output)
+            return
+        if pod is None:
+            raise BosunError("give the pod to explain (namespace/name or name)")
+        manifests = [*(nodes or []), *(pods or []), *(snapshot or [])]
+        with tempfile.TemporaryDirectory(prefix="bosun-why-") as tmp:
+            if kubeconfig is not None or (not manifests and context is not None):
+                manifests.append(_live_snapshot(kubeconfig, context, Path(tmp)))
+            if not manifests:
+                raise BosunError("give --nodes/--pods, --snapshot, --kubeconfig or --run")
+            inputs = rca.load_inputs(manifests, config)
+            ex = rca.explain_pod(inputs, pod, seed=seed, max_fixes=max_fixes)
+    except BosunError as e:
+        raise fail(str(e)) from None
+    if output == WhyFormat.TABLE:
+        _print_explanation(ex)
+    elif output == WhyFormat.JSON:
+        sys.stdout.write(json.dumps(ex.record(), indent=2) + "\n")
+    else:
+        sys.stdout.write(yaml.safe_dump(ex.record(), sort_keys=False))
+
+
+def _live_snapshot(kubeconfig: Path | None, context: str | None, tmp: Path) -> Path:
+    from bosun.live.client import connect
+    from bosun.live.snapshot import dump_cluster, write_snapshot
+
+    api_client = connect(kubeconfig, context)
+    with api_client:
+        objects = dump_cluster(api_client)
+    path = tmp / "live-snapshot.yaml"
+    write_snapshot(objects, path, header="bosun why: live snapshot")
+    return path
+
+
+def _emit_run(rows: list[dict[str, Any]], output: WhyFormat) -> None:
+    if output == WhyFormat.JSON:
+        sys.stdout.write(json.dumps({"disruptions": rows}, indent=2) + "\n")
+        return
+    if output == WhyFormat.YAML:
+        sys.stdout.write(yaml.safe_dump({"disruptions": rows}, sort_keys=False))
+        return
+    t = Table(title="Disruptions in the run", header_style="bold")
+    for col in ("Pod", "Outcome", "Cause", "Fault"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["pod"], r["outcome"], escape(r["cause"]), escape(r["fault"]))
+    Console().print(t)
+    if not rows:
+        Console().print("no disruption: every pod ran")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this capability's commands to the top-level ``bosun`` app (none yet)."""
-    del app
+    """Add ``bosun why``, ``bosun policy`` and ``bosun logs mine`` to the ``bosun`` app."""
+    app.command(name="why")(why)
