@@ -143,7 +143,7 @@ def test_scheduled_drops_a_queued_condition_patch(
     sent (kube patches before its next attempt, so a bound pod never gets it)."""
     p = seeded(fake_api)
     gate = threading.Event()
-    recorder._submit("block the worker", lambda: gate.wait(5.0))
+    recorder._submit("block the writer", lambda: gate.wait(5.0), p.key)
     recorder.failed_pod(p, "0/1 nodes are available: 1 Insufficient cpu.")
     recorder.scheduled(p, "n1")
     gate.set()
@@ -158,7 +158,7 @@ def test_only_the_newest_queued_condition_patch_is_sent(
 ) -> None:
     p = seeded(fake_api)
     gate = threading.Event()
-    recorder._submit("block the worker", lambda: gate.wait(5.0))
+    recorder._submit("block the writer", lambda: gate.wait(5.0), p.key)
     recorder.failed_pod(p, "first")
     recorder.failed_pod(p, "second")
     gate.set()
@@ -317,3 +317,84 @@ def test_close_cuts_the_retry_sleep(
     assert rec.close(3.0)
     assert time.monotonic() - start < 3.0
     assert rec.failures == 1
+
+
+# ----------------------------------------------------------------- several writers
+
+
+def test_writers_send_different_pods_in_parallel_and_one_pods_requests_in_order(
+    fake_api: FakeApiServer, api_client: client.ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pods on two writers: the first Event of each waits at a barrier of 2, which only
+    opens if both are being sent at once (one thread would time the barrier out). Each
+    pod's FailedScheduling Event still goes out before its Scheduled Event."""
+    import bosun.live.recorder as recorder_module
+
+    real_call = recorder_module.call
+    barrier = threading.Barrier(2, timeout=5.0)
+    sent: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def recording(api: object, verb: str, resource: str, *args: object, **kw: object) -> object:
+        body = kw.get("body")
+        if resource == "events" and isinstance(body, dict) and "involvedObject" in body:
+            name, reason = body["involvedObject"]["name"], body["reason"]
+            if reason == "FailedScheduling":
+                barrier.wait()  # BrokenBarrierError (a failure) if the writers are serial
+            with lock:
+                sent.append((name, reason))
+        return real_call(api, verb, resource, *args, **kw)
+
+    monkeypatch.setattr(recorder_module, "call", recording)
+    rec = Recorder(api_client, instance="t", writers=8)
+    names = ["p", "q"]
+    assert rec.writer_of("default/p") != rec.writer_of("default/q")  # else the test is void
+    try:
+        pods = [seeded(fake_api, n) for n in names]
+        for p in pods:
+            rec.failed_pod(p, "0/1 nodes are available: 1 Insufficient cpu.")
+        for p in pods:
+            rec.scheduled(p, "n1")
+        assert rec.wait_idle(10.0)
+    finally:
+        rec.close(5.0)
+    assert rec.failures == 0
+    for n in names:
+        assert [r for who, r in sent if who == n] == ["FailedScheduling", "Scheduled"], sent
+
+
+def test_a_full_writer_queue_drops_without_blocking(
+    fake_api: FakeApiServer, api_client: client.ApiClient
+) -> None:
+    """max_queued 2 on one writer, the writer busy: two more Events wait, the third is
+    dropped at once (counted), as client-go's broadcaster drops on a full channel."""
+    import time
+
+    rec = Recorder(api_client, instance="t", writers=1, max_queued=2)
+    gate = threading.Event()
+    try:
+        pods = [seeded(fake_api, n) for n in ("a", "b", "c")]
+        rec._submit("block the writer", lambda: gate.wait(5.0), pods[0].key)
+        time.sleep(0.1)  # the writer took the blocking job: the queue is empty again
+        start = time.monotonic()
+        for p in pods:
+            rec.scheduled(p, "n1")
+        assert time.monotonic() - start < 1.0  # never waits for the writer
+        assert rec.dropped == 1
+        gate.set()
+        assert rec.wait_idle(5.0)
+    finally:
+        gate.set()
+        rec.close(5.0)
+    got = sorted(e["involvedObject"]["name"] for e in fake_api.list("Event"))
+    assert got == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("writers", "max_queued"), [(0, 10), (1, 0)], ids=["no-writer", "no-queue"]
+)
+def test_recorder_refuses_sizes_out_of_range(
+    api_client: client.ApiClient, writers: int, max_queued: int
+) -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        Recorder(api_client, writers=writers, max_queued=max_queued)

@@ -248,8 +248,8 @@ def serve(
         if options.leader_elect:
             options.lease_config().check()
         api_client = connect(kubeconfig, context)
-        # room for the binding threads, the two watches, the recorder and the elector
-        api_client.configuration.connection_pool_maxsize = bind_workers + 8
+        # room for the binding threads, the watches, the recorder's writers and the elector
+        api_client.configuration.connection_pool_maxsize = options.connections()
         api_client = type(api_client)(api_client.configuration)
         with api_client:
             preflight(api_client, options)

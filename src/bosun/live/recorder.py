@@ -32,12 +32,28 @@ and its ``updatePod`` status patch do not hold up the scheduling loop either):
   the ``DisruptionTarget`` condition patched onto the victim, then its ``DELETE``
   (preconditioned on its uid), then the ``Preempted`` Event.
 
-One worker thread sends them in order from a bounded queue (kube's broadcaster drops
-events when its queue is full; here too, with a warning). An Event the server did not
-answer is retried as client-go's ``recordToSink`` does (12 tries, 10 s apart, the first
-sleep a random fraction); other failures of the API are logged (logger
-``bosun.live.recorder``) and dropped: reporting never fails scheduling.
-:meth:`Recorder.close` sends what is queued (at most ``timeout_s``) and joins the thread.
+``writers`` worker threads (default :data:`DEFAULT_WRITERS`, 8) send them. Each request
+goes to the writer of its pod (a CRC-32 of the pod's key; a preemption victim's requests go
+to its preemptor's writer), so the requests about one pod keep their order (a
+``PodScheduled=False`` patch before the pod's ``Scheduled`` Event; the preemptor's
+``nominatedNodeName`` before its victims' deletion) while different pods' requests go out
+in parallel. kube-scheduler's ``events.k8s.io`` broadcaster (client-go ``tools/events``)
+goes further: its ``recordToSink`` starts one goroutine per Event; a Python thread per
+Event would cost more than the request, so the writers are a fixed pool.
+
+Each writer has a bounded queue (``max_queued / writers`` requests, 10,000 in all by
+default). Queuing never blocks the scheduling loop: when a writer's queue is full, the new
+request is dropped, counted (:attr:`Recorder.dropped`) and logged at warning level, as
+client-go's broadcaster drops an Event when its watcher's channel (``maxQueuedEvents`` =
+1,000) is full (``watch.DropIfChannelFull``). At the measured rates (docs/live.md,
+"Measured") the queues stay far below their bound; they fill only while the API server
+is unreachable for longer than ``max_queued`` Events take to produce.
+
+An Event the server did not answer is retried as client-go's ``recordToSink`` does (12
+tries, 10 s apart, the first sleep a random fraction); other failures of the API are logged
+(logger ``bosun.live.recorder``) and dropped: reporting never fails scheduling.
+:meth:`Recorder.close` sends what is queued (at most ``timeout_s``, retry sleeps cut
+short) and joins the threads.
 """
 
 from __future__ import annotations
@@ -47,6 +63,7 @@ import queue
 import random
 import threading
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -61,6 +78,7 @@ from bosun.live.client import ClusterError, call
 
 __all__ = [
     "COMPONENT",
+    "DEFAULT_WRITERS",
     "EventCorrelator",
     "Recorder",
     "event_body",
@@ -72,6 +90,10 @@ _LOG = logging.getLogger("bosun.live.recorder")
 
 #: ``source.component`` and ``reportingComponent`` of bosun's Events.
 COMPONENT = "bosun-scheduler"
+
+#: Writer threads of a :class:`Recorder` (docs/live.md, "Measured": 8 keep up with the
+#: binding threads on the real API server).
+DEFAULT_WRITERS = 8
 
 Obj = dict[str, Any]
 
@@ -239,13 +261,18 @@ class EventCorrelator:
 
 
 class Recorder:
-    """Sends Events, ``PodScheduled`` conditions and victim deletions from one thread.
+    """Sends Events, ``PodScheduled`` conditions and victim deletions from ``writers``
+    threads, each pod's requests in order (module docstring).
 
     Args:
-        api_client: an official-client ``ApiClient``.
+        api_client: an official-client ``ApiClient`` (its connection pool should hold
+            ``writers`` connections besides the others' it serves).
         instance: ``reportingInstance`` of the Events (the replica's identity).
-        max_queued: requests waiting at most; beyond that new ones are dropped (logged).
-        correlator: counts repeated Events (default: kube's 10-minute window, 4096 keys).
+        max_queued: requests waiting at most, over all writers (each writer holds
+            ``ceil(max_queued / writers)``); beyond that new ones are dropped (logged).
+        writers: worker threads (at least 1).
+        correlator: counts repeated Events (default: kube's 10-minute window, 4096 keys);
+            shared by the writers under a lock.
         event_tries: attempts per Event when the API server does not answer (client-go
             ``tools/record/event.go`` ``maxTriesPerEvent`` = 12).
         event_sleep_s: seconds between attempts (client-go ``defaultSleepDuration`` =
@@ -253,10 +280,15 @@ class Recorder:
             replicas do not retry in step. An answered refusal (an HTTP status) is not
             retried, as client-go's ``recordEvent`` gives up on a ``StatusError``. After
             :meth:`close` began, retries no longer sleep.
-        seed: seed of the random first sleep.
+        seed: seed of the random first sleeps (writer ``i`` uses ``seed + i``).
 
     Attributes:
         sent, failures, dropped: requests sent successfully, refused or failed, dropped.
+        retries: Event attempts repeated because the server did not answer.
+
+    Raises:
+        ValueError: ``event_tries`` < 1, ``event_sleep_s`` < 0, ``writers`` < 1 or
+            ``max_queued`` < 1.
     """
 
     def __init__(
@@ -265,23 +297,34 @@ class Recorder:
         *,
         instance: str = "",
         max_queued: int = 10_000,
+        writers: int = DEFAULT_WRITERS,
         correlator: EventCorrelator | None = None,
         event_tries: int = 12,
         event_sleep_s: float = 10.0,
         seed: int = 0,
     ) -> None:
-        if event_tries < 1 or event_sleep_s < 0:
-            raise ValueError(f"event_tries={event_tries}, event_sleep_s={event_sleep_s}")
+        if event_tries < 1 or event_sleep_s < 0 or writers < 1 or max_queued < 1:
+            raise ValueError(
+                f"event_tries={event_tries}, event_sleep_s={event_sleep_s}, "
+                f"writers={writers}, max_queued={max_queued}: out of range"
+            )
         self.event_tries = event_tries
         self.event_sleep_s = event_sleep_s
-        self._rng = random.Random(seed)
+        self.writers = writers
+        self._rngs = [random.Random(seed + i) for i in range(writers)]
         self._closing = threading.Event()
+        self._corr_lock = threading.Lock()
+        self._local = threading.local()
+        self._count_lock = threading.Lock()
         self.retries = 0
         self.api_client = api_client
         self.correlator = correlator or EventCorrelator()
         self.instance = instance or COMPONENT
         self._core = client.CoreV1Api(api_client)
-        self._jobs: queue.Queue[tuple[str, Callable[[], object]] | None] = queue.Queue(max_queued)
+        per_writer = -(-max_queued // writers)
+        self._queues: list[queue.Queue[tuple[str, Callable[[], object]] | None]] = [
+            queue.Queue(per_writer) for _ in range(writers)
+        ]
         # pod key -> (uid, reason, message) of its last PodScheduled=False patch queued; the
         # uid tells a pod created again under the same name from the one before
         self._last_condition: dict[str, tuple[str, str, str]] = {}
@@ -294,8 +337,12 @@ class Recorder:
         self.sent = 0
         self.failures = 0
         self.dropped = 0
-        self._thread = threading.Thread(target=self._work, name="bosun-recorder", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._work, args=(i,), name=f"bosun-recorder-{i}", daemon=True)
+            for i in range(writers)
+        ]
+        for t in self._threads:
+            t.start()
 
     # ------------------------------------------------------------------ what to report
 
@@ -351,7 +398,7 @@ class Recorder:
                     if self._latest_failure.get(pod.key) == seq:
                         del self._latest_failure[pod.key]
 
-        self._submit(f"patch pods/status {pod.key}", patch)
+        self._submit(f"patch pods/status {pod.key}", patch, pod.key)
 
     def preempted(
         self,
@@ -420,7 +467,11 @@ class Recorder:
                     raise
             self._post_event(body)
 
-        if not self._submit(f"preempt {victim.key}", evict) and on_failed is not None:
+        # on the preemptor's writer: after its nominatedNodeName patch, as kube orders them
+        if (
+            not self._submit(f"preempt {victim.key}", evict, preemptor.key)
+            and on_failed is not None
+        ):
             on_failed(victim.key)
 
     def forget(self, pod_key: str) -> None:
@@ -432,38 +483,50 @@ class Recorder:
     # ------------------------------------------------------------------ lifecycle
 
     def close(self, timeout_s: float = 10.0) -> bool:
-        """Send what is queued (at most ``timeout_s``), then stop the thread.
+        """Send what is queued (at most ``timeout_s`` in all; retry sleeps end at once),
+        then stop the writer threads.
 
         Returns:
-            True when the thread ended in time.
+            True when every writer ended in time (everything queued was attempted).
         """
         deadline = time.monotonic() + timeout_s
         self._closing.set()
-        while True:
-            try:
-                self._jobs.put(None, timeout=max(0.01, deadline - time.monotonic()))
-                break
-            except queue.Full:
-                if time.monotonic() >= deadline:
+        for q in self._queues:
+            while True:
+                try:
+                    q.put(None, timeout=max(0.01, deadline - time.monotonic()))
                     break
-        self._thread.join(max(0.0, deadline - time.monotonic()))
-        if self._thread.is_alive():
-            _LOG.warning("recorder closed with %d request(s) unsent", self._jobs.qsize())
+                except queue.Full:
+                    if time.monotonic() >= deadline:
+                        break
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        alive = sum(t.is_alive() for t in self._threads)
+        if alive:
+            _LOG.warning(
+                "recorder closed with %d request(s) unsent (%d writer(s) still busy)",
+                self.queued(),
+                alive,
+            )
             return False
         return True
+
+    def queued(self) -> int:
+        """Requests queued or being sent, over all writers."""
+        return sum(q.unfinished_tasks for q in self._queues)
 
     def wait_idle(self, timeout_s: float = 10.0) -> bool:
         """Wait until every queued request was sent (for tests and benchmarks)."""
         deadline = time.monotonic() + timeout_s
-        while self._jobs.unfinished_tasks and time.monotonic() < deadline:
+        while self.queued() and time.monotonic() < deadline:
             time.sleep(0.01)
-        return not self._jobs.unfinished_tasks
+        return not self.queued()
 
     # ------------------------------------------------------------------ internals
 
     def _event(self, pod: Pod, type_: str, reason: str, message: str, action: str) -> None:
         body = event_body(pod, type_, reason, message, action, self.instance)
-        self._submit(f"create events ({reason} {pod.key})", lambda: self._send_event(body))
+        self._submit(f"create events ({reason} {pod.key})", lambda: self._send_event(body), pod.key)
 
     def _send_event(self, body: Obj) -> None:
         """:meth:`_post_event` with client-go's retries (``recordToSink``): up to
@@ -476,10 +539,11 @@ class Recorder:
             except ClusterError as e:
                 if e.status is not None or attempt == self.event_tries:
                     raise
-                self.retries += 1
+                with self._count_lock:
+                    self.retries += 1
                 sleep = self.event_sleep_s
                 if attempt == 1:
-                    sleep *= self._rng.random()
+                    sleep *= self._rngs[self._writer_index()].random()
                 _LOG.info("cannot write Event (%s), retrying in %.1f s", e, sleep)
                 self._closing.wait(sleep)
 
@@ -488,7 +552,10 @@ class Recorder:
         only; see :class:`EventCorrelator`)."""
         namespace = body["metadata"]["namespace"]
         key = event_key(body)
-        seen = self.correlator.observe(key)
+        # one key's Events are always on one writer (its pod's), so observe/created of a
+        # key never interleave; the lock guards the correlator's shared LRU
+        with self._corr_lock:
+            seen = self.correlator.observe(key)
         if seen is not None:
             name, count = seen
             patch = {"count": count, "lastTimestamp": body["lastTimestamp"]}
@@ -508,10 +575,10 @@ class Recorder:
                 )
                 return
             except ClusterError as e:
+                with self._corr_lock:
+                    self.correlator.forget(key)  # a 404: expired or deleted, create it again
                 if e.status != 404:
-                    self.correlator.forget(key)
                     raise
-                self.correlator.forget(key)  # expired or deleted: create it again
         self._release(
             call(
                 self.api_client,
@@ -523,7 +590,8 @@ class Recorder:
                 _preload_content=False,
             )
         )
-        self.correlator.created(key, body["metadata"]["name"])
+        with self._corr_lock:
+            self.correlator.created(key, body["metadata"]["name"])
 
     def _patch_pod_status(self, name: str, namespace: str, body: Obj) -> Any:
         """One strategic-merge PATCH of ``pods/status`` (the raw, unread response).
@@ -551,31 +619,47 @@ class Recorder:
             getattr(resp, "read", lambda: b"")()
             release()
 
-    def _submit(self, what: str, fn: Callable[[], object]) -> bool:
-        """Queue ``fn`` for the worker; False (logged, counted) when the queue is full."""
+    def writer_of(self, pod_key: str) -> int:
+        """The writer (0 .. ``writers - 1``) of the requests about ``pod_key``: CRC-32 of
+        the key modulo ``writers`` (the same in every process)."""
+        return zlib.crc32(pod_key.encode()) % self.writers
+
+    def _writer_index(self) -> int:
+        """The index of the calling writer thread (0 outside the writers)."""
+        return int(getattr(self._local, "index", 0))
+
+    def _submit(self, what: str, fn: Callable[[], object], pod_key: str) -> bool:
+        """Queue ``fn`` on the writer of ``pod_key``; never blocks. False (logged,
+        counted in :attr:`dropped`) when that writer's queue is full."""
         try:
-            self._jobs.put_nowait((what, fn))
+            self._queues[self.writer_of(pod_key)].put_nowait((what, fn))
             return True
         except queue.Full:
-            self.dropped += 1
+            with self._count_lock:
+                self.dropped += 1
             _LOG.warning("recorder queue full: dropping %s", what)
             return False
 
-    def _work(self) -> None:
+    def _work(self, index: int) -> None:
+        jobs = self._queues[index]
+        self._local.index = index
         while True:
-            job = self._jobs.get()
+            job = jobs.get()
             try:
                 if job is None:
                     return
                 what, fn = job
                 try:
                     self._release(fn())
-                    self.sent += 1
+                    with self._count_lock:
+                        self.sent += 1
                 except ClusterError as e:
-                    self.failures += 1
+                    with self._count_lock:
+                        self.failures += 1
                     _LOG.warning("cannot %s: %s", what, e)
                 except Exception:
-                    self.failures += 1
+                    with self._count_lock:
+                        self.failures += 1
                     _LOG.exception("cannot %s", what)
             finally:
-                self._jobs.task_done()
+                jobs.task_done()

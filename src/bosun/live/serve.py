@@ -23,7 +23,9 @@ Threads:
   requeues it with backoff (kube's ``handleBindingCycleError``: both go through the failure
   handler to backoffQ), with a ``FailedScheduling`` Event; a conflict is logged at info
   level (the informer will show who bound it), other errors as warnings;
-* one **recorder** thread (:class:`Recorder`): Events, ``PodScheduled`` patches, victims;
+* ``event_writers`` **recorder** threads (:class:`Recorder`): Events, ``PodScheduled``
+  patches, victims; each pod's requests in order, different pods' in parallel, queued
+  without ever blocking the scheduling thread (dropped, with a warning, when full);
 * with ``leader_elect``, one **leader elector** thread: only the leader schedules. The
   standby keeps its informers and snapshot current (kube's ``delayCacheUntilActive:
   false``) and is ready. A leader that loses the Lease stops, as kube-scheduler exits
@@ -85,7 +87,7 @@ from bosun.live.informer import (
 from bosun.live.leader import LeaderElectionConfig, LeaderElector
 from bosun.live.metrics import HealthServer, Heartbeat, SchedulerMetrics, event_check
 from bosun.live.rbac import check_permissions, required_permissions
-from bosun.live.recorder import Recorder
+from bosun.live.recorder import DEFAULT_WRITERS, Recorder
 from bosun.live.sync import ClusterSync
 from bosun.live.volume_binder import PreBinder
 from bosun.plugins.registry import in_tree_registry
@@ -121,6 +123,7 @@ class ServeOptions:
         lease_duration_s, renew_deadline_s, retry_period_s: the election's timing.
         identity: this replica's holder identity (default: ``<hostname>_<uuid>``).
         bind_workers: binding threads.
+        event_writers: the recorder's writer threads (Events, pod conditions, victims).
         shutdown_timeout_s: how long a stop waits for the bindings in flight, then for the
             recorder's queue.
         sync_timeout_s: how long to wait for the informers' first lists (0: no limit);
@@ -140,6 +143,7 @@ class ServeOptions:
     retry_period_s: float = 2.0
     identity: str = ""
     bind_workers: int = 16
+    event_writers: int = DEFAULT_WRITERS
     shutdown_timeout_s: float = 30.0
     sync_timeout_s: float = 120.0
     idle_wait_s: float = 0.2
@@ -148,6 +152,12 @@ class ServeOptions:
     port: int | None = None
     informer_settings: InformerSettings = field(default_factory=InformerSettings)
     seed: int = 0
+
+    def connections(self) -> int:
+        """Connections the API client's pool should hold: one per binding thread and
+        recorder writer, one per informer watch (7), the elector and a spare (urllib3
+        opens, and then discards, a new connection whenever its pool is exhausted)."""
+        return self.bind_workers + self.event_writers + 9
 
     def lease_config(self) -> LeaderElectionConfig:
         """The elector's configuration (checked by the elector)."""
@@ -268,7 +278,7 @@ class LiveScheduler:
 
     Args:
         api_client: an official-client ``ApiClient`` (its connection pool should hold
-            ``bind_workers`` + a few connections).
+            :meth:`ServeOptions.connections` connections).
         config: the scheduler configuration (profiles by schedulerName).
         options: leader election, workers, timeouts, health server.
         metrics: where attempts are counted (a new :class:`SchedulerMetrics` by default).
@@ -357,7 +367,7 @@ class LiveScheduler:
         ]
         prebind = PreBinder(self.api_client, lambda: self.scheduler.snapshot.volumes, self._post)
         binder = AsyncBinder(prebind.post, workers=opts.bind_workers, on_outcome=self._wake.set)
-        recorder = Recorder(self.api_client, instance=self.identity)
+        recorder = Recorder(self.api_client, instance=self.identity, writers=opts.event_writers)
         self.scheduler.use_bind_backend(prebind.backend(binder.bind_pod))
         if opts.port is not None:
             self.health = HealthServer(
