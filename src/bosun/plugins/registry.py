@@ -17,7 +17,9 @@ from bosun.framework.runtime import PluginClass, extension_points
 
 def in_tree_registry() -> dict[str, PluginClass]:
     """Every in-tree plugin by its kube name (a new dict each call)."""
+    from bosun.plugins.batch_resources import BatchResourceFit
     from bosun.plugins.best_fit import BestFit
+    from bosun.plugins.coscheduling import Coscheduling
     from bosun.plugins.default_binder import DefaultBinder
     from bosun.plugins.default_preemption import DefaultPreemption
     from bosun.plugins.dot_product import DotProduct
@@ -74,6 +76,8 @@ def in_tree_registry() -> dict[str, PluginClass]:
         FGD,
         LoadAwarePredictive,
         RLPolicy,
+        Coscheduling,
+        BatchResourceFit,
     ]
     return {c.name: c for c in classes}  # type: ignore[attr-defined]
 
