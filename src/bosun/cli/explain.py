@@ -63,7 +63,9 @@ def _print_explanation(ex: Explanation) -> None:
         console.print(head)
         if f.patch:
             console.print(f"   kubectl patch {f.target.split(' ')[0].lower()} ", end="")
-            console.print(escape(f"{f.target.split(' ', 1)[1]} --type=json -p '{patch_text(f.patch)}'"))
+            console.print(
+                escape(f"{f.target.split(' ', 1)[1]} --type=json -p '{patch_text(f.patch)}'")
+            )
             if f.source:
                 console.print(f"   [dim](or edit {f.source})[/]")
         for doc in f.create:
@@ -80,7 +82,9 @@ def why(
     nodes: Annotated[
         list[Path] | None, typer.Option("--nodes", help="Node manifests (and bound pods).")
     ] = None,
-    pods: Annotated[list[Path] | None, typer.Option("--pods", help="Pod/workload manifests.")] = None,
+    pods: Annotated[
+        list[Path] | None, typer.Option("--pods", help="Pod/workload manifests.")
+    ] = None,
     snapshot: Annotated[
         list[Path] | None, typer.Option("--snapshot", help="A `bosun snapshot` file.")
     ] = None,

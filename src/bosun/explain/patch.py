@@ -197,7 +197,11 @@ def read_documents(paths: Sequence[Path]) -> list[DocRef]:
             raise InputError([InputProblem(str(f), "", "", f"cannot read: {e}")]) from None
         i = 0
         for d in docs:
-            items = d.get("items") if isinstance(d, dict) and str(d.get("kind", "")).endswith("List") else None
+            items = (
+                d.get("items")
+                if isinstance(d, dict) and str(d.get("kind", "")).endswith("List")
+                else None
+            )
             for item in items if isinstance(items, list) else [d]:
                 if isinstance(item, dict):
                     out.append(DocRef(str(f), i, item))

@@ -158,10 +158,7 @@ def find_pod(objects: ClusterObjects, name: str) -> Pod:
         InputError: no such pod (the closest names are listed), or the name is ambiguous.
     """
     pods = objects.pods
-    if "/" in name:
-        hit = [p for p in pods if p.key == name]
-    else:
-        hit = [p for p in pods if p.name == name]
+    hit = [p for p in pods if (p.key if "/" in name else p.name) == name]
     if len(hit) == 1:
         return hit[0]
     if len(hit) > 1:
@@ -173,9 +170,7 @@ def find_pod(objects: ClusterObjects, name: str) -> Pod:
 
     close = difflib.get_close_matches(name, [p.key if "/" in name else p.name for p in pods], 3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    raise InputError(
-        [InputProblem("<args>", f"Pod {name}", "", f"no such pod in the input{hint}")]
-    )
+    raise InputError([InputProblem("<args>", f"Pod {name}", "", f"no such pod in the input{hint}")])
 
 
 # ---------------------------------------------------------------------------- the world
@@ -637,18 +632,17 @@ class _Explainer:
                         break
                     change.append((r, free))
             pods_col = snap.resource_index.get(PODS)
-            if pods_col is not None and snap.allocatable[row, pods_col] - snap.requested[
-                row, pods_col
-            ] < 1:
+            if (
+                pods_col is not None
+                and snap.allocatable[row, pods_col] - snap.requested[row, pods_col] < 1
+            ):
                 ok = False
             if ok and change:
                 key = tuple(sorted(change))
                 targets[key] = sum((pod.requests[r] - v) / pod.requests[r] for r, v in key)
         out = []
         for key, frac in sorted(targets.items(), key=lambda kv: kv[1])[:MAX_TRIES]:
-            words = ", ".join(
-                f"{r} {_fmt(r, pod.requests[r])} -> {_fmt(r, v)}" for r, v in key
-            )
+            words = ", ".join(f"{r} {_fmt(r, pod.requests[r])} -> {_fmt(r, v)}" for r, v in key)
             out.append(
                 _Edit(
                     "lower-request",
@@ -723,7 +717,9 @@ class _Explainer:
                 ptr = f"{base}/nodeSelectorTerms/{t}/matchExpressions/{j}"
                 if op == "In":
                     have = Counter(
-                        n.labels[key] for n in nodes if key in n.labels and n.labels[key] not in values
+                        n.labels[key]
+                        for n in nodes
+                        if key in n.labels and n.labels[key] not in values
                     )
                     for value, _ in have.most_common(2):
                         out.append(
@@ -732,7 +728,9 @@ class _Explainer:
                                 "NodeAffinity",
                                 f"allow {key} In [..., {value}] in required node affinity",
                                 COST["widen-node-affinity"],
-                                _const_ops([{"op": "add", "path": ptr + "/values/-", "value": value}]),
+                                _const_ops(
+                                    [{"op": "add", "path": ptr + "/values/-", "value": value}]
+                                ),
                             )
                         )
                 elif op == "NotIn":
@@ -972,7 +970,11 @@ class _Explainer:
             elif self.ref is not None:
                 ops = self._pod_ops(
                     [{"op": "add", "path": "/priorityClassName", "value": pc_name}]
-                    + ([{"op": "remove", "path": "/priority"}] if "priority" in self._spec() else [])
+                    + (
+                        [{"op": "remove", "path": "/priority"}]
+                        if "priority" in self._spec()
+                        else []
+                    )
                     + (
                         [{"op": "remove", "path": "/preemptionPolicy"}]
                         if "preemptionPolicy" in self._spec()
@@ -1072,7 +1074,7 @@ class _Explainer:
         )
 
     def _pairs(self, edits: Sequence[_Edit]) -> list[Fix]:
-        out = []
+        out: list[Fix] = []
         ranked = sorted(edits, key=lambda e: e.cost)
         tries = 0
         for i, a in enumerate(ranked):
@@ -1134,7 +1136,9 @@ def _lower_builder(
                 cut = min(need, have)
                 need -= cut
                 step = ensure_ops(
-                    doc, f"/containers/{i}/resources/requests/{escape_token(r)}", _fmt(r, have - cut)
+                    doc,
+                    f"/containers/{i}/resources/requests/{escape_token(r)}",
+                    _fmt(r, have - cut),
                 )
                 doc = apply_patch(doc, step)
                 ops += step
@@ -1171,7 +1175,9 @@ def _toleration_builder(
     return build
 
 
-def _new_node_doc(template: dict[str, Any], node: Node, pod: Pod, taken: set[str]) -> dict[str, Any]:
+def _new_node_doc(
+    template: dict[str, Any], node: Node, pod: Pod, taken: set[str]
+) -> dict[str, Any]:
     doc = copy.deepcopy(template)
     i = 1
     while f"{node.name}-new-{i}" in taken:
@@ -1357,7 +1363,9 @@ def explain_run(run_dir: Path, pod: str | None = None) -> list[dict[str, Any]]:
         raise InputError(
             [InputProblem(str(path), "header", ", ".join(sorted(missing)), "missing column")]
         )
-    rows = df.to_dict("records")
+    rows: list[dict[str, Any]] = [
+        {str(k): v for k, v in rec.items()} for rec in df.to_dict("records")
+    ]
     if pod is not None:
         rows = [r for r in rows if r["pod"] == pod or str(r["pod"]).split("/")[-1] == pod]
         if not rows:
