@@ -77,6 +77,10 @@ def load_trace(
             raise _error(text, "nodes_path applies to CSV, Parquet and manifest traces only")
         kwargs = {"seed": seed, **parse_synthetic_spec(args)}
         return synthetic_trace(**kwargs)
+    if name == "gan" and not isinstance(spec, Path):  # a generated trace (bosun.workload)
+        from bosun.workload.spec import load_gan_trace
+
+        return load_gan_trace(args, seed=seed)
     path = Path(spec)
     if not path.exists():
         raise _error(text, "no such file (and not openb[:variant] or synthetic[:args])")
