@@ -32,6 +32,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "bosun.plotting": (*_BASE, "bosun.plotting"),
     "bosun.tables": (*_BASE, "bosun.tables"),
     "bosun.api": (*_BASE, "bosun.api"),
+    "bosun.power": (*_BASE, "bosun.api", "bosun.power"),
     "bosun.framework": (*_BASE, "bosun.api", "bosun.framework"),
     "bosun.gpu": (*_BASE, "bosun.api", "bosun.framework", "bosun.gpu"),
     "bosun.forecast": (
@@ -50,6 +51,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "bosun.gpu",
         "bosun.tables",
         "bosun.forecast",
+        "bosun.power",
         "bosun.plugins",
         *RL_SERVING,
     ),

@@ -62,12 +62,13 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+import pandas as pd
 
 from bosun.api.types import CPU, GPU, PODS, Node, Pod
 from bosun.errors import BosunError, InputError, InputProblem
@@ -118,6 +119,9 @@ class EventKind(IntEnum):
     ARRIVAL = 4
     SCHEDULE = 5
     SAMPLE = 6
+    CONTROL_UP = 7  # a controller's action that adds capacity (a node healed, booted)
+    CONTROL_DOWN = 8  # a controller's action that takes capacity (a fault, an eviction)
+    TIMER = 9  # a controller's check that need not keep the run going (power-down, retries)
 
 
 PRIORITY: dict[EventKind, Priority] = {
@@ -128,6 +132,9 @@ PRIORITY: dict[EventKind, Priority] = {
     EventKind.ARRIVAL: Priority.ARRIVAL,
     EventKind.SCHEDULE: Priority.SCHEDULE,
     EventKind.SAMPLE: Priority.SAMPLE,
+    EventKind.CONTROL_UP: Priority.NODE_UP,
+    EventKind.CONTROL_DOWN: Priority.NODE_DOWN,
+    EventKind.TIMER: Priority.NODE_DOWN,
 }
 
 #: Events that come from the trace (or from a bind: completions). The default end of a
@@ -139,8 +146,50 @@ DRIVING = frozenset(
         EventKind.DELETION,
         EventKind.NODE_DOWN,
         EventKind.ARRIVAL,
+        EventKind.CONTROL_UP,
+        EventKind.CONTROL_DOWN,
     }
 )
+
+ControlAction = Callable[[float], bool]
+"""A controller's action at a time: ``action(time_s)`` returns whether it changed anything
+(then a scheduling pass and a sample follow at that time, as after a trace event)."""
+
+
+class Controller(Protocol):
+    """Something that acts on the twin besides the trace (faults, the energy model).
+
+    The simulator calls these hooks; every one is optional in spirit (return empty values).
+    """
+
+    #: time-series columns it adds (after :data:`TIMESERIES_COLUMNS`)
+    columns: tuple[str, ...]
+
+    def start(self, sim: Simulator) -> None:
+        """Schedule the first actions (``sim.at``); called once when the run starts."""
+
+    def values(self, time_s: float) -> tuple[float, ...]:
+        """One value per :attr:`columns` for the sample at ``time_s``."""
+
+    def finish(self, sim: Simulator, end_s: float) -> ControllerReport:
+        """What it adds to the result, once the run ended."""
+
+
+@dataclass
+class ControllerReport:
+    """A controller's part of a :class:`SimulationResult`.
+
+    Attributes:
+        pod_columns: extra pod-table columns, one value per record (pod-table row).
+        summary: extra summary keys.
+        meta: extra meta keys (JSON-able).
+        tables: extra tables, written as ``<name>.csv``.
+    """
+
+    pod_columns: dict[str, list[Any]] = field(default_factory=dict)
+    summary: dict[str, float] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
@@ -150,7 +199,8 @@ class Event:
     Attributes:
         kind: what it does; its :data:`PRIORITY` orders it among events at equal times.
         payload: a :class:`PodArrival` (ARRIVAL), the pod key (DELETION), the pod's
-            :class:`PodRecord` (COMPLETION), a :class:`NodeEvent` (NODE_UP/DOWN) or None.
+            :class:`PodRecord` (COMPLETION), a :class:`NodeEvent` (NODE_UP/DOWN), a
+            :data:`ControlAction` (CONTROL_UP/DOWN, TIMER) or None.
         cancelled: a cancelled event is popped and ignored (lazy deletion).
     """
 
@@ -413,6 +463,12 @@ class Simulator:
             so every row is exact. A positive value: at most one computation per this many
             simulated seconds, the last value carried in between (approximate: a row may
             be stale; the final sample is always exact).
+        controllers: actors besides the trace (:class:`bosun.twin.faults.FaultController`,
+            :class:`bosun.twin.energy.EnergyController`): they schedule their own actions
+            (``CONTROL_UP``/``CONTROL_DOWN`` keep the run going, ``TIMER`` does not), add
+            time-series columns, pod-table columns, summary keys and tables. A controller
+            may also set :attr:`bind_delay` (extra seconds before a bind lands),
+            :attr:`on_unschedulable` and :attr:`on_advance` hooks.
 
     Attributes:
         snapshot, scheduler, clock: the cluster state, the scheduling core and its clock,
@@ -441,6 +497,7 @@ class Simulator:
         decision_latency_s: float = 0.0,
         fragmentation_every_s: float | None = None,
         usage: UsageConfig | None = None,
+        controllers: Sequence[Controller] = (),
     ) -> None:
         if sample_every_s is not None and not (
             sample_every_s > 0 and math.isfinite(sample_every_s)
@@ -527,6 +584,126 @@ class Simulator:
         self._sample_k = 0  # index of the last regular sample (``sample_every_s``)
         self._busy_until = 0.0
         self._ran = False
+        self.controllers: tuple[Controller, ...] = tuple(controllers)
+        extra = tuple(c for ctl in self.controllers for c in ctl.columns)
+        if extra:
+            self.metrics.extra_columns = extra
+            self.metrics.extra_values = self._controller_values
+        #: ``bind_delay(node_name, time_s)``: extra simulated seconds before a bind to that
+        #: node lands (``kubelet-slow``); None: none
+        self.bind_delay: Callable[[str, float], float] | None = None
+        #: called with ``(pod, time_s)`` after every unschedulable attempt
+        self.on_unschedulable: list[Callable[[Pod, float], None]] = []
+        #: ``on_advance(from_s, to_s)``: simulated time is about to move on (the state of
+        #: ``from_s`` held until ``to_s``)
+        self.on_advance: list[Callable[[float, float], None]] = []
+        #: bumped on every node change (added, removed, updated): caches keyed on it
+        self.node_epoch = 0
+
+    def _controller_values(self, time_s: float) -> tuple[float, ...]:
+        return tuple(v for ctl in self.controllers for v in ctl.values(time_s))
+
+    # ------------------------------------------------------------- controller API
+
+    def at(self, time_s: float, action: ControlAction, kind: EventKind) -> Event:
+        """Schedule a controller's ``action`` at ``time_s`` (``kind``: CONTROL_UP,
+        CONTROL_DOWN or TIMER); returns the event (for :meth:`cancel`)."""
+        if kind not in (EventKind.CONTROL_UP, EventKind.CONTROL_DOWN, EventKind.TIMER):
+            raise ValueError(f"not a controller event kind: {kind.name}")
+        event = Event(kind, action)
+        self._push(time_s, event)
+        return event
+
+    def cancel(self, event: Event | None) -> None:
+        """Cancel a scheduled event (a no-op for None or an event already cancelled)."""
+        self._cancel(event)
+
+    @property
+    def now(self) -> float:
+        """The simulated time of the event being processed, seconds."""
+        return self._heap.now
+
+    def record(self, key: str) -> PodRecord | None:
+        """The current incarnation of pod ``key`` (None: never arrived)."""
+        return self._current.get(key)
+
+    def current_records(self) -> list[PodRecord]:
+        """The current incarnation of every pod that arrived (one per pod key)."""
+        return list(self._current.values())
+
+    @property
+    def records(self) -> Sequence[PodRecord]:
+        """Every incarnation so far, in order (the pod table's rows)."""
+        return self._records
+
+    def update_node(self, node: Node) -> None:
+        """Replace a node's spec (taints, ``unschedulable``) and tell the queue
+        (``NodeUpdate``) and the metrics.
+
+        Raises:
+            SnapshotError: the node is not in the snapshot.
+        """
+        snap = self.snapshot
+        old = snap.nodes[snap.node_index[node.name]]
+        snap.update_node(node)
+        self.metrics.nodes_changed()
+        self.node_epoch += 1
+        self.scheduler.queue.move_all_to_active_or_backoff(ClusterEvent("NodeUpdate", old, node))
+
+    def node(self, name: str) -> Node | None:
+        """The node as the snapshot has it now (None: not in the cluster)."""
+        row = self.snapshot.node_index.get(name)
+        return None if row is None else self.snapshot.nodes[row]
+
+    def pods_on(self, node_name: str) -> list[Pod]:
+        """Pods bound to (or assumed on) ``node_name`` now."""
+        row = self.snapshot.node_index.get(node_name)
+        return [] if row is None else [bp.pod for bp in self.snapshot.pods.on(row)]
+
+    def remove_pod(self, key: str, outcome: str) -> PodRecord:
+        """Delete a bound pod (``PodDelete``) and end its incarnation with ``outcome``
+        (``Evicted``); a pod of :attr:`Trace.bound` gets a record first (arrival 0).
+
+        Raises:
+            KeyError: the pod is not bound.
+        """
+        entry = self.snapshot.pods.get(key)
+        if entry is None:
+            raise KeyError(key)
+        node_name = self.snapshot.node_names[entry.node_row]
+        self._gpu_node(node_name)
+        rec = self._current.get(key)
+        if rec is None:  # a pod bound at time 0 (Trace.bound): give it its row
+            pending = replace(entry.pod, node_name="")
+            rec = PodRecord(pod=pending, arrival=PodArrival(pending, 0.0), arrival_s=0.0)
+            rec.bound_s, rec.node, rec.outcome = 0.0, node_name, RUNNING
+            self._records.append(rec)
+            self._current[key] = rec
+        self.scheduler.delete_pod(key)
+        self._usage_end(key)
+        if rec.outcome == RUNNING:
+            self._end_running(rec, outcome)
+        return rec
+
+    def recreate(self, time_s: float, rec: PodRecord) -> PodRecord:
+        """A controller re-creates the pod of ``rec`` (a workload's replacement): a new
+        pending incarnation at ``time_s``, with the same key and arrival (its
+        ``departure_s`` still applies; a departure already past deletes it at once)."""
+        new = self._new_incarnation(time_s, rec.arrival, rec.pod)
+        dep = rec.arrival.departure_s
+        if dep is not None and dep <= time_s:
+            self._push(time_s, Event(EventKind.DELETION, rec.pod.key))
+        return new
+
+    def restart(self, rec: PodRecord, time_s: float) -> None:
+        """The pod of ``rec`` restarts in place at ``time_s`` (its node came back after a
+        crash): a ``duration_s`` pod's completion moves to ``time_s + duration_s``."""
+        duration = rec.arrival.duration_s
+        if rec.outcome != RUNNING or duration is None or rec.completion is None:
+            return
+        self._cancel(rec.completion)
+        rec.completion = Event(EventKind.COMPLETION, rec)
+        self._push(time_s + duration, rec.completion)
 
     def _set_providers(self, provider: TwinMetricsProvider | None) -> None:
         """Hand ``provider`` to every plugin that takes a metrics provider."""
@@ -607,6 +784,8 @@ class Simulator:
         for ev in self.trace.node_events:
             kind = EventKind.NODE_DOWN if _event_order(ev) else EventKind.NODE_UP
             self._push(ev.time_s, Event(kind, ev))
+        for ctl in self.controllers:
+            ctl.start(self)
         self._request_pass(0.0)
         if self.sample_every_s is None:
             self._request_sample(0.0)
@@ -624,6 +803,9 @@ class Simulator:
                 break
             if until_s is None and t > heap.now and self._driving == 0 and self._settled():
                 break
+            if self.on_advance and t > heap.now:
+                for hook in self.on_advance:
+                    hook(heap.now, t)
             heap.pop()
             if event.cancelled:
                 continue
@@ -637,6 +819,9 @@ class Simulator:
                     last_progress = wall
                     self._progress(t, progress_end)
         end = until_s if until_s is not None else heap.now
+        if self.on_advance and end > heap.now:
+            for hook in self.on_advance:
+                hook(heap.now, end)
         if end > self.clock.now():
             self.clock.set(end)
         self.metrics.finish(end, self._counters_now())
@@ -691,6 +876,10 @@ class Simulator:
             self._request_pass(t)
         elif kind == EventKind.NODE_DOWN:
             self._node_down(t, event.payload)
+            self._request_pass(t)
+        elif kind in (EventKind.CONTROL_UP, EventKind.CONTROL_DOWN, EventKind.TIMER):
+            if not event.payload(t):
+                return  # nothing changed: no pass, no row
             self._request_pass(t)
         self._request_sample(t)
 
@@ -778,6 +967,8 @@ class Simulator:
         self._decisions_ms.append(rec.decision_ms)
         if res.code == Code.SUCCESS:
             bound = t + self.decision_latency_s
+            if self.bind_delay is not None and res.node_name:
+                bound += self.bind_delay(res.node_name, t)
             rec.outcome = RUNNING
             rec.bound_s = bound
             rec.node = res.node_name
@@ -794,6 +985,8 @@ class Simulator:
         else:
             self._failed += 1
             rec.message = res.message
+            for hook in self.on_unschedulable:
+                hook(res.pod, t)
         if res.victims:
             self.metrics.gpu_changed()  # victims of a bound pod may run anywhere
         for victim in res.victims:
@@ -807,6 +1000,7 @@ class Simulator:
 
     def _node_up(self, ev: NodeEvent) -> None:
         self.metrics.nodes_changed()
+        self.node_epoch += 1
         snap = self.snapshot
         queue = self.scheduler.queue
         row = snap.node_index.get(ev.node_name)
@@ -825,6 +1019,7 @@ class Simulator:
 
     def _node_down(self, t: float, ev: NodeEvent) -> None:
         self.metrics.nodes_changed()
+        self.node_epoch += 1
         snap = self.snapshot
         row = snap.node_index[ev.node_name]
         node = snap.nodes[row]
@@ -892,12 +1087,21 @@ class Simulator:
         if self.usage_tracker is not None:
             meta["metrics_interval_s"] = self.usage_tracker.interval
             meta["usage_predictor"] = getattr(self.usage_tracker.config.predictor, "name", "")
+        tables: dict[str, pd.DataFrame] = {}
+        for ctl in self.controllers:
+            part = ctl.finish(self, end)
+            for col, values in part.pod_columns.items():
+                pods[col] = values
+            summary.update(part.summary)
+            meta.update(part.meta)
+            tables.update(part.tables)
         return SimulationResult(
             name=f"{self.trace.name} · {config_name}",
             timeseries=timeseries,
             pods=pods,
             summary=summary,
             meta=meta,
+            tables=tables,
         )
 
 
@@ -925,6 +1129,9 @@ def simulate(
 __all__: Sequence[str] = (
     "DRIVING",
     "PRIORITY",
+    "ControlAction",
+    "Controller",
+    "ControllerReport",
     "Event",
     "EventHeap",
     "EventKind",

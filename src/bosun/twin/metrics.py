@@ -42,7 +42,7 @@ Formulas:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -150,6 +150,10 @@ class MetricsRecorder:
         self._frag_time: float | None = None
         #: fragmentation computations done (for benchmarks)
         self.fragmentation_calls = 0
+        #: columns a controller appends to every row (after TIMESERIES_COLUMNS)
+        self.extra_columns: tuple[str, ...] = ()
+        #: ``extra_values(time_s)``: one float per :attr:`extra_columns`
+        self.extra_values: Callable[[float], tuple[float, ...]] | None = None
 
     def _fragmentation(self, time_s: float, free_gpus: float, exact: bool) -> tuple[float, float]:
         """``(fragmentation, ratio)``, recomputed or carried forward (class docstring)."""
@@ -211,9 +215,18 @@ class MetricsRecorder:
         """Append one row of :data:`TIMESERIES_COLUMNS` for the state at ``time_s``."""
         alloc = self._allocation()
         frag, ratio = self._fragmentation(time_s, alloc.free_gpus, exact)
-        self._rows.append(
-            (time_s, alloc.cpu, alloc.memory, alloc.gpu, frag, ratio, *(float(c) for c in counters))
+        row = (
+            time_s,
+            alloc.cpu,
+            alloc.memory,
+            alloc.gpu,
+            frag,
+            ratio,
+            *(float(c) for c in counters),
         )
+        if self.extra_values is not None:
+            row += self.extra_values(time_s)
+        self._rows.append(row)
 
     @property
     def last_time(self) -> float | None:
@@ -232,7 +245,8 @@ class MetricsRecorder:
 
     def timeseries(self) -> pd.DataFrame:
         """The rows so far as a DataFrame with :data:`TIMESERIES_COLUMNS` (counts as int64)."""
-        df = pd.DataFrame(self._rows, columns=list(TIMESERIES_COLUMNS), dtype=np.float64)
+        columns = [*TIMESERIES_COLUMNS, *self.extra_columns]
+        df = pd.DataFrame(self._rows, columns=columns, dtype=np.float64)
         for col in TIMESERIES_COLUMNS[6:]:
             df[col] = df[col].astype(np.int64)
         return df

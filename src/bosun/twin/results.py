@@ -67,6 +67,11 @@ class SimulationResult:
             ``scheduled``, ``failed_attempts``, ``preempted``, ``unschedulable_at_end``,
             ``wall_s``.
         meta: what produced it (trace name, profile, seed, bosun version).
+        tables: extra tables of the controllers (``faults``: one row per fault), each
+            written as ``<name>.csv``.
+
+    Controllers (:mod:`bosun.twin.faults`, :mod:`bosun.twin.energy`) may append columns
+    after :data:`TIMESERIES_COLUMNS` and :data:`POD_COLUMNS`; those stay first, in order.
     """
 
     name: str
@@ -74,9 +79,11 @@ class SimulationResult:
     pods: pd.DataFrame
     summary: dict[str, float]
     meta: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def write(self, out_dir: Path) -> list[Path]:
-        """Write ``summary.json``, ``timeseries.csv`` and ``pods.csv`` into ``out_dir``.
+        """Write ``summary.json``, ``timeseries.csv``, ``pods.csv`` and one ``<name>.csv``
+        per extra table into ``out_dir``.
 
         Files are written to temporary names and renamed at the end, so an interrupted
         write never leaves a partial file under the final name. Summary values that are
@@ -97,6 +104,8 @@ class SimulationResult:
             out_dir / "timeseries.csv": self.timeseries.to_csv(index=False),
             out_dir / "pods.csv": self.pods.to_csv(index=False),
         }
+        for name, table in self.tables.items():
+            targets[out_dir / f"{name}.csv"] = table.to_csv(index=False)
         tmp_paths = []
         for path, text in targets.items():
             tmp = path.with_name(f".{path.name}.tmp")

@@ -1,0 +1,1202 @@
+"""Fault schedules for the twin, with Kubernetes' node-lifecycle semantics.
+
+A fault file is YAML in the shape Chaos Mesh users know (``examples/faults.yaml``)::
+
+    settings:                      # every key optional; defaults below
+      nodeMonitorGracePeriod: 50s  # kube-controller-manager --node-monitor-grace-period
+      defaultTolerationSeconds: 300
+      podsWithoutOwner: bare       # bare | owned
+      zones: 3                     # derived zones for nodes without a zone label
+      drainRetry: 5s               # kubectl drain's retry after a PDB refusal
+      podDisruptionBudgets: []     # {name, namespace, selector: {matchLabels}, minAvailable}
+    faults:
+      - name: zone-a-down
+        action: zone-outage        # node-crash | zone-outage | network-partition |
+                                   # node-drain | kubelet-slow | pod-kill
+        selector: {zone: zone-a}   # nodes: [..], labels: {..}, zone: ..; pod-kill also
+                                   # pods: [..], podLabels: {..}, namespaces: [..]
+        mode: all                  # one | all | fixed | fixed-percent | random-max-percent
+        value: 0                   # N for fixed, a percentage for the percent modes
+        at: 2h                     # Go duration after the first arrival, or a number:
+                                   # an absolute trace time in seconds
+        duration: 1h               # Go duration; absent: until the end of the run
+        delay: 10s                 # kubelet-slow only: extra seconds per bind
+
+Node lifecycle (kube-controller-manager's node lifecycle and taint-eviction controllers):
+
+* ``node-crash``: the kubelet stops at ``at``. Nothing changes for the scheduler until the
+  node-monitor grace period has passed without a heartbeat: then the node's ``Ready``
+  condition is ``Unknown`` and it gets the ``node.kubernetes.io/unreachable`` taint with
+  effects ``NoSchedule`` (TaintNodesByCondition) and ``NoExecute`` (taint-based eviction).
+  The grace period is 50 s (the default since Kubernetes v1.32; it was 40 s before:
+  ``--node-monitor-grace-period``, kube-controller-manager reference). The node-monitor
+  period (5 s) is not modelled: the taint lands exactly ``grace`` after the crash. Each pod
+  on the node is then evicted when its ``tolerationSeconds`` for that taint run out
+  (``getMinTolerationTime`` of the taint-eviction controller: the smallest
+  ``tolerationSeconds`` of the matching tolerations; none matching: at once; only
+  tolerations without seconds: never). The DefaultTolerationSeconds admission plugin gives
+  every pod without its own toleration for the taint ``tolerationSeconds: 300``. So an
+  ordinary pod is evicted ``50 + 300 = 350`` s after its node crashed.
+* Owned pods (``Pod.owner`` set, from a manifest's ``ownerReferences`` or a trace's
+  ``owner`` column, or the annotation ``bosun.io/owner``; or every pod with
+  ``podsWithoutOwner: owned``, which ``examples/faults.yaml`` sets for openb, whose rows are
+  the pods of PAI jobs but name no owner) come back as new pods at once, as a ReplicaSet or
+  Job controller creates a replacement for a pod being deleted; pods owned by a
+  ``StatefulSet/...`` come back only when the node heals (a StatefulSet waits for the old
+  pod to be gone, which an unreachable kubelet cannot confirm). Bare pods are lost.
+* When the fault ends, the kubelet posts status again: the taints go, pods still bound
+  there restart in place (a ``duration_s`` pod's run starts again), pending evictions are
+  cancelled.
+* ``zone-outage``: every node of the zone crashes at once. Nodes without a
+  ``topology.kubernetes.io/zone`` label (openb, the FGD traces) get a derived one:
+  ``zone-a``, ``zone-b``, ... by ``sha256(node name) mod zones`` (deterministic, independent
+  of node order; the labels are added only when the schedule names a zone).
+* ``network-partition``: the control plane loses the node: the same taints and evictions,
+  but the pods keep running (no restart at heal, the node keeps drawing power); a pod
+  evicted meanwhile is deleted from the API, so it is not counted twice when its
+  replacement runs elsewhere.
+* ``node-drain``: ``kubectl drain``: cordon, then evict every pod through the Eviction
+  API, which refuses an eviction that would take a PodDisruptionBudget below its desired
+  healthy count; refused pods are retried every ``drainRetry``. Bare pods are deleted (as
+  with ``--force``) and lost. At the end of ``duration`` the node is uncordoned.
+* ``kubelet-slow``: a bind to the node lands ``delay`` seconds late (its run starts then).
+* ``pod-kill``: the selected running pods are deleted at ``at``; owned ones come back.
+
+Recorded: the pod table's ``fault`` and ``fault_role`` (``disrupted``, ``restarted``,
+``replacement``, ``lost``) columns; the time series' ``nodes_down`` and ``disrupted_pods``
+(pods of disrupted workloads not running: on a crashed node, or a replacement still
+pending); ``faults.csv``, one row per fault (nodes, times, disrupted, evicted, recreated,
+lost, recovery time: from the fault's start until every disrupted workload runs again);
+summary keys ``fault_*``; ``meta["faults"]`` for the report's shaded bands. A fault that
+leaves no node does not hang the twin: pods wait, the run ends when the trace does, and
+``fault_no_node_s`` says how long no node was ready.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from bosun.api.types import LabelSelector, Node, Pod, PodDisruptionBudget, Taint, TaintEffect
+from bosun.errors import InputError, InputProblem
+from bosun.framework.snapshot import ZONE_LABEL
+from bosun.twin.engine import ControllerReport, EventKind
+from bosun.twin.trace import Trace
+
+if TYPE_CHECKING:
+    from bosun.twin.engine import Event, Simulator
+    from bosun.twin.metrics import PodRecord
+
+#: kube-controller-manager's ``--node-monitor-grace-period`` default since v1.32 (40 s before).
+NODE_MONITOR_GRACE_PERIOD_S = 50.0
+#: The DefaultTolerationSeconds admission plugin's default (``--default-unreachable-
+#: toleration-seconds`` and ``--default-not-ready-toleration-seconds``).
+DEFAULT_TOLERATION_SECONDS = 300
+#: kubectl drain's wait between two eviction attempts refused by a PDB (5 s).
+DRAIN_RETRY_S = 5.0
+#: Zones derived for nodes without a zone label.
+DEFAULT_ZONES = 3
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+OWNER_ANNOTATION = "bosun.io/owner"
+
+ACTIONS = (
+    "node-crash",
+    "zone-outage",
+    "network-partition",
+    "node-drain",
+    "kubelet-slow",
+    "pod-kill",
+)
+NODE_DOWN_ACTIONS = ("node-crash", "zone-outage", "network-partition")
+MODES = ("one", "all", "fixed", "fixed-percent", "random-max-percent")
+_SETTINGS = (
+    "nodeMonitorGracePeriod",
+    "defaultTolerationSeconds",
+    "podsWithoutOwner",
+    "zones",
+    "drainRetry",
+    "podDisruptionBudgets",
+)
+_FAULT_KEYS = ("name", "action", "selector", "mode", "value", "at", "duration", "delay")
+_NODE_SELECTOR_KEYS = ("nodes", "labels", "zone")
+_POD_SELECTOR_KEYS = ("pods", "podLabels", "namespaces")
+
+_UNIT_S = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_DURATION_RE = re.compile(r"([0-9]*\.?[0-9]*)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_go_duration(text: str) -> float:
+    """A Go duration (``time.ParseDuration``: ``300ms``, ``1h30m``, ``2.5s``, ``0``) in
+    seconds.
+
+    Raises:
+        ValueError: not a Go duration, or negative (a fault cannot last less than nothing).
+    """
+    s = text.strip()
+    if s in ("0", "+0", "-0"):
+        return 0.0
+    if s.startswith("-"):
+        raise ValueError(f"negative duration {text!r}")
+    s = s.removeprefix("+")
+    if not s:
+        raise ValueError(f"empty duration {text!r}")
+    pos, total = 0, 0.0
+    while pos < len(s):
+        m = _DURATION_RE.match(s, pos)
+        if m is None or m.group(1) in ("", "."):
+            raise ValueError(f"not a Go duration: {text!r} (e.g. 90s, 1h30m, 500ms)")
+        total += float(m.group(1)) * _UNIT_S[m.group(2)]
+        pos = m.end()
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """What a fault acts on: nodes by name, labels and zone; pods (``pod-kill``) by name,
+    labels and namespace, on the selected nodes."""
+
+    nodes: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    zone: str = ""
+    pods: tuple[str, ...] = ()
+    pod_labels: tuple[tuple[str, str], ...] = ()
+    namespaces: tuple[str, ...] = ()
+
+    def node_matches(self, node: Node) -> bool:
+        """Whether ``node`` is one of the selected nodes (every given criterion holds)."""
+        if self.nodes and node.name not in self.nodes:
+            return False
+        if self.zone and node.labels.get(ZONE_LABEL) != self.zone:
+            return False
+        return all(node.labels.get(k) == v for k, v in self.labels)
+
+    def pod_matches(self, pod: Pod) -> bool:
+        """Whether ``pod`` is selected (``pods`` names ``name`` or ``namespace/name``)."""
+        if self.pods and pod.name not in self.pods and pod.key not in self.pods:
+            return False
+        if self.namespaces and pod.namespace not in self.namespaces:
+            return False
+        return all(pod.labels.get(k) == v for k, v in self.pod_labels)
+
+    @property
+    def selects_nodes(self) -> bool:
+        """Whether any node criterion is given (pod-kill without one: pods anywhere)."""
+        return bool(self.nodes or self.labels or self.zone)
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSpec:
+    """One entry of the fault file, as written (times resolved by :func:`prepare`).
+
+    Attributes:
+        index: position in ``faults`` (for messages).
+        at_s: seconds; ``at_relative``: True for a Go duration (after the first arrival),
+            False for an absolute trace time.
+        duration_s: None: until the end of the run.
+        delay_s: ``kubelet-slow``'s extra seconds per bind.
+    """
+
+    index: int
+    name: str
+    action: str
+    selector: Selector
+    mode: str
+    value: float
+    at_s: float
+    at_relative: bool
+    duration_s: float | None
+    delay_s: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """``faults[i] (name)`` for messages."""
+        return f"faults[{self.index}] ({self.name})"
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSettings:
+    """The ``settings`` section (defaults: Kubernetes' own, see the module docstring)."""
+
+    node_monitor_grace_period_s: float = NODE_MONITOR_GRACE_PERIOD_S
+    default_toleration_seconds: int = DEFAULT_TOLERATION_SECONDS
+    pods_without_owner: str = "bare"
+    zones: int = DEFAULT_ZONES
+    drain_retry_s: float = DRAIN_RETRY_S
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSchedule:
+    """A parsed fault file."""
+
+    source: str
+    faults: tuple[FaultSpec, ...]
+    settings: FaultSettings = field(default_factory=FaultSettings)
+
+    @property
+    def uses_zones(self) -> bool:
+        """Whether a fault names a zone (then nodes without one get a derived zone)."""
+        return any(f.selector.zone for f in self.faults)
+
+
+# ------------------------------------------------------------------------------ loading
+
+
+def _pairs(
+    raw: object, obj: str, fld: str, problems: list[InputProblem], src: str
+) -> tuple[tuple[str, str], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        problems.append(InputProblem(src, obj, fld, "must map label keys to values"))
+        return ()
+    return tuple((str(k), str(v)) for k, v in raw.items())
+
+
+def _names(
+    raw: object, obj: str, fld: str, problems: list[InputProblem], src: str
+) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        return (raw,)
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        problems.append(InputProblem(src, obj, fld, "must be a list of names"))
+        return ()
+    return tuple(raw)
+
+
+def _duration(
+    raw: object, obj: str, fld: str, problems: list[InputProblem], src: str
+) -> float | None:
+    if isinstance(raw, bool) or raw is None:
+        problems.append(
+            InputProblem(src, obj, fld, f"must be a Go duration (e.g. 90s), got {raw!r}")
+        )
+        return None
+    if isinstance(raw, int | float):
+        if not math.isfinite(raw) or raw < 0:
+            problems.append(InputProblem(src, obj, fld, f"must be >= 0 seconds, got {raw}"))
+            return None
+        return float(raw)
+    try:
+        return parse_go_duration(str(raw))
+    except ValueError as e:
+        problems.append(InputProblem(src, obj, fld, str(e)))
+        return None
+
+
+def _selector(
+    raw: object, spec_obj: str, action: str, problems: list[InputProblem], src: str
+) -> Selector:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        problems.append(InputProblem(src, spec_obj, "selector", "must be a mapping"))
+        return Selector()
+    allowed = _NODE_SELECTOR_KEYS + (_POD_SELECTOR_KEYS if action == "pod-kill" else ())
+    for key in raw:
+        if key not in allowed:
+            problems.append(
+                InputProblem(
+                    src,
+                    spec_obj,
+                    f"selector.{key}",
+                    f"unknown field (known for {action}: {', '.join(allowed)})",
+                )
+            )
+    zone = raw.get("zone", "")
+    if not isinstance(zone, str):
+        problems.append(InputProblem(src, spec_obj, "selector.zone", "must be one zone name"))
+        zone = ""
+    sel = Selector(
+        nodes=_names(raw.get("nodes"), spec_obj, "selector.nodes", problems, src),
+        labels=_pairs(raw.get("labels"), spec_obj, "selector.labels", problems, src),
+        zone=zone,
+        pods=_names(raw.get("pods"), spec_obj, "selector.pods", problems, src),
+        pod_labels=_pairs(raw.get("podLabels"), spec_obj, "selector.podLabels", problems, src),
+        namespaces=_names(raw.get("namespaces"), spec_obj, "selector.namespaces", problems, src),
+    )
+    if action == "zone-outage" and not sel.zone:
+        problems.append(InputProblem(src, spec_obj, "selector.zone", "zone-outage needs a zone"))
+    elif action != "pod-kill" and not sel.selects_nodes:
+        problems.append(
+            InputProblem(src, spec_obj, "selector", "select nodes (nodes, labels or zone)")
+        )
+    elif action == "pod-kill" and not (
+        sel.selects_nodes or sel.pods or sel.pod_labels or sel.namespaces
+    ):
+        problems.append(
+            InputProblem(
+                src, spec_obj, "selector", "select pods (pods, podLabels, namespaces) or nodes"
+            )
+        )
+    return sel
+
+
+def _int_or_percent(raw: object) -> int | str | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int) and raw >= 0:
+        return raw
+    if isinstance(raw, str) and re.fullmatch(r"[0-9]+%", raw):
+        return raw
+    return None
+
+
+def _pdbs(raw: object, src: str, problems: list[InputProblem]) -> tuple[PodDisruptionBudget, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        problems.append(InputProblem(src, "settings", "podDisruptionBudgets", "must be a list"))
+        return ()
+    out: list[PodDisruptionBudget] = []
+    for i, item in enumerate(raw):
+        obj = f"settings.podDisruptionBudgets[{i}]"
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+            problems.append(InputProblem(src, obj, "name", "a PDB needs a name"))
+            continue
+        sel_raw = item.get("selector", {}) or {}
+        labels = sel_raw.get("matchLabels", {}) if isinstance(sel_raw, Mapping) else None
+        if not isinstance(labels, Mapping):
+            problems.append(
+                InputProblem(src, obj, "selector.matchLabels", "must map labels to values")
+            )
+            continue
+        min_a = item.get("minAvailable")
+        max_u = item.get("maxUnavailable")
+        if (min_a is None) == (max_u is None):
+            problems.append(
+                InputProblem(src, obj, "minAvailable/maxUnavailable", "give exactly one")
+            )
+            continue
+        value = _int_or_percent(min_a if min_a is not None else max_u)
+        if value is None:
+            problems.append(
+                InputProblem(
+                    src,
+                    obj,
+                    "minAvailable" if min_a is not None else "maxUnavailable",
+                    "an integer >= 0 or a percentage like 50%",
+                )
+            )
+            continue
+        selector = LabelSelector(match_labels=tuple((str(k), str(v)) for k, v in labels.items()))
+        out.append(
+            PodDisruptionBudget(
+                name=item["name"],
+                namespace=str(item.get("namespace", "default")),
+                selector=selector,
+                min_available=value if min_a is not None else None,
+                max_unavailable=value if max_u is not None else None,
+            )
+        )
+    return tuple(out)
+
+
+def _settings(raw: object, src: str, problems: list[InputProblem]) -> FaultSettings:
+    if raw is None:
+        return FaultSettings()
+    if not isinstance(raw, Mapping):
+        problems.append(InputProblem(src, "settings", "", "must be a mapping"))
+        return FaultSettings()
+    for key in raw:
+        if key not in _SETTINGS:
+            problems.append(
+                InputProblem(
+                    src, "settings", str(key), f"unknown setting (known: {', '.join(_SETTINGS)})"
+                )
+            )
+    out = FaultSettings()
+    if "nodeMonitorGracePeriod" in raw:
+        v = _duration(
+            raw["nodeMonitorGracePeriod"], "settings", "nodeMonitorGracePeriod", problems, src
+        )
+        if v is not None:
+            out = replace(out, node_monitor_grace_period_s=v)
+    if "drainRetry" in raw:
+        v = _duration(raw["drainRetry"], "settings", "drainRetry", problems, src)
+        if v is not None and v <= 0:
+            problems.append(InputProblem(src, "settings", "drainRetry", "must be > 0"))
+        elif v is not None:
+            out = replace(out, drain_retry_s=v)
+    if "defaultTolerationSeconds" in raw:
+        v_raw = raw["defaultTolerationSeconds"]
+        if isinstance(v_raw, bool) or not isinstance(v_raw, int) or v_raw < 0:
+            problems.append(
+                InputProblem(
+                    src,
+                    "settings",
+                    "defaultTolerationSeconds",
+                    f"must be an integer >= 0, got {v_raw!r}",
+                )
+            )
+        else:
+            out = replace(out, default_toleration_seconds=v_raw)
+    if "podsWithoutOwner" in raw:
+        v_raw = raw["podsWithoutOwner"]
+        if v_raw not in ("bare", "owned"):
+            problems.append(
+                InputProblem(src, "settings", "podsWithoutOwner", f"bare or owned, got {v_raw!r}")
+            )
+        else:
+            out = replace(out, pods_without_owner=v_raw)
+    if "zones" in raw:
+        v_raw = raw["zones"]
+        if isinstance(v_raw, bool) or not isinstance(v_raw, int) or not 1 <= v_raw <= 26:
+            problems.append(
+                InputProblem(src, "settings", "zones", f"an integer in 1..26, got {v_raw!r}")
+            )
+        else:
+            out = replace(out, zones=v_raw)
+    return replace(out, pdbs=_pdbs(raw.get("podDisruptionBudgets"), src, problems))
+
+
+def _fault(raw: object, i: int, src: str, problems: list[InputProblem]) -> FaultSpec | None:
+    obj = f"faults[{i}]"
+    if not isinstance(raw, Mapping):
+        problems.append(InputProblem(src, obj, "", "must be a mapping"))
+        return None
+    name = str(raw.get("name", f"{raw.get('action', 'fault')}-{i}"))
+    obj = f"faults[{i}] ({name})"
+    for key in raw:
+        if key not in _FAULT_KEYS:
+            problems.append(
+                InputProblem(src, obj, str(key), f"unknown field (known: {', '.join(_FAULT_KEYS)})")
+            )
+    n_before = len(problems)
+    action = raw.get("action")
+    if action not in ACTIONS:
+        problems.append(
+            InputProblem(
+                src, obj, "action", f"unknown action {action!r} (known: {', '.join(ACTIONS)})"
+            )
+        )
+        return None
+    selector = _selector(raw.get("selector"), obj, str(action), problems, src)
+    mode = raw.get("mode", "all")
+    if mode not in MODES:
+        problems.append(
+            InputProblem(src, obj, "mode", f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+        )
+    value_raw = raw.get("value", 0)
+    value = 0.0
+    if isinstance(value_raw, bool) or not isinstance(value_raw, int | float | str):
+        problems.append(InputProblem(src, obj, "value", f"must be a number, got {value_raw!r}"))
+    else:
+        try:
+            value = float(str(value_raw).rstrip("%"))
+        except ValueError:
+            problems.append(InputProblem(src, obj, "value", f"must be a number, got {value_raw!r}"))
+    if mode == "fixed" and not (value >= 1 and value == int(value)):
+        problems.append(
+            InputProblem(src, obj, "value", f"fixed needs a whole count >= 1, got {value_raw!r}")
+        )
+    if mode in ("fixed-percent", "random-max-percent") and not 0 < value <= 100:
+        problems.append(
+            InputProblem(
+                src, obj, "value", f"{mode} needs a percentage in (0, 100], got {value_raw!r}"
+            )
+        )
+    if "at" not in raw:
+        problems.append(InputProblem(src, obj, "at", "missing: when the fault starts"))
+        at_s, relative = None, True
+    else:
+        at_raw = raw["at"]
+        relative = not (isinstance(at_raw, int | float) and not isinstance(at_raw, bool))
+        at_s = _duration(at_raw, obj, "at", problems, src)
+    duration_s: float | None = None
+    if raw.get("duration") is not None:
+        duration_s = _duration(raw["duration"], obj, "duration", problems, src)
+        if duration_s is not None and duration_s <= 0:
+            problems.append(
+                InputProblem(src, obj, "duration", "must be > 0 (leave it out: until the end)")
+            )
+    delay_s = 0.0
+    if action == "kubelet-slow":
+        if raw.get("delay") is None:
+            problems.append(
+                InputProblem(src, obj, "delay", "kubelet-slow needs the extra bind delay")
+            )
+        else:
+            delay_s = _duration(raw["delay"], obj, "delay", problems, src) or 0.0
+    elif "delay" in raw:
+        problems.append(InputProblem(src, obj, "delay", "only kubelet-slow takes a delay"))
+    if len(problems) > n_before or at_s is None:
+        return None
+    return FaultSpec(
+        i, name, str(action), selector, str(mode), value, at_s, relative, duration_s, delay_s
+    )
+
+
+def parse_faults(data: object, source: str) -> FaultSchedule:
+    """A :class:`FaultSchedule` from a loaded YAML document.
+
+    Raises:
+        InputError: every problem, each naming the file, the entry (``faults[i] (name)``)
+            and the field.
+    """
+    problems: list[InputProblem] = []
+    if not isinstance(data, Mapping):
+        raise InputError([InputProblem(source, "document", "", "must be a mapping with `faults`")])
+    for key in data:
+        if key not in ("settings", "faults"):
+            problems.append(
+                InputProblem(
+                    source, "document", str(key), "unknown section (known: settings, faults)"
+                )
+            )
+    settings = _settings(data.get("settings"), source, problems)
+    raw_faults = data.get("faults")
+    faults: list[FaultSpec] = []
+    if not isinstance(raw_faults, list) or not raw_faults:
+        problems.append(InputProblem(source, "document", "faults", "must be a non-empty list"))
+    else:
+        names: dict[str, int] = {}
+        for i, raw in enumerate(raw_faults):
+            spec = _fault(raw, i, source, problems)
+            if spec is None:
+                continue
+            if spec.name in names:
+                problems.append(
+                    InputProblem(
+                        source, spec.label, "name", f"also the name of faults[{names[spec.name]}]"
+                    )
+                )
+            names[spec.name] = i
+            faults.append(spec)
+    if problems:
+        raise InputError(problems)
+    return FaultSchedule(source, tuple(faults), settings)
+
+
+def load_faults(path: Path) -> FaultSchedule:
+    """Read and check a fault file (:func:`parse_faults`).
+
+    Raises:
+        InputError: the file cannot be read, is not YAML, or has bad entries.
+    """
+    src = str(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise InputError(
+            [InputProblem(src, "file", "", f"cannot read: {e.strerror or e}")]
+        ) from None
+    except yaml.YAMLError as e:
+        raise InputError([InputProblem(src, "document", "", f"not valid YAML: {e}")]) from None
+    return parse_faults(data, src)
+
+
+# -------------------------------------------------------------------------- resolution
+
+
+def derived_zone(node_name: str, zones: int) -> str:
+    """``zone-a``, ``zone-b``, ...: ``sha256(node_name) mod zones`` (deterministic)."""
+    digest = hashlib.sha256(node_name.encode()).digest()
+    return f"zone-{chr(ord('a') + int.from_bytes(digest[:8], 'big') % zones)}"
+
+
+def with_zones(nodes: Sequence[Node], zones: int) -> list[Node]:
+    """``nodes``, each without a ``topology.kubernetes.io/zone`` label given a
+    :func:`derived_zone`."""
+    return [
+        n
+        if ZONE_LABEL in n.labels
+        else replace(n, labels={**n.labels, ZONE_LABEL: derived_zone(n.name, zones)})
+        for n in nodes
+    ]
+
+
+def _count(mode: str, value: float, n: int, rng: np.random.Generator) -> int:
+    """How many of ``n`` candidates a Chaos Mesh mode selects."""
+    if mode == "all":
+        return n
+    if mode == "one":
+        return min(1, n)
+    if mode == "fixed":
+        return min(int(value), n)
+    if mode == "fixed-percent":
+        return math.floor(n * value / 100.0)
+    # random-max-percent: a random percentage in [0, value], then floor
+    pct = int(rng.integers(0, int(value) + 1))
+    return math.floor(n * pct / 100.0)
+
+
+def choose(
+    mode: str, value: float, candidates: Sequence[str], rng: np.random.Generator
+) -> list[str]:
+    """The candidates a mode selects, in candidate order; ``rng`` picks which."""
+    k = _count(mode, value, len(candidates), rng)
+    if k >= len(candidates):
+        return list(candidates)
+    picked = sorted(rng.choice(len(candidates), size=k, replace=False).tolist())
+    return [candidates[i] for i in picked]
+
+
+@dataclass(slots=True)
+class _Fault:
+    """A fault resolved against the trace: its nodes and times, and what it did."""
+
+    spec: FaultSpec
+    start_s: float
+    end_s: float  # inf: until the end
+    nodes: list[str]
+    not_ready_s: float = math.nan
+    disrupted: set[str] = field(default_factory=set)
+    evicted: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    replacements: list[Any] = field(default_factory=list)  # PodRecord
+    restarted: list[str] = field(default_factory=list)
+    restart_s: float = math.nan
+    events: list[Any] = field(default_factory=list)  # Event
+    active: bool = False
+
+
+def prepare(
+    trace: Trace, schedule: FaultSchedule, *, seed: int = 0
+) -> tuple[Trace, FaultController]:
+    """Resolve ``schedule`` against ``trace``: derived zones (when a fault names a zone),
+    each fault's nodes (its mode, drawn with ``seed``) and absolute times.
+
+    Returns:
+        The trace to replay (with zone labels added where needed) and the controller to
+        hand to :class:`bosun.twin.engine.Simulator` (``controllers=[...]``).
+
+    Raises:
+        InputError: a selector that matches no node (or no pod, for pod-kill), and two
+            faults that act on one node at overlapping times.
+    """
+    src = schedule.source
+    problems: list[InputProblem] = []
+    nodes = (
+        with_zones(trace.nodes, schedule.settings.zones)
+        if schedule.uses_zones
+        else list(trace.nodes)
+    )
+    if schedule.uses_zones:
+        trace = replace(trace, nodes=nodes)
+    start = min((a.arrival_s for a in trace.arrivals), default=0.0)
+    pods = [a.pod for a in trace.arrivals] + list(trace.bound)
+    resolved: list[_Fault] = []
+    for spec in schedule.faults:
+        rng = np.random.default_rng([seed, spec.index])
+        at = start + spec.at_s if spec.at_relative else spec.at_s
+        end = at + spec.duration_s if spec.duration_s is not None else math.inf
+        matched = (
+            [n.name for n in nodes if spec.selector.node_matches(n)]
+            if spec.selector.selects_nodes
+            else []
+        )
+        if spec.selector.selects_nodes and not matched:
+            problems.append(
+                InputProblem(src, spec.label, "selector", "matches no node of the trace")
+            )
+            continue
+        if spec.action == "pod-kill":
+            if not any(spec.selector.pod_matches(p) for p in pods):
+                problems.append(
+                    InputProblem(src, spec.label, "selector", "matches no pod of the trace")
+                )
+                continue
+            resolved.append(_Fault(spec, at, end, matched))
+            continue
+        chosen = choose(spec.mode, spec.value, matched, rng)
+        if not chosen:
+            problems.append(
+                InputProblem(
+                    src,
+                    spec.label,
+                    "value",
+                    f"mode {spec.mode} with value {spec.value:g} selects none of the "
+                    f"{len(matched)} matching nodes",
+                )
+            )
+            continue
+        resolved.append(_Fault(spec, at, end, chosen))
+    node_faults = [f for f in resolved if f.spec.action != "pod-kill"]
+    for i, a in enumerate(node_faults):
+        for b in node_faults[i + 1 :]:
+            if a.start_s < b.end_s and b.start_s < a.end_s:
+                shared = sorted(set(a.nodes) & set(b.nodes))
+                if shared:
+                    more = f" and {len(shared) - 3} more" if len(shared) > 3 else ""
+                    problems.append(
+                        InputProblem(
+                            src,
+                            b.spec.label,
+                            "at",
+                            f"overlaps {a.spec.label} on node(s) {', '.join(shared[:3])}{more} "
+                            "(two faults on one node at once)",
+                        )
+                    )
+    if problems:
+        raise InputError(problems)
+    return trace, FaultController(schedule, resolved)
+
+
+# -------------------------------------------------------------------------- controller
+
+
+def _tolerates(pod: Pod, taint: Taint) -> list[int | None]:
+    """``tolerationSeconds`` of the pod's tolerations that match ``taint`` (kube's
+    ``ToleratesTaint``)."""
+    out: list[int | None] = []
+    for t in pod.tolerations:
+        if t.effect and t.effect != taint.effect.value:
+            continue
+        if t.key and t.key != taint.key:
+            continue
+        if not t.key and t.operator != "Exists":
+            continue
+        if t.operator != "Exists" and t.value != taint.value:
+            continue
+        out.append(t.toleration_seconds)
+    return out
+
+
+def eviction_delay_s(pod: Pod, default_seconds: int) -> float:
+    """Seconds after the ``unreachable:NoExecute`` taint until the pod is evicted.
+
+    DefaultTolerationSeconds first: a pod with no toleration of its own for the taint's
+    key and ``NoExecute`` (an empty key with ``Exists`` counts) gets one with
+    ``default_seconds``. Then the taint-eviction controller's ``getMinTolerationTime``:
+    no matching toleration: 0; the smallest ``tolerationSeconds`` (<= 0 counts as 0) of
+    the matching ones; only tolerations without seconds: ``inf`` (never).
+    """
+    taint = Taint(UNREACHABLE_TAINT, "", TaintEffect.NO_EXECUTE)
+    seconds = _tolerates(pod, taint)
+    own = any(
+        (t.key == UNREACHABLE_TAINT or (not t.key and t.operator == "Exists"))
+        and t.effect in ("", TaintEffect.NO_EXECUTE.value)
+        for t in pod.tolerations
+    )
+    if not own:
+        seconds.append(default_seconds)
+    if not seconds:
+        return 0.0
+    given = [s for s in seconds if s is not None]
+    if not given:
+        return math.inf
+    return float(max(0, min(given)))
+
+
+def _pdb_allows(pdb: PodDisruptionBudget, healthy: int, expected: int) -> bool:
+    """Whether one more disruption keeps the PDB's desired healthy count (the disruption
+    controller: ``disruptionsAllowed = currentHealthy - desiredHealthy``; a percentage of
+    the expected pods rounds up, as ``GetScaledValueFromIntOrPercent(..., true)``)."""
+
+    def scaled(v: int | str) -> int:
+        if isinstance(v, str):
+            return math.ceil(expected * int(v.rstrip("%")) / 100.0)
+        return v
+
+    if pdb.min_available is not None:
+        desired = scaled(pdb.min_available)
+    else:
+        assert pdb.max_unavailable is not None
+        desired = max(0, expected - scaled(pdb.max_unavailable))
+    return healthy - desired >= 1
+
+
+class FaultController:
+    """Plays a resolved fault schedule on a :class:`~bosun.twin.engine.Simulator` (see the
+    module docstring). Build it with :func:`prepare`."""
+
+    columns = ("nodes_down", "disrupted_pods")
+
+    def __init__(self, schedule: FaultSchedule, faults: list[_Fault]) -> None:
+        self.schedule = schedule
+        self.settings = schedule.settings
+        self.faults = faults
+        self._sim: Simulator | None = None
+        self._down: dict[str, _Fault] = {}  # node -> the node-down fault acting on it
+        self._crashed: set[str] = set()
+        self._slow: dict[str, float] = {}  # node -> extra bind seconds
+        self._evictions: dict[str, Event] = {}  # pod key -> its pending eviction
+        self._pending_replacements: list[Any] = []
+        self._roles: dict[int, tuple[str, str]] = {}  # id(PodRecord) -> (fault, role)
+        self._deferred: dict[
+            int, list[Any]
+        ] = {}  # id(fault) -> StatefulSet pods to re-create at heal
+        self.no_node_s = 0.0
+
+    # -------------------------------------------------------------------- hooks
+
+    def start(self, sim: Simulator) -> None:
+        """Schedule every fault's start and end."""
+        self._sim = sim
+        sim.bind_delay = self._bind_delay
+        sim.on_advance.append(self._advance)
+        for f in self.faults:
+            f.events.append(sim.at(f.start_s, partial(self._begin, f), EventKind.CONTROL_DOWN))
+            if math.isfinite(f.end_s) and f.spec.action != "pod-kill":
+                f.events.append(sim.at(f.end_s, partial(self._end, f), EventKind.CONTROL_UP))
+
+    def values(self, time_s: float) -> tuple[float, ...]:
+        """``nodes_down`` (kubelet stopped or partitioned now) and ``disrupted_pods``."""
+        sim = self._sim
+        assert sim is not None
+        snap = sim.snapshot
+        on_crashed = sum(
+            len(snap.pods.on_node[snap.node_index[n]])
+            for n in self._crashed
+            if n in snap.node_index
+        )
+        if self._pending_replacements:
+            self._pending_replacements = [
+                r for r in self._pending_replacements if r.outcome == "Pending"
+            ]
+        return float(len(self._down)), float(on_crashed + len(self._pending_replacements))
+
+    def _advance(self, from_s: float, to_s: float) -> None:
+        """Count the time with no ready node (every node tainted, cordoned or gone)."""
+        sim = self._sim
+        assert sim is not None
+        snap = sim.snapshot
+        if not self._down and snap.num_nodes > 0:
+            return
+        tainted = sum(
+            1
+            for n, f in self._down.items()
+            if n in snap.node_index and not math.isnan(f.not_ready_s)
+        )
+        if snap.num_nodes - tainted <= 0:
+            self.no_node_s += to_s - from_s
+
+    def _bind_delay(self, node: str, _t: float) -> float:
+        return self._slow.get(node, 0.0)
+
+    # ------------------------------------------------------------------ actions
+
+    def _owned(self, pod: Pod) -> bool:
+        return (
+            bool(pod.owner or pod.annotations.get(OWNER_ANNOTATION))
+            or self.settings.pods_without_owner == "owned"
+        )
+
+    def _begin(self, f: _Fault, t: float) -> bool:
+        sim = self._sim
+        assert sim is not None
+        f.active = True
+        action = f.spec.action
+        if action in NODE_DOWN_ACTIONS:
+            for name in f.nodes:
+                if sim.node(name) is None:
+                    continue
+                self._down[name] = f
+                keys = [p.key for p in sim.pods_on(name)]
+                f.disrupted.update(keys)
+                if action != "network-partition":
+                    self._crashed.add(name)
+            grace = self.settings.node_monitor_grace_period_s
+            f.events.append(sim.at(t + grace, partial(self._not_ready, f), EventKind.CONTROL_DOWN))
+            return True
+        if action == "kubelet-slow":
+            for name in f.nodes:
+                self._slow[name] = f.spec.delay_s
+            return False  # nothing the scheduler sees until the next bind
+        if action == "node-drain":
+            for name in f.nodes:
+                node = sim.node(name)
+                if node is not None and not node.unschedulable:
+                    sim.update_node(replace(node, unschedulable=True))
+            self._drain(f, t)
+            return True
+        return self._kill(f, t)
+
+    def _not_ready(self, f: _Fault, t: float) -> bool:
+        """Ready=Unknown after the grace period: the unreachable taints, then each pod's
+        eviction when its toleration runs out."""
+        sim = self._sim
+        assert sim is not None
+        if not f.active:
+            return False
+        f.not_ready_s = t
+        for name in f.nodes:
+            node = sim.node(name)
+            if node is None or self._down.get(name) is not f:
+                continue
+            taints = (
+                *node.taints,
+                Taint(UNREACHABLE_TAINT, "", TaintEffect.NO_SCHEDULE),
+                Taint(UNREACHABLE_TAINT, "", TaintEffect.NO_EXECUTE),
+            )
+            sim.update_node(replace(node, taints=taints))
+            for pod in sim.pods_on(name):
+                f.disrupted.add(pod.key)
+                delay = eviction_delay_s(pod, self.settings.default_toleration_seconds)
+                if math.isfinite(delay):
+                    ev = sim.at(
+                        t + delay,
+                        partial(self._evict, f, pod.key),
+                        EventKind.CONTROL_DOWN,
+                    )
+                    self._evictions[pod.key] = ev
+        return True
+
+    def _mark(self, rec: PodRecord, f: _Fault, role: str) -> None:
+        self._roles[id(rec)] = (f.spec.name, role)
+
+    def _take_down(self, f: _Fault, key: str, t: float, *, replace_now: bool) -> bool:
+        """Delete the bound pod ``key`` for fault ``f``; its owner re-creates it now (or,
+        ``replace_now`` False, when the node heals), a bare pod is lost."""
+        sim = self._sim
+        assert sim is not None
+        if sim.snapshot.pods.get(key) is None:
+            return False
+        rec = sim.remove_pod(key, "Evicted")
+        f.evicted.append(key)
+        f.disrupted.add(key)
+        if not self._owned(rec.pod):
+            self._mark(rec, f, "lost")
+            f.lost.append(key)
+            return True
+        self._mark(rec, f, "disrupted")
+        if replace_now or not rec.pod.owner.startswith("StatefulSet/"):
+            self._replace(f, rec, t)
+        else:
+            f.restarted.append(key)  # re-created at heal
+            self._deferred.setdefault(id(f), []).append(rec)
+        return True
+
+    def _replace(self, f: _Fault, rec: PodRecord, t: float) -> None:
+        sim = self._sim
+        assert sim is not None
+        dep = rec.arrival.departure_s
+        if dep is not None and dep <= t:
+            return  # the trace deleted it by now: nothing to re-create
+        new = sim.recreate(t, rec)
+        self._mark(new, f, "replacement")
+        f.replacements.append(new)
+        self._pending_replacements.append(new)
+
+    def _evict(self, f: _Fault, key: str, t: float) -> bool:
+        self._evictions.pop(key, None)
+        return self._take_down(f, key, t, replace_now=False)
+
+    def _end(self, f: _Fault, t: float) -> bool:
+        sim = self._sim
+        assert sim is not None
+        f.active = False
+        action = f.spec.action
+        if action == "kubelet-slow":
+            for name in f.nodes:
+                self._slow.pop(name, None)
+            return False
+        if action == "node-drain":
+            for name in f.nodes:
+                node = sim.node(name)
+                if node is not None and node.unschedulable:
+                    sim.update_node(replace(node, unschedulable=False))
+            return True
+        for name in f.nodes:
+            if self._down.get(name) is not f:
+                continue
+            del self._down[name]
+            crashed = name in self._crashed
+            self._crashed.discard(name)
+            node = sim.node(name)
+            if node is None:
+                continue
+            kept = tuple(x for x in node.taints if x.key != UNREACHABLE_TAINT)
+            if kept != node.taints:
+                sim.update_node(replace(node, taints=kept))
+            for pod in sim.pods_on(name):
+                ev = self._evictions.pop(pod.key, None)
+                sim.cancel(ev)
+                rec = sim.record(pod.key)
+                if crashed and rec is not None and pod.key in f.disrupted:
+                    sim.restart(rec, t)
+                    self._mark(rec, f, "restarted")
+                    f.restart_s = t
+        for rec in self._deferred.pop(id(f), []):
+            self._replace(f, rec, t)
+        return True
+
+    def _drain(self, f: _Fault, t: float) -> bool:
+        """Evict what the PDBs allow from the drained nodes; retry the rest later."""
+        sim = self._sim
+        assert sim is not None
+        if not f.active:
+            return False
+        pdbs = [*self.settings.pdbs, *sim.scheduler.pdbs]
+        blocked = False
+        changed = False
+        for name in f.nodes:
+            for pod in sim.pods_on(name):
+                covering = [
+                    p
+                    for p in pdbs
+                    if p.namespace == pod.namespace
+                    and p.selector is not None
+                    and p.selector.matches(pod.labels)
+                ]
+                if covering and not all(self._pdb_ok(p) for p in covering):
+                    blocked = True
+                    continue
+                changed |= self._take_down(f, pod.key, t, replace_now=True)
+        if blocked:
+            f.events.append(
+                sim.at(
+                    t + self.settings.drain_retry_s,
+                    partial(self._drain, f),
+                    EventKind.TIMER,
+                )
+            )
+        return changed
+
+    def _pdb_ok(self, pdb: PodDisruptionBudget) -> bool:
+        sim = self._sim
+        assert sim is not None
+        assert pdb.selector is not None
+        healthy = 0
+        expected = 0
+        for rec in sim.current_records():  # one per pod key
+            pod = rec.pod
+            if pod.namespace != pdb.namespace or not pdb.selector.matches(pod.labels):
+                continue
+            if rec.outcome in ("Running", "Pending"):
+                expected += 1
+                healthy += rec.outcome == "Running"
+        for pod in sim.trace.bound:
+            if (
+                sim.record(pod.key) is None
+                and pod.namespace == pdb.namespace
+                and pdb.selector.matches(pod.labels)
+            ):
+                expected += 1
+                healthy += sim.snapshot.pods.get(pod.key) is not None
+        return _pdb_allows(pdb, healthy, expected)
+
+    def _kill(self, f: _Fault, t: float) -> bool:
+        sim = self._sim
+        assert sim is not None
+        sel = f.spec.selector
+        rows = (
+            [sim.snapshot.node_index[n] for n in f.nodes if n in sim.snapshot.node_index]
+            if sel.selects_nodes
+            else None
+        )
+        entries = (
+            [bp.pod for r in rows for bp in sim.snapshot.pods.on(r)]
+            if rows is not None
+            else [e.pod for e in sim.snapshot.pods.entries if e is not None]
+        )
+        candidates = sorted(p.key for p in entries if sel.pod_matches(p))
+        rng = np.random.default_rng([sim.seed, f.spec.index, int(t)])
+        chosen = choose(f.spec.mode, f.spec.value, candidates, rng)
+        for key in chosen:
+            self._take_down(f, key, t, replace_now=True)
+        return bool(chosen)
+
+    # ------------------------------------------------------------------- report
+
+    def finish(self, sim: Simulator, end_s: float) -> ControllerReport:
+        """Pod-table columns, ``faults.csv``, summary keys and the report's bands."""
+        fault_col: list[str] = []
+        role_col: list[str] = []
+        for rec in sim.records:
+            name, role = self._roles.get(id(rec), ("", ""))
+            fault_col.append(name)
+            role_col.append(role)
+        rows = []
+        bands = []
+        for f in self.faults:
+            bound = [r.bound_s for r in f.replacements if not math.isnan(r.bound_s)]
+            unrecovered = sum(
+                1 for r in f.replacements if math.isnan(r.bound_s) and r.outcome == "Pending"
+            )
+            recovery = math.nan
+            if f.disrupted and not unrecovered:
+                times = [*bound, *([f.restart_s] if not math.isnan(f.restart_s) else [])]
+                recovery = (max(times) - f.start_s) if times else 0.0
+            end = min(f.end_s, end_s)
+            rows.append(
+                {
+                    "fault": f.spec.name,
+                    "action": f.spec.action,
+                    "nodes": len(f.nodes),
+                    "node_names": " ".join(f.nodes[:20]) + (" ..." if len(f.nodes) > 20 else ""),
+                    "start_s": f.start_s,
+                    "not_ready_s": f.not_ready_s,
+                    "end_s": f.end_s if math.isfinite(f.end_s) else math.nan,
+                    "disrupted_pods": len(f.disrupted),
+                    "evicted": len(f.evicted),
+                    "recreated": len(f.replacements),
+                    "rescheduled": len(bound),
+                    "lost": len(f.lost),
+                    "unrecovered": unrecovered,
+                    "recovery_s": recovery,
+                }
+            )
+            bands.append(
+                {
+                    "name": f.spec.name,
+                    "action": f.spec.action,
+                    "start_s": f.start_s,
+                    "end_s": end if f.start_s <= end_s else f.start_s,
+                }
+            )
+        table = pd.DataFrame(rows)
+        summary: dict[str, float] = {
+            "fault_count": float(len(self.faults)),
+            "fault_disrupted": float(table["disrupted_pods"].sum()) if len(table) else 0.0,
+            "fault_evicted": float(table["evicted"].sum()) if len(table) else 0.0,
+            "fault_lost": float(table["lost"].sum()) if len(table) else 0.0,
+            "fault_unrecovered": float(table["unrecovered"].sum()) if len(table) else 0.0,
+            "fault_recovery_max_s": float(table["recovery_s"].max())
+            if len(table) and table["recovery_s"].notna().any()
+            else math.nan,
+            "fault_no_node_s": self.no_node_s,
+        }
+        meta = {
+            "faults": bands,
+            "fault_file": self.schedule.source,
+            "node_monitor_grace_period_s": self.settings.node_monitor_grace_period_s,
+            "default_toleration_seconds": self.settings.default_toleration_seconds,
+        }
+        return ControllerReport(
+            {"fault": fault_col, "fault_role": role_col}, summary, meta, {"faults": table}
+        )
+
+
+__all__ = [
+    "ACTIONS",
+    "DEFAULT_TOLERATION_SECONDS",
+    "MODES",
+    "NODE_MONITOR_GRACE_PERIOD_S",
+    "UNREACHABLE_TAINT",
+    "FaultController",
+    "FaultSchedule",
+    "FaultSettings",
+    "FaultSpec",
+    "Selector",
+    "choose",
+    "derived_zone",
+    "eviction_delay_s",
+    "load_faults",
+    "parse_faults",
+    "parse_go_duration",
+    "prepare",
+    "with_zones",
+]
