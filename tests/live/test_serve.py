@@ -76,6 +76,23 @@ def test_pending_pods_are_bound_with_events(
     assert run.live.ready.is_set()
 
 
+def test_startup_phases_are_recorded_in_order(
+    fake_api: FakeApiServer, serve: Callable[..., Running]
+) -> None:
+    """The start-up record: each phase ends no earlier than the one before, all after the
+    process started (its age from /proc is positive) and by the time of the first bind."""
+    fake_api.create(node("n1"))
+    fake_api.create(pod("p0"))
+    run = serve()
+    wait_until(lambda: "first_bind" in run.live.startup, what="the first bind")
+    t = run.live.startup
+    phases = ["created", "run", "listed", "built", "first_cycle", "first_bind"]
+    assert list(t) == ["created", "run", "listed", "built", "first_cycle", "first_bind"]
+    values = [t[p] for p in phases]
+    assert values == sorted(values)
+    assert values[0] > 0.0
+
+
 def test_unschedulable_pod_gets_failed_scheduling_and_condition(
     fake_api: FakeApiServer, serve: Callable[..., Running]
 ) -> None:
@@ -379,36 +396,48 @@ LEASE_FLAGS = ["--leader-elect=true", "--leader-elect-resource-namespace=kube-sy
 RBAC_CASES = [
     # (denied (verb, resource), extra flags, lines the message must hold)
     pytest.param(
-        [("list", "pods")], [],
+        [("list", "pods")],
+        [],
         ['- list pods in API group "" in all namespaces (for the pod informer)'],
         id="list-pods",
     ),
     pytest.param(
-        [("create", "pods/binding")], [],
+        [("create", "pods/binding")],
+        [],
         ['- create pods/binding in API group "" in all namespaces (for binding pods'],
         id="create-binding",
     ),
     pytest.param(
-        [("delete", "pods"), ("patch", "events")], [],
-        ['- delete pods in API group "" in all namespaces (for evicting preemption victims)',
-         '- patch events in API group "" in all namespaces (for counting repeated Events)'],
+        [("delete", "pods"), ("patch", "events")],
+        [],
+        [
+            '- delete pods in API group "" in all namespaces (for evicting preemption victims)',
+            '- patch events in API group "" in all namespaces (for counting repeated Events)',
+        ],
         id="two-denied-both-named",
     ),
     pytest.param(
-        [("update", "leases")], LEASE_FLAGS,
-        ['- update leases "bosun-scheduler" in API group "coordination.k8s.io" in namespace '
-         '"kube-system" (for leader election)'],
+        [("update", "leases")],
+        LEASE_FLAGS,
+        [
+            '- update leases "bosun-scheduler" in API group "coordination.k8s.io" in namespace '
+            '"kube-system" (for leader election)'
+        ],
         id="update-lease",
     ),
     pytest.param(
-        [("watch", "nodes")], [],
+        [("watch", "nodes")],
+        [],
         ['- watch nodes in API group "" at the cluster scope (for the node informer)'],
         id="watch-nodes",
     ),
     pytest.param(
-        [("list", "poddisruptionbudgets")], [],
-        ['- list poddisruptionbudgets in API group "policy" in all namespaces (for the '
-         'PodDisruptionBudget informer)'],
+        [("list", "poddisruptionbudgets")],
+        [],
+        [
+            '- list poddisruptionbudgets in API group "policy" in all namespaces (for the '
+            "PodDisruptionBudget informer)"
+        ],
         id="list-pdbs",
     ),
 ]
@@ -426,8 +455,14 @@ def test_cli_denied_permissions_exit_2_naming_verb_resource_and_group(
         fake_api.forbid(verb, resource)
     res = CliRunner().invoke(
         app,
-        ["serve", "--kubeconfig", str(kubeconfig_for(tmp_path, fake_api.url)), "--port", "0",
-         *flags],
+        [
+            "serve",
+            "--kubeconfig",
+            str(kubeconfig_for(tmp_path, fake_api.url)),
+            "--port",
+            "0",
+            *flags,
+        ],
     )
     assert res.exit_code == 2, res.output
     assert f"error: the API server at {fake_api.url} does not allow bosun to:" in res.output
@@ -462,14 +497,21 @@ def test_cli_without_access_reviews_still_names_a_refused_list(
 ELECTION_CASES = [
     # (leaderElection in the file (None: no file), flags given, expected options)
     pytest.param(
-        None, {},
+        None,
+        {},
         (False, 15.0, 10.0, 2.0, "bosun-scheduler", "kube-system"),
         id="no-file-bosun-defaults",
     ),
     pytest.param(
-        {"leaderElect": True, "leaseDuration": "30s", "renewDeadline": "20s",
-         "retryPeriod": "4s", "resourceLock": "leases", "resourceName": "mine",
-         "resourceNamespace": "sched"},
+        {
+            "leaderElect": True,
+            "leaseDuration": "30s",
+            "renewDeadline": "20s",
+            "retryPeriod": "4s",
+            "resourceLock": "leases",
+            "resourceName": "mine",
+            "resourceNamespace": "sched",
+        },
         {},
         (True, 30.0, 20.0, 4.0, "mine", "sched"),
         id="file-is-honoured",
@@ -482,7 +524,8 @@ ELECTION_CASES = [
         id="flags-given-override-the-file",
     ),
     pytest.param(
-        {"renewDeadline": "500ms"}, {},
+        {"renewDeadline": "500ms"},
+        {},
         (False, 15.0, 0.5, 2.0, "bosun-scheduler", "kube-system"),
         id="absent-fields-keep-the-defaults",
     ),
@@ -499,25 +542,29 @@ def test_leader_election_comes_from_the_file_then_the_flags(
 
     raw = None if section is None else {"leaderElection": section}
     got = leader_election_options(raw, "sched.yaml", **flags)
-    keys = ("leader_elect", "lease_duration_s", "renew_deadline_s", "retry_period_s",
-            "lease_name", "lease_namespace")
+    keys = (
+        "leader_elect",
+        "lease_duration_s",
+        "renew_deadline_s",
+        "retry_period_s",
+        "lease_name",
+        "lease_namespace",
+    )
     assert tuple(got[k] for k in keys) == expected
 
 
 @pytest.mark.parametrize(
     ("section", "field"),
     [
-        pytest.param({"resourceLock": "endpoints"}, "leaderElection.resourceLock",
-                     id="endpoints-lock"),
-        pytest.param({"leaseDuration": "soon"}, "leaderElection.leaseDuration",
-                     id="bad-duration"),
+        pytest.param(
+            {"resourceLock": "endpoints"}, "leaderElection.resourceLock", id="endpoints-lock"
+        ),
+        pytest.param({"leaseDuration": "soon"}, "leaderElection.leaseDuration", id="bad-duration"),
         pytest.param({"leaderElect": "yes"}, "leaderElection.leaderElect", id="not-a-bool"),
         pytest.param([1], "leaderElection", id="not-a-mapping"),
     ],
 )
-def test_a_bad_leader_election_section_names_file_and_field(
-    section: object, field: str
-) -> None:
+def test_a_bad_leader_election_section_names_file_and_field(section: object, field: str) -> None:
     from bosun.cli.serve import leader_election_options
 
     with pytest.raises(InputError) as info:
@@ -525,29 +572,43 @@ def test_a_bad_leader_election_section_names_file_and_field(
     assert "sched.yaml" in str(info.value) and field in str(info.value)
 
 
-def test_cli_elects_as_the_configuration_file_says(
-    fake_api: FakeApiServer, tmp_path: Path
-) -> None:
+def test_cli_elects_as_the_configuration_file_says(fake_api: FakeApiServer, tmp_path: Path) -> None:
     """A kube-scheduler configuration with ``leaderElection.leaderElect: true`` and no
     flag: bosun stands for election on the file's Lease (here the denied update of that
     Lease, checked before the start, shows it)."""
     conf = tmp_path / "sched.yaml"
-    conf.write_text(yaml.safe_dump({
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "leaderElection": {"leaderElect": True, "resourceName": "from-file",
-                           "resourceNamespace": "kube-system"},
-        "profiles": [{"schedulerName": "bosun"}],
-    }))
+    conf.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "leaderElection": {
+                    "leaderElect": True,
+                    "resourceName": "from-file",
+                    "resourceNamespace": "kube-system",
+                },
+                "profiles": [{"schedulerName": "bosun"}],
+            }
+        )
+    )
     fake_api.forbid("update", "leases")
     res = CliRunner().invoke(
         app,
-        ["serve", "--kubeconfig", str(kubeconfig_for(tmp_path, fake_api.url)), "--port", "0",
-         "--config", str(conf)],
+        [
+            "serve",
+            "--kubeconfig",
+            str(kubeconfig_for(tmp_path, fake_api.url)),
+            "--port",
+            "0",
+            "--config",
+            str(conf),
+        ],
     )
     assert res.exit_code == 2, res.output
-    assert ('- update leases "from-file" in API group "coordination.k8s.io" in namespace '
-            '"kube-system" (for leader election)') in res.output
+    assert (
+        '- update leases "from-file" in API group "coordination.k8s.io" in namespace '
+        '"kube-system" (for leader election)'
+    ) in res.output
 
 
 def test_cli_bad_duration_exits_2(fake_api: FakeApiServer, tmp_path: Path) -> None:
@@ -624,17 +685,23 @@ PROFILE_CASES = [
     # (profiles section of the file, refused?, text of the message)
     pytest.param("profiles: []\n", True, "profiles: is an empty list", id="explicitly-empty"),
     pytest.param(
-        f"profiles:\n  - schedulerName: a\n    {NO_FILTERS}\n", True,
-        "every profile (a) has all Filter and Score plugins disabled", id="no-filter-no-score",
+        f"profiles:\n  - schedulerName: a\n    {NO_FILTERS}\n",
+        True,
+        "every profile (a) has all Filter and Score plugins disabled",
+        id="no-filter-no-score",
     ),
     pytest.param(
-        f"profiles:\n  - schedulerName: a\n    {NO_FILTERS}\n  - schedulerName: b\n", False, "",
+        f"profiles:\n  - schedulerName: a\n    {NO_FILTERS}\n  - schedulerName: b\n",
+        False,
+        "",
         id="one-usable-profile-is-enough",
     ),
     pytest.param("", False, "", id="absent-means-default-scheduler"),
     pytest.param(
         "profiles:\n  - schedulerName: a\n    plugins: {score: {disabled: [{name: '*'}]}}\n",
-        False, "", id="filters-without-scores",
+        False,
+        "",
+        id="filters-without-scores",
     ),
 ]
 
@@ -645,8 +712,7 @@ def test_configuration_with_no_usable_profile_is_refused(
 ) -> None:
     path = tmp_path / "sched.yaml"
     path.write_text(
-        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-        + profiles
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" + profiles
     )
     points = registry_points(in_tree_registry())
     cfg = load_configuration(path, points)

@@ -396,8 +396,17 @@ class Informer:
 
     def _list(self) -> tuple[list[Any], str]:
         """Every item of a paginated list and the list's resourceVersion; restarted when
-        the continue token expires (410) before the last page."""
+        the continue token expires (410) before the last page.
+
+        The informer's first list asks for ``resourceVersion=0``, as client-go's reflector
+        does: the API server answers from its watch cache, in one piece (it does not page
+        there), instead of reading etcd page by page; the watch from that version then
+        brings any change the cache had not seen yet. A page with a ``continue`` token
+        (a server that pages anyway) is followed without it. Every later list (after a
+        410 or a failed watch) is a consistent read from etcd, so that it never goes
+        back behind what the informer already delivered."""
         verb, resource = "list", self._spec.resource
+        first = not self._resource_version
         for attempt in range(self.settings.list_attempts):
             items: list[Any] = []
             token = ""
@@ -413,6 +422,8 @@ class Informer:
                         kwargs["field_selector"] = self.field_selector
                     if token:
                         kwargs["_continue"] = token
+                    elif first and attempt == 0:
+                        kwargs["resource_version"] = "0"
                     resp = call(self.api_client, verb, resource, self._list_fn, **kwargs)
                     page = _json_object(resp.data, f"the list of {resource}")
                     meta = page.get("metadata") or {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,11 @@ from bosun.live.client import ClusterError, call
 __all__ = ["Permission", "check_permissions", "required_permissions"]
 
 _LOG = logging.getLogger("bosun.live.rbac")
+
+Obj = dict[str, Any]
+
+#: SelfSubjectAccessReviews sent at once by :func:`check_permissions`.
+REVIEW_THREADS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +102,9 @@ def required_permissions(
             "list", "poddisruptionbudgets", group="policy", why="the PodDisruptionBudget informer"
         ),
         Permission(
-            "watch", "poddisruptionbudgets", group="policy",
+            "watch",
+            "poddisruptionbudgets",
+            group="policy",
             why="the PodDisruptionBudget informer",
         ),
         *(
@@ -113,7 +121,9 @@ def required_permissions(
         Permission("patch", "persistentvolumeclaims", why="PreBind: a claim's selected node"),
         Permission("create", "pods", subresource="binding", why="binding pods to nodes"),
         Permission(
-            "patch", "pods", subresource="status",
+            "patch",
+            "pods",
+            subresource="status",
             why="the PodScheduled condition, nominatedNodeName, DisruptionTarget",
         ),
         Permission("delete", "pods", why="evicting preemption victims"),
@@ -131,7 +141,8 @@ def required_permissions(
 
 
 def check_permissions(api_client: Any, permissions: Sequence[Permission]) -> list[Permission]:
-    """Ask the API server about each permission (one SelfSubjectAccessReview each).
+    """Ask the API server about each permission (one SelfSubjectAccessReview each, up to
+    :data:`REVIEW_THREADS` at once; the answers are read in ``permissions`` order).
 
     Returns:
         The permissions that were checked and allowed; ``[]`` when the server cannot
@@ -143,34 +154,40 @@ def check_permissions(api_client: Any, permissions: Sequence[Permission]) -> lis
             server cannot be reached.
     """
     api = client.AuthorizationV1Api(api_client)
-    denied: list[str] = []
-    allowed: list[Permission] = []
-    for perm in permissions:
+
+    def review(perm: Permission) -> Obj:
         body = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SelfSubjectAccessReview",
             "spec": {"resourceAttributes": perm.attributes()},
         }
+        resp: Any = call(
+            api_client,
+            "create",
+            "selfsubjectaccessreviews.authorization.k8s.io",
+            api.create_self_subject_access_review,
+            body=body,
+            _preload_content=False,
+        )
         try:
-            resp: Any = call(
-                api_client,
-                "create",
-                "selfsubjectaccessreviews.authorization.k8s.io",
-                api.create_self_subject_access_review,
-                body=body,
-                _preload_content=False,
-            )
-        except ClusterError as e:
-            if e.status in (403, 404):
-                _LOG.warning("cannot check bosun's permissions beforehand: %s", e)
-                return []
-            raise
-        try:
-            review = json.loads(resp.read() or b"{}")
+            got = json.loads(resp.read() or b"{}")
         finally:
             resp.release_conn()
-        status = review.get("status") if isinstance(review, dict) else None
-        status = status if isinstance(status, dict) else {}
+        status = got.get("status") if isinstance(got, dict) else None
+        return status if isinstance(status, dict) else {}
+
+    # the reviews are independent: sent from a few threads at once (start-up time)
+    try:
+        with ThreadPoolExecutor(max(1, min(REVIEW_THREADS, len(permissions)))) as pool:
+            statuses = list(pool.map(review, permissions))
+    except ClusterError as e:
+        if e.status in (403, 404):
+            _LOG.warning("cannot check bosun's permissions beforehand: %s", e)
+            return []
+        raise
+    denied: list[str] = []
+    allowed: list[Permission] = []
+    for perm, status in zip(permissions, statuses, strict=True):
         if status.get("allowed") is True:
             allowed.append(perm)
             continue

@@ -72,7 +72,10 @@ version replaces it once it is bound (the binding this scheduler wrote, or anyon
 API objects become bosun objects through the manifest loader, one at a time
 (:func:`node_from_api`, :func:`pod_from_api`, :func:`pdb_from_api`), so the API server's
 rules bosun checks are checked here too. A pod event that changes nothing the loader reads but
-``spec.nodeName`` (a Binding's echo) reuses the pod parsed from the previous event. An
+``spec.nodeName`` (a Binding's echo) reuses the pod parsed from the previous event, and
+a pod that differs from one parsed before only in its name and uid (the pods of one
+controller) is that pod renamed, as the loader expands a workload's template: the
+initial list of thousands of pods is parsed once per template, not once per pod. An
 object the loader rejects, or that does not fit the snapshot, is
 logged (logger ``bosun.live.sync``, with its name and the problems) and skipped, and the
 state bosun had for it is left as it was; :attr:`ClusterSync.skipped` lists them.
@@ -83,6 +86,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -112,6 +116,10 @@ VolumeObject = PersistentVolume | PersistentVolumeClaim | StorageClass | CSINode
 Obj = dict[str, Any]
 
 _LOG = logging.getLogger("bosun.live.sync")
+
+#: Pod templates :class:`ClusterSync` keeps (parsed pods that differ from others only in
+#: name and uid).
+TEMPLATES_KEPT = 1024
 
 #: The volume kinds and kube's queue event prefix for each (``<prefix>Add``/``Update``).
 _VOLUME_EVENTS = {
@@ -304,6 +312,10 @@ class ClusterSync:
         self._orphan_node: dict[str, str] = {}
         # pod key -> (what its last API object had that bosun reads, the parsed pod)
         self._parsed: dict[str, tuple[tuple[Any, ...], Pod]] = {}
+        # what a pod's API object has that bosun reads, but its name and uid (JSON) -> the
+        # pod parsed from the first such object: the pods of one controller share it
+        self._templates: OrderedDict[str, Pod] = OrderedDict()
+        self.template_hits = 0
         # preemptor key -> (pod, victims left, attempts)
         self._held: dict[str, tuple[Pod, set[str], int]] = {}
         self._victim_of: dict[str, str] = {}  # victim key -> preemptor key
@@ -603,11 +615,46 @@ class ClusterSync:
         if cached is not None and cached[0] == fingerprint:
             pod = cached[1]
             return pod if pod.node_name == (node or "") else replace(pod, node_name=node or "")
-        parsed = pod_from_api(obj)
+        parsed = self._from_template(meta, spec, fingerprint, node or "", obj)
         if parsed is None:
             self._parsed.pop(key, None)
         else:
             self._parsed[key] = (fingerprint, parsed)
+        return parsed
+
+    def _from_template(
+        self, meta: Obj, spec: Obj, fingerprint: tuple[Any, ...], node: str, obj: Obj
+    ) -> Pod | None:
+        """:func:`pod_from_api`, parsed once per pod template: a pod whose API object
+        differs from one parsed before only in ``metadata.name`` and ``metadata.uid`` (the
+        pods of one ReplicaSet, Job or StatefulSet, as created) is that pod with its own
+        name, uid and node, as the manifest loader itself expands a workload's template
+        (``_build_pod``). Not for a pod with generic ephemeral volumes, whose claims are
+        named after the pod. At most :data:`TEMPLATES_KEPT` templates are kept, least
+        recently used first out."""
+        name, uid = meta.get("name"), meta.get("uid")
+        volumes = spec.get("volumes")
+        if not (isinstance(name, str) and name and isinstance(uid, str) and uid) or (
+            isinstance(volumes, list)
+            and any(isinstance(v, dict) and "ephemeral" in v for v in volumes)
+        ):
+            return pod_from_api(obj)
+        try:
+            tkey = json.dumps(
+                (meta.get("namespace"), *fingerprint[1:]), sort_keys=True, default=str
+            )
+        except (TypeError, ValueError):  # pragma: no cover - API objects are JSON
+            return pod_from_api(obj)
+        template = self._templates.get(tkey)
+        if template is not None:
+            self._templates.move_to_end(tkey)
+            self.template_hits += 1
+            return replace(template, name=name, uid=uid, node_name=node)
+        parsed = pod_from_api(obj)
+        if parsed is not None:
+            self._templates[tkey] = parsed
+            while len(self._templates) > TEMPLATES_KEPT:
+                self._templates.popitem(last=False)
         return parsed
 
     def _remove_pod(self, key: str) -> None:
