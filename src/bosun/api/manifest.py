@@ -85,6 +85,7 @@ from bosun.api.types import (
     PodAffinity,
     PodAffinityTerm,
     PodDisruptionBudget,
+    PodGroup,
     PreferredSchedulingTerm,
     PriorityClass,
     Requirement,
@@ -132,6 +133,7 @@ API_VERSIONS: Mapping[str, str] = MappingProxyType(
         "PersistentVolumeClaim": "v1",
         "StorageClass": "storage.k8s.io/v1",
         "CSINode": "storage.k8s.io/v1",
+        "PodGroup": "scheduling.x-k8s.io/v1alpha1",
     }
 )
 
@@ -1617,6 +1619,11 @@ class _Loader:
             ns = _namespace(f)
             if self._unique(where, kind, "", ns.name):
                 self.out.namespaces.append(ns)
+        elif kind == "PodGroup":
+            group = _pod_group(f)
+            if self._unique(where, kind, group.namespace, group.name):
+                self.out.pod_groups.append(group)
+                self.out.sources[f"{kind} {group.key}"] = where.source
         else:
             self._read_volume_object(where, kind, f)
 
@@ -1817,3 +1824,51 @@ def _build_pod(group: _PodGroup, member: _Member, priority: tuple[int, str, str]
         owner_selector=member.owner_selector,
     )
     return finalize_pod(pod)
+
+
+def _creation_seconds(meta: _Fields) -> float:
+    """``metadata.creationTimestamp`` (RFC 3339) as seconds since the epoch; 0.0 if unset."""
+    raw = meta.get_str("creationTimestamp")
+    if not raw:
+        return 0.0
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        meta.problem("creationTimestamp", f"must be an RFC 3339 time, got {raw!r}")
+        return 0.0
+
+
+def _pod_group(f: _Fields) -> PodGroup:
+    """scheduler-plugins ``PodGroup`` (``scheduling.x-k8s.io/v1alpha1``).
+
+    ``spec.minMember`` is required and at least 1 (a gang of none is a mistake, not a
+    gang); ``spec.scheduleTimeoutSeconds`` must be positive when set; ``spec.minResources``
+    is a ResourceList. Whether enough pods name the group is checked across objects by
+    :func:`bosun.batch.gang.check_gangs`.
+    """
+    meta = _metadata(f, namespaced=True)
+    spec = f.obj_or_empty("spec")
+    min_member = spec.get_int("minMember")
+    if min_member is None:
+        if spec.data.get("minMember") is None:
+            spec.problem("minMember", "required: the number of pods that must be placed together")
+        min_member = 1
+    elif min_member < 1:
+        spec.problem("minMember", f"must be at least 1, got {min_member}")
+        min_member = 1
+    timeout = spec.get_int("scheduleTimeoutSeconds")
+    if timeout is not None and timeout <= 0:
+        spec.problem(
+            "scheduleTimeoutSeconds", f"must be a positive number of seconds, got {timeout}"
+        )
+        timeout = None
+    return PodGroup(
+        name=meta.name,
+        namespace=meta.namespace,
+        min_member=min_member,
+        schedule_timeout_seconds=timeout,
+        min_resources=_amounts(_resource_list(spec, "minResources")),
+        creation_timestamp=_creation_seconds(f.obj_or_empty("metadata")),
+    )

@@ -542,6 +542,8 @@ class ClusterObjects:
     #: cluster-scoped kinds).
     skipped: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
+    #: scheduler-plugins ``PodGroup`` objects (gangs), in file order.
+    pod_groups: list[PodGroup] = field(default_factory=list)
 
     def extend(self, other: ClusterObjects) -> None:
         """Append every object of ``other``."""
@@ -556,3 +558,46 @@ class ClusterObjects:
         self.csi_nodes += other.csi_nodes
         self.sources.update(other.sources)
         self.skipped += other.skipped
+        self.pod_groups += other.pod_groups
+
+
+#: The label naming a pod's PodGroup (scheduler-plugins, ``scheduling.x-k8s.io/v1alpha1``).
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    """scheduler-plugins' ``PodGroup`` (``scheduling.x-k8s.io/v1alpha1``): a gang.
+
+    Pods join it with the label :data:`POD_GROUP_LABEL` set to ``name`` (in the same
+    namespace). The Coscheduling plugin binds none of them until ``min_member`` are
+    assumed at once (KEP-42, scheduler-plugins ``kep/42-podgroup-coscheduling``).
+
+    Attributes:
+        name, namespace: the object's identity.
+        min_member: ``spec.minMember``, at least 1.
+        schedule_timeout_seconds: ``spec.scheduleTimeoutSeconds``: how long pods wait at
+            Permit for their siblings; None uses the plugin's ``permitWaitingTimeSeconds``.
+        min_resources: ``spec.minResources`` in bosun amounts (milli-CPU, bytes, counts;
+            ``nvidia.com/gpu`` a GPU count); empty when unset.
+        creation_timestamp: seconds since the epoch from ``metadata.creationTimestamp``
+            (0.0 when absent): the Coscheduling queue sort orders gangs by it.
+    """
+
+    name: str
+    namespace: str = "default"
+    min_member: int = 1
+    schedule_timeout_seconds: int | None = None
+    min_resources: ResourceMap = field(default_factory=dict)
+    creation_timestamp: float = 0.0
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, the group's full name."""
+        return f"{self.namespace}/{self.name}"
+
+
+def pod_group_key(pod: Pod) -> str:
+    """``namespace/<label value>`` of the pod's PodGroup, or ``""`` when it names none."""
+    name = pod.labels.get(POD_GROUP_LABEL, "")
+    return f"{pod.namespace}/{name}" if name else ""

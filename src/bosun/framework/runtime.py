@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bosun.api.types import Pod, PodDisruptionBudget
+from bosun.api.types import Pod, PodDisruptionBudget, PodGroup
 from bosun.errors import BosunError, ProblemCollector
 from bosun.framework.interface import (
     MAX_NODE_SCORE,
@@ -90,6 +90,74 @@ class NamespaceLabels(Mapping[str, Mapping[str, str]]):
 
     def __len__(self) -> int:
         return len(self._names)
+
+
+#: kube's cap on a Permit wait (``maxTimeout`` in runtime/framework.go): 15 minutes.
+MAX_PERMIT_TIMEOUT_S = 15 * 60.0
+#: kube's reason for a waiting pod whose timer ran out (runtime/waiting_pods_map.go).
+PERMIT_TIMEOUT_REASON = "rejected due to timeout after waiting {wait:g}s at plugin {plugin}"
+
+
+class WaitingPod:
+    """A pod assumed on its node and held at Permit (kube's ``framework.WaitingPod``).
+
+    Each Permit plugin that answered Wait has a deadline (clock seconds). The pod binds
+    once every one of them has called :meth:`allow`; one :meth:`reject` (or a deadline
+    passing, which the scheduler turns into a rejection with
+    :data:`PERMIT_TIMEOUT_REASON`) sends it back to the queue, its room released.
+
+    Attributes:
+        pod: the waiting pod (assumed in the snapshot on ``node_name``).
+        node_name: the node it is assumed on.
+        deadlines: plugin name -> the clock time its wait ends.
+        waits: plugin name -> the timeout it asked for, in seconds (capped at 15 min).
+        status: None while undecided; an Unschedulable :class:`Status` once rejected.
+    """
+
+    __slots__ = ("deadlines", "node_name", "pod", "status", "waits")
+
+    def __init__(self, pod: Pod, node_name: str, waits: Mapping[str, float], now: float) -> None:
+        self.pod = pod
+        self.node_name = node_name
+        self.waits = {p: min(float(t), MAX_PERMIT_TIMEOUT_S) for p, t in waits.items()}
+        self.deadlines = {p: now + t for p, t in self.waits.items()}
+        self.status: Status | None = None
+
+    def pending_plugins(self) -> list[str]:
+        """The plugins that have not allowed the pod yet (kube's ``GetPendingPlugins``)."""
+        return list(self.deadlines)
+
+    def allow(self, plugin: str) -> None:
+        """``plugin`` lets the pod go; it binds when no plugin is pending any more."""
+        self.deadlines.pop(plugin, None)
+
+    def reject(self, plugin: str, message: str = "") -> None:
+        """Reject the pod: it is unreserved, forgotten and requeued as Unschedulable by
+        ``plugin`` (kube's ``Reject(pluginName, msg)``). The first rejection wins."""
+        if self.status is None:
+            reason = message or f"rejected by permit plugin {plugin}"
+            self.status = Status(Code.UNSCHEDULABLE, (reason,), plugin)
+
+    @property
+    def allowed(self) -> bool:
+        """True once every waiting plugin allowed and none rejected."""
+        return self.status is None and not self.deadlines
+
+    def expire(self, now: float) -> bool:
+        """Reject the pod if a plugin's deadline is at or before ``now``; True if it did."""
+        if self.status is not None:
+            return False
+        for plugin, deadline in self.deadlines.items():
+            if deadline <= now:
+                self.reject(
+                    plugin, PERMIT_TIMEOUT_REASON.format(wait=self.waits[plugin], plugin=plugin)
+                )
+                return True
+        return False
+
+    def next_deadline(self) -> float | None:
+        """The earliest pending deadline (None when none is pending)."""
+        return min(self.deadlines.values()) if self.deadlines else None
 
 
 class FrameworkError(BosunError):
@@ -179,6 +247,12 @@ class Framework:
         self._bind_pod = bind_pod
         self._evict_pod = evict_pod
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        #: pods held at Permit, by pod key (kube's waitingPodsMap; keyed by UID there)
+        self._waiting: dict[str, WaitingPod] = {}
+        #: PodGroups by ``namespace/name`` and the keys of the pods naming each (the
+        #: scheduler keeps both; plugins read them through :meth:`pod_group`)
+        self._pod_groups: Mapping[str, PodGroup] = {}
+        self._group_members: Mapping[str, set[str]] = {}
         self.instances: dict[str, Any] = {}
         self.points: dict[str, list[Any]] = {p: [] for p in POINT_METHODS}
         self.score_weights: dict[str, int] = {}
@@ -265,6 +339,58 @@ class Framework:
             self._snapshot.remove_pod(pod_key)
             return Status.success()
         return self._evict_pod(pod_key, preemptor)
+
+    # ------------------------------------------------------ waiting pods
+
+    def iterate_over_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None:
+        """Call ``fn`` on every pod waiting at Permit (kube's ``IterateOverWaitingPods``);
+        ``fn`` may allow or reject them. The scheduler acts on the decisions after the
+        current plugin call returns."""
+        for wp in list(self._waiting.values()):
+            fn(wp)
+
+    def get_waiting_pod(self, pod_key: str) -> WaitingPod | None:
+        """The waiting pod ``namespace/name``, or None (kube's ``GetWaitingPod``)."""
+        return self._waiting.get(pod_key)
+
+    def reject_waiting_pod(self, pod_key: str, plugin: str = "", message: str = "") -> bool:
+        """Reject the waiting pod ``pod_key``; False if no such pod waits."""
+        wp = self._waiting.get(pod_key)
+        if wp is None:
+            return False
+        wp.reject(plugin, message)
+        return True
+
+    def add_waiting_pod(self, wp: WaitingPod) -> None:
+        """Hold ``wp`` at Permit (the scheduler calls this when Permit answers Wait)."""
+        self._waiting[wp.pod.key] = wp
+
+    def remove_waiting_pod(self, pod_key: str) -> WaitingPod | None:
+        """Stop holding ``pod_key`` (it binds or is rejected)."""
+        return self._waiting.pop(pod_key, None)
+
+    @property
+    def waiting_pods(self) -> Mapping[str, WaitingPod]:
+        """Pod key -> waiting pod, read-only view for the scheduler and tests."""
+        return self._waiting
+
+    # --------------------------------------------------------- PodGroups
+
+    def set_pod_groups(
+        self, groups: Mapping[str, PodGroup], members: Mapping[str, set[str]]
+    ) -> None:
+        """Share the scheduler's PodGroups (by ``namespace/name``) and each group's member
+        pod keys (pending, assumed and bound pods that carry the group label)."""
+        self._pod_groups = groups
+        self._group_members = members
+
+    def pod_group(self, key: str) -> PodGroup | None:
+        """The PodGroup ``namespace/name``, or None when the cluster has no such object."""
+        return self._pod_groups.get(key)
+
+    def pod_group_members(self, key: str) -> frozenset[str]:
+        """Keys of every pod (pending or placed) labelled as a member of group ``key``."""
+        return frozenset(self._group_members.get(key, ()))
 
     def run_filters(self, state: CycleState, pod: Pod) -> tuple[BoolArray, Diagnosis]:
         """PreFilter + Filter over every node of the current snapshot (see ``Handle``)."""
@@ -438,18 +564,38 @@ class Framework:
         for p in reversed(self.points["reserve"]):
             p.unreserve(state, pod, node_name)
 
-    def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        """Permit plugins; bosun's synchronous cycle treats Wait as a rejection."""
+    def run_permit(
+        self,
+        state: CycleState,
+        pod: Pod,
+        node_name: str,
+        waits: dict[str, float] | None = None,
+    ) -> Status:
+        """Permit plugins in order (kube's ``RunPermitPlugins``).
+
+        A rejection by any plugin wins. A plugin answering Wait is recorded in ``waits``
+        (plugin -> timeout seconds) and the others still run; the result is then a
+        ``WAIT`` status and the caller holds the pod (:class:`WaitingPod`). Without
+        ``waits`` (a caller that cannot hold pods) Wait is a rejection.
+        """
+        waiting: dict[str, float] = {}
         for p in self.points["permit"]:
             status: Status
             status, timeout_s = p.permit(state, pod, node_name)
             if status.code == Code.WAIT:
-                return Status.unschedulable(
-                    f"permit plugin {p.name} asked to wait {timeout_s:g}s; waiting is not "
-                    "supported by the synchronous binding cycle"
-                ).with_plugin(p.name)
+                if waits is None:
+                    return Status.unschedulable(
+                        f"permit plugin {p.name} asked to wait {timeout_s:g}s; this caller "
+                        "cannot hold waiting pods"
+                    ).with_plugin(p.name)
+                waiting[p.name] = float(timeout_s)
+                continue
             if not status.ok:
                 return status.with_plugin(p.name)
+        if waiting and waits is not None:
+            waits.update(waiting)
+            names = ", ".join(waiting)
+            return Status(Code.WAIT, (f"waiting at permit plugin(s) {names}",), next(iter(waiting)))
         return Status.success()
 
     def run_bind_cycle(self, state: CycleState, pod: Pod, node_name: str) -> Status:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from bosun.api.types import Namespace, Pod, PodDisruptionBudget
+from bosun.api.types import Namespace, Pod, PodDisruptionBudget, PodGroup, pod_group_key
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.cache import AssumeCache
 from bosun.framework.config import SchedulerConfiguration
@@ -38,7 +38,13 @@ from bosun.framework.interface import (
     Status,
 )
 from bosun.framework.queue import Clock, ManualClock, QueuedPodInfo, SchedulingQueue
-from bosun.framework.runtime import FilterOutcome, Framework, Registry, ScoreOutcome
+from bosun.framework.runtime import (
+    FilterOutcome,
+    Framework,
+    Registry,
+    ScoreOutcome,
+    WaitingPod,
+)
 from bosun.framework.snapshot import Snapshot, SnapshotError
 
 #: kube-scheduler constants (pkg/scheduler/schedule_one.go).
@@ -117,6 +123,18 @@ class Eviction:
     preemptor: str
 
 
+@dataclass(slots=True)
+class _WaitingCycle:
+    """What a pod held at Permit needs to finish or undo its cycle later."""
+
+    fwk: Framework
+    state: CycleState
+    qpi: QueuedPodInfo
+    cycle: int
+    started: float
+    feasible: int
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulingResult:
     """The outcome of one scheduling attempt.
@@ -124,7 +142,9 @@ class SchedulingResult:
     Attributes:
         pod: the pod.
         node_name: where it was bound; ``""`` when it was not.
-        code: SUCCESS, UNSCHEDULABLE (no node fits; see ``message``), or ERROR.
+        code: SUCCESS, UNSCHEDULABLE (no node fits; see ``message``), ERROR, or WAIT (the
+            pod is assumed on ``node_name`` and held at Permit; its final result comes
+            later from :meth:`Scheduler.take_permit_results`).
         message: kube's FailedScheduling message (``0/5 nodes are available: ...``).
         attempts: scheduling attempts so far, this one included.
         feasible_nodes: nodes that passed Filter (before the percentageOfNodesToScore cut).
@@ -223,6 +243,13 @@ class Scheduler:
         self._async_bind = False
         self._binding_cycles: dict[str, tuple[Framework, CycleState, str]] = {}
         self.nominated: dict[str, str] = {}
+        # Gangs: PodGroups and the pods naming each; pods held at Permit.
+        self._pod_groups: dict[str, PodGroup] = {}
+        self._group_members: dict[str, set[str]] = {}
+        for fwk in self.profiles.values():
+            fwk.set_pod_groups(self._pod_groups, self._group_members)
+        self._waiting_cycles: dict[str, _WaitingCycle] = {}
+        self._permit_results: list[SchedulingResult] = []
 
     def _framework(
         self,
@@ -303,12 +330,31 @@ class Scheduler:
 
     # ------------------------------------------------------------- cluster
 
+    def set_pod_groups(self, groups: Iterable[PodGroup]) -> None:
+        """Replace the PodGroups every profile's plugins see (Coscheduling's lister).
+
+        Pods join a group by the ``scheduling.x-k8s.io/pod-group`` label; the scheduler
+        counts them as they are added and deleted. Pods in the unschedulable pool are
+        moved (kube's PodGroup Add/Update event).
+        """
+        self._pod_groups.clear()
+        self._pod_groups.update({g.key: g for g in groups})
+        self.queue.move_all_to_active_or_backoff(ClusterEvent("PodGroupUpdate"))
+
     def add_pod(self, pod: Pod) -> None:
         """A pod appears: bound pods are accounted, pending ones queued.
 
         Pods whose ``schedulerName`` has no profile are left alone, as kube-scheduler
-        leaves pods for other schedulers.
+        leaves pods for other schedulers. A pending pod that names a PodGroup raises
+        kube's ``UnscheduledPodAdd`` event (a gang's missing member arrived).
         """
+        group = pod_group_key(pod)
+        if group:
+            self._group_members.setdefault(group, set()).add(pod.key)
+            if not pod.node_name and pod.scheduler_name in self.profiles:
+                self.queue.move_all_to_active_or_backoff(
+                    ClusterEvent("UnscheduledPodAdd", None, pod)
+                )
         if pod.node_name:
             self.snapshot.add_pod(pod, pod.node_name)
             self.queue.move_all_to_active_or_backoff(ClusterEvent("PodAdd", None, pod))
@@ -316,7 +362,23 @@ class Scheduler:
             self.queue.add(pod)
 
     def delete_pod(self, pod_key: str) -> None:
-        """A pod is deleted: released from the snapshot or dropped from the queue."""
+        """A pod is deleted: released from the snapshot or dropped from the queue.
+
+        A pod waiting at Permit is unreserved and forgotten first (kube rejects it).
+        """
+        cyc = self._waiting_cycles.pop(pod_key, None)
+        if cyc is not None:
+            wp = cyc.fwk.remove_waiting_pod(pod_key)
+            if wp is not None:
+                cyc.fwk.run_unreserve(cyc.state, wp.pod, wp.node_name)
+                self.cache.forget(wp.pod)
+                gone = dataclasses.replace(wp.pod, node_name=wp.node_name)
+                self.queue.move_all_to_active_or_backoff(ClusterEvent("PodDelete", gone, None))
+            self._untrack(pod_key)
+            self.nominated.pop(pod_key, None)
+            self._settle_waiting()
+            return
+        self._untrack(pod_key)
         entry = self.snapshot.pods.get(pod_key)
         if entry is not None:
             self.snapshot.remove_pod(pod_key)
@@ -327,6 +389,101 @@ class Scheduler:
         else:
             self.queue.delete(pod_key)
         self.nominated.pop(pod_key, None)
+
+    def _untrack(self, pod_key: str) -> None:
+        for members in self._group_members.values():
+            members.discard(pod_key)
+
+    # -------------------------------------------------------- waiting pods
+
+    @property
+    def waiting_pods(self) -> dict[str, WaitingPod]:
+        """Pods assumed and held at Permit, by key, across every profile."""
+        out: dict[str, WaitingPod] = {}
+        for fwk in self.profiles.values():
+            out.update(fwk.waiting_pods)
+        return out
+
+    def next_permit_deadline(self) -> float | None:
+        """The earliest clock time a waiting pod's Permit timeout ends (None: none waits)."""
+        times = [t for wp in self.waiting_pods.values() if (t := wp.next_deadline()) is not None]
+        return min(times) if times else None
+
+    def take_permit_results(self) -> list[SchedulingResult]:
+        """Final results of pods that were held at Permit and have since been bound or
+        rejected (timeout, another plugin's Reject), in the order they settled."""
+        out, self._permit_results = self._permit_results, []
+        return out
+
+    def _settle_waiting(self) -> None:
+        """Act on the waiting pods' decisions until none is left to act on: bind those
+        every plugin allowed, and unreserve, forget and requeue the rejected and the timed
+        out (kube's binding goroutines returning from ``WaitOnPermit``). Unreserve may
+        reject more pods (Coscheduling rejects the whole gang), hence the loop; each pass
+        removes at least one pod, so it ends."""
+        now = self.clock.now()
+        while True:
+            ready: tuple[str, WaitingPod] | None = None
+            for key, cyc in self._waiting_cycles.items():
+                wp = cyc.fwk.get_waiting_pod(key)
+                if wp is None:
+                    continue
+                wp.expire(now)
+                if wp.status is not None or wp.allowed:
+                    ready = (key, wp)
+                    break
+            if ready is None:
+                return
+            key, wp = ready
+            cyc = self._waiting_cycles.pop(key)
+            cyc.fwk.remove_waiting_pod(key)
+            if wp.status is not None:
+                self._reject_waiting(cyc, wp, wp.status)
+            else:
+                self._bind_waiting(cyc, wp)
+
+    def _reject_waiting(self, cyc: _WaitingCycle, wp: WaitingPod, status: Status) -> None:
+        pod, node = wp.pod, wp.node_name
+        cyc.fwk.run_unreserve(cyc.state, pod, node)
+        self.cache.forget(pod)
+        qpi = cyc.qpi
+        qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
+        # kube requeues first, then moves the pool for the freed room (AssignedPodDelete)
+        self.queue.add_unschedulable_if_not_present(qpi, cyc.cycle)
+        gone = dataclasses.replace(pod, node_name=node)
+        self.queue.move_all_to_active_or_backoff(ClusterEvent("PodDelete", gone, None))
+        self._permit_results.append(
+            self._result(qpi, "", status.code, status.message, cyc.started, cyc.fwk)
+        )
+
+    def _bind_waiting(self, cyc: _WaitingCycle, wp: WaitingPod) -> None:
+        pod, node = wp.pod, wp.node_name
+        status = cyc.fwk.run_bind_cycle(cyc.state, pod, node)
+        if not status.ok:
+            cyc.fwk.run_unreserve(cyc.state, pod, node)
+            self.cache.forget(pod)
+            self.queue.requeue_after_error(cyc.qpi)
+            self._permit_results.append(
+                self._result(cyc.qpi, "", status.code, status.message, cyc.started, cyc.fwk)
+            )
+            return
+        self.cache.confirm(pod)
+        if self._async_bind:
+            self._binding_cycles[pod.key] = (cyc.fwk, cyc.state, pod.uid)
+        self.nominated.pop(pod.key, None)
+        bound = dataclasses.replace(pod, node_name=node)
+        self.queue.move_all_to_active_or_backoff(ClusterEvent("PodAdd", None, bound))
+        self._permit_results.append(
+            SchedulingResult(
+                pod=pod,
+                node_name=node,
+                code=Code.SUCCESS,
+                attempts=cyc.qpi.attempts,
+                feasible_nodes=cyc.feasible,
+                decision_s=time.perf_counter() - cyc.started,
+                profile=cyc.fwk.scheduler_name,
+            )
+        )
 
     def use_bind_backend(self, bind_pod: Callable[[Pod, str], Status]) -> None:
         """Make every profile's DefaultBinder call ``bind_pod(pod, node_name)``.
@@ -426,6 +583,8 @@ class Scheduler:
 
     def schedule_one(self) -> SchedulingResult | None:
         """Pop one pod and run one scheduling + binding attempt; None if activeQ is empty."""
+        if self._waiting_cycles:
+            self._settle_waiting()
         qpi = self.queue.pop()
         if qpi is None:
             return None
@@ -433,6 +592,8 @@ class Scheduler:
             return self._attempt(qpi)
         finally:
             self.queue.done(qpi.pod.key)
+            if self._waiting_cycles:
+                self._settle_waiting()
 
     def _attempt(self, qpi: QueuedPodInfo) -> SchedulingResult:
         pod = qpi.pod
@@ -474,6 +635,21 @@ class Scheduler:
         scores = self._explain(scored, chosen_row) if self.explain and scored else ()
         decided = time.perf_counter()
         status = self._reserve_and_bind(fwk, state, pod, node_name)
+        if status.code == Code.WAIT:
+            self._waiting_cycles[pod.key] = _WaitingCycle(
+                fwk, state, qpi, cycle, started, n_feasible
+            )
+            return SchedulingResult(
+                pod=pod,
+                node_name=node_name,
+                code=Code.WAIT,
+                message=status.message,
+                attempts=qpi.attempts,
+                feasible_nodes=n_feasible,
+                scores=scores,
+                decision_s=decided - started,
+                profile=fwk.scheduler_name,
+            )
         if not status.ok:
             if status.code == Code.ERROR:
                 self.queue.requeue_after_error(qpi)
@@ -576,7 +752,11 @@ class Scheduler:
         self.cache.assume(pod, node_name, fwk.choose_gpu_devices(state, pod, row))
         status = fwk.run_reserve(state, pod, node_name)
         if status.ok:
-            status = fwk.run_permit(state, pod, node_name)
+            waits: dict[str, float] = {}
+            status = fwk.run_permit(state, pod, node_name, waits)
+            if status.code == Code.WAIT:
+                fwk.add_waiting_pod(WaitingPod(pod, node_name, waits, self.clock.now()))
+                return status
         if status.ok:
             status = fwk.run_bind_cycle(state, pod, node_name)
         if not status.ok:
@@ -664,7 +844,9 @@ class Scheduler:
 
         Pods are attempted in queue order; a pod that fails waits for a cluster event (a
         bind, an eviction) and its backoff, with the clock advanced over backoff waits, and
-        is retried. The run ends when activeQ and backoffQ are empty: what is left in the
+        is retried. A pod held at Permit waits for its siblings or its timeout (the clock
+        is advanced to the timeout when nothing else can happen). The run ends when
+        activeQ and backoffQ are empty and no pod waits at Permit: what is left in the
         unschedulable pool cannot be placed without a new event.
 
         Returns:
@@ -679,15 +861,27 @@ class Scheduler:
         attempts = 0
         while True:
             res = self.schedule_one()
+            if res is not None:
+                results[res.pod.key] = res
+            for settled in self.take_permit_results():
+                results[settled.pod.key] = settled
             if res is None:
-                wake = self.queue.next_backoff_time()
-                if wake is None:
+                wakes = [
+                    t
+                    for t in (self.queue.next_backoff_time(), self.next_permit_deadline())
+                    if t is not None
+                ]
+                if not wakes:
                     break
+                wake = min(wakes)
                 if isinstance(self.clock, ManualClock):
                     self.clock.set(max(wake, self.clock.now()))
                 self.queue.flush_backoff_completed()
+                if self._waiting_cycles:
+                    self._settle_waiting()
+                    for settled in self.take_permit_results():
+                        results[settled.pod.key] = settled
                 continue
-            results[res.pod.key] = res
             attempts += 1
             if attempts > max_attempts:
                 raise BosunError(f"scheduling did not settle after {max_attempts} attempts")
