@@ -499,3 +499,46 @@ def test_failed_renewals_lose_leadership_after_the_renew_deadline(
     assert len(a.started) == 1 and len(a.stopped) == 1
     a.elector._thread.join(5.0)  # type: ignore[union-attr]
     assert not a.elector._thread.is_alive()  # type: ignore[union-attr]  # a run ends on loss
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3], ids=lambda s: f"seed-{s}")
+def test_standby_tries_again_right_at_the_observed_expiry(
+    fake_api: FakeApiServer, api_client: client.ApiClient, seed: int
+) -> None:
+    """A holder that never renews (killed): the standby first observes its record at
+    t=1000 and may take over once 15 s have passed without a change (client-go's rule).
+    Its jittered polls (2 s * (1 + 1.2 U), 2..4.4 s) land anywhere after 1015; the last
+    wait is cut to end at 1015 + 10 ms, so it wins at exactly 1015.01 whatever the jitter."""
+    seed_lease(fake_api, "dead", duration=15, transitions=4)
+    clk = ManualClock()
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clk.advance(seconds)
+
+    a = LeaderElector(api_client, cfg("a"), clock=clk.clock, now=clk.now, sleep=sleep, seed=seed)
+    assert a._acquire()
+    assert clk.t == pytest.approx(1015.01)
+    assert all(2.0 <= w < 4.4 for w in waits[:-1])  # the jittered polls before the cut
+    assert waits[-1] <= 4.4
+    spec = lease(fake_api)["spec"]
+    assert (spec["holderIdentity"], spec["leaseTransitions"]) == ("a", 5)
+    assert a.until_expiry() is None  # its own record now
+
+
+def test_until_expiry_counts_from_the_last_observed_change(
+    fake_api: FakeApiServer, api_client: client.ApiClient
+) -> None:
+    seed_lease(fake_api, "other", duration=15)
+    clk = ManualClock()
+    a = manual(api_client, "a", clk)
+    assert a.until_expiry() is None  # nothing observed yet
+    assert a.try_acquire_or_renew() is False
+    assert a.until_expiry() == pytest.approx(15.0)
+    clk.advance(6.0)
+    assert a.try_acquire_or_renew() is False  # unchanged: the countdown goes on
+    assert a.until_expiry() == pytest.approx(9.0)
+    other_renews(fake_api)
+    assert a.try_acquire_or_renew() is False  # changed: observed anew
+    assert a.until_expiry() == pytest.approx(15.0)

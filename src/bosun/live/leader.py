@@ -22,6 +22,11 @@ Two or more bosun replicas run side by side; only the one holding the Lease sche
   the same way with ``409 AlreadyExists``).
 * **Acquire** retries every ``retry_period_s`` with client-go's jitter (factor 1.2,
   sliding: ``retry * (1 + 1.2 * U[0,1))`` after each attempt), until it wins or is stopped.
+  One difference from client-go, for failover time: when the observed record of another
+  holder will expire before that wait is over, the next attempt comes right at its expiry
+  (``observedTime + leaseDurationSeconds``, 10 ms later) instead. The rule for taking
+  over is client-go's, unchanged; only the wasted part of a poll interval goes. client-go
+  waits, on average, another 1.6 s (half of ``2 s * (1 + 1.2 U)``) past the expiry.
 * **Renew** tries every ``retry_period_s``; each renewal may keep retrying, every
   ``retry_period_s``, for at most ``renew_deadline_s`` (requests are cut at that deadline).
   If none succeeds by then, leadership is lost: a leader gives up *before* any other
@@ -66,6 +71,7 @@ from bosun.errors import BosunError
 from bosun.live.client import ClusterError, call
 
 __all__ = [
+    "EXPIRY_SLACK_S",
     "JITTER_FACTOR",
     "LeaderElectionConfig",
     "LeaderElectionRecord",
@@ -76,6 +82,10 @@ log = logging.getLogger(__name__)
 
 JITTER_FACTOR = 1.2
 """client-go's ``JitterFactor``: an acquire retry waits ``retry * (1 + 1.2 * U[0,1))``."""
+
+EXPIRY_SLACK_S = 0.01
+"""How long after the observed record's expiry a standby tries again (the expiry test is
+strict: a lease is valid while ``observedTime + duration > now``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,15 +303,34 @@ class LeaderElector:
                 self._on_stopped()
 
     def _acquire(self) -> bool:
-        """Try until this candidate holds the Lease (True) or is stopped (False)."""
+        """Try until this candidate holds the Lease (True) or is stopped (False).
+
+        Between attempts it waits client-go's jittered retry period, or, when the observed
+        record of another holder expires sooner (:meth:`until_expiry`), only until then
+        (plus :data:`EXPIRY_SLACK_S`): the next attempt comes the moment client-go's own
+        rule (``isLeaseValid``) lets it take over, instead of up to ``retry * 2.2`` later.
+        """
         retry = self.config.retry_period_s
         while not self.stopping:
             won = self.try_acquire_or_renew()
             self._maybe_report_transition()
             if won:
                 return True
-            self._sleep(retry * (1.0 + JITTER_FACTOR * self._rng.random()))
+            wait = retry * (1.0 + JITTER_FACTOR * self._rng.random())
+            expiry = self.until_expiry()
+            if expiry is not None and expiry + EXPIRY_SLACK_S < wait:
+                wait = max(0.0, expiry) + EXPIRY_SLACK_S
+            self._sleep(wait)
         return False
+
+    def until_expiry(self) -> float | None:
+        """Seconds (on :attr:`clock`) until the observed record of another holder expires
+        by client-go's rule (``observedTime + leaseDurationSeconds``; negative once past);
+        None when there is none (no record yet, released, or held by this candidate)."""
+        observed = self._observed
+        if observed is None or not observed.holder_identity or self._holds(observed):
+            return None
+        return self._observed_time + observed.lease_duration_s - self._clock()
 
     def _renew(self) -> None:
         """Renew every retry period until stopped, or until one renewal cannot succeed
@@ -327,7 +356,9 @@ class LeaderElector:
                 self._leading.clear()
                 log.warning(
                     "%s failed to renew Lease %s within %ss: leadership lost",
-                    cfg.identity, self._where(), cfg.renew_deadline_s,
+                    cfg.identity,
+                    self._where(),
+                    cfg.renew_deadline_s,
                 )
                 return
             self._sleep(cfg.retry_period_s)
@@ -366,8 +397,13 @@ class LeaderElector:
                 log.info("fast-path renewal of Lease %s failed (%s); reading it", self._where(), e)
         # 2. Read the Lease, or create it.
         try:
-            lease = self._request("get", deadline, self._leases.read_namespaced_lease,
-                                  name=self.config.lease_name, namespace=self.config.namespace)
+            lease = self._request(
+                "get",
+                deadline,
+                self._leases.read_namespaced_lease,
+                name=self.config.lease_name,
+                namespace=self.config.namespace,
+            )
         except ClusterError as e:
             if e.status != 404:
                 log.info("cannot read Lease %s: %s", self._where(), e)
@@ -387,8 +423,11 @@ class LeaderElector:
             return False
         # 4. Write this candidate's record over it (409 if someone wrote in between).
         if self._holds(current):
-            record = replace(record, acquire_time=current.acquire_time,
-                              leader_transitions=current.leader_transitions)
+            record = replace(
+                record,
+                acquire_time=current.acquire_time,
+                leader_transitions=current.leader_transitions,
+            )
         else:
             record = replace(record, leader_transitions=current.leader_transitions + 1)
         try:
@@ -447,8 +486,13 @@ class LeaderElector:
             ),
             spec=record.to_spec(),
         )
-        self._lease = self._request("create", deadline, self._leases.create_namespaced_lease,
-                                    namespace=self.config.namespace, body=body)
+        self._lease = self._request(
+            "create",
+            deadline,
+            self._leases.create_namespaced_lease,
+            namespace=self.config.namespace,
+            body=body,
+        )
         self._observe(LeaderElectionRecord.from_lease(self._lease))
 
     def _update(self, record: LeaderElectionRecord, deadline: float | None) -> None:
@@ -457,13 +501,19 @@ class LeaderElector:
             raise ClusterError("the Lease was never read: get or create it first")
         body = self._lease.model_copy(deep=True)
         body.spec = record.to_spec()
-        self._lease = self._request("update", deadline, self._leases.replace_namespaced_lease,
-                                    name=self.config.lease_name,
-                                    namespace=self.config.namespace, body=body)
+        self._lease = self._request(
+            "update",
+            deadline,
+            self._leases.replace_namespaced_lease,
+            name=self.config.lease_name,
+            namespace=self.config.namespace,
+            body=body,
+        )
         self._observe(LeaderElectionRecord.from_lease(self._lease))
 
-    def _request(self, verb: str, deadline: float | None, fn: Callable[..., Any],
-                 **kwargs: Any) -> Any:
+    def _request(
+        self, verb: str, deadline: float | None, fn: Callable[..., Any], **kwargs: Any
+    ) -> Any:
         """One API request, cut at ``deadline`` (and never longer than the renew
         deadline)."""
         timeout_s = self.config.renew_deadline_s
