@@ -23,6 +23,7 @@ def in_tree_registry() -> dict[str, PluginClass]:
     from bosun.plugins.default_binder import DefaultBinder
     from bosun.plugins.default_preemption import DefaultPreemption
     from bosun.plugins.dot_product import DotProduct
+    from bosun.plugins.energy_aware import EnergyAware
     from bosun.plugins.fgd import FGD
     from bosun.plugins.gpu_clustering import GpuClustering
     from bosun.plugins.gpu_packing import GpuPacking
@@ -78,6 +79,7 @@ def in_tree_registry() -> dict[str, PluginClass]:
         RLPolicy,
         Coscheduling,
         BatchResourceFit,
+        EnergyAware,
     ]
     return {c.name: c for c in classes}  # type: ignore[attr-defined]
 

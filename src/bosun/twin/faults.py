@@ -840,6 +840,16 @@ class FaultController:
         ] = {}  # id(fault) -> StatefulSet pods to re-create at heal
         self.no_node_s = 0.0
 
+    @property
+    def crashed_nodes(self) -> frozenset[str]:
+        """Nodes whose kubelet is down now (crash, zone outage): they draw no power."""
+        return frozenset(self._crashed)
+
+    @property
+    def down_nodes(self) -> frozenset[str]:
+        """Nodes under a crash, zone outage or partition now."""
+        return frozenset(self._down)
+
     # -------------------------------------------------------------------- hooks
 
     def start(self, sim: Simulator) -> None:
