@@ -37,12 +37,21 @@ from bosun.framework.snapshot import Snapshot
 from bosun.gpu.fragmentation import TaskClasses, with_task_classes
 from bosun.outputs import replace_folder
 from bosun.plugins.registry import in_tree_registry, registry_points
-from bosun.twin.engine import Simulator
+from bosun.twin.energy import (
+    EnergyConfig,
+    EnergyController,
+    check_nodes,
+    load_energy,
+    with_power_model,
+)
+from bosun.twin.engine import Controller, Simulator
 from bosun.twin.experiments.fragmentation import (
     POLICIES,
     policy_configuration,
     resolve_policies,
+    single_scorer_configuration,
 )
+from bosun.twin.faults import FaultController, FaultSchedule, load_faults, prepare
 from bosun.twin.results import SimulationResult
 from bosun.twin.trace import Trace
 from bosun.twin.traces import load_snapshot, load_trace
@@ -51,7 +60,16 @@ from bosun.twin.traces import load_snapshot, load_trace
 SKIPPED_SHOWN = 5
 #: The files a run writes into the output folder (``--policy``: per policy subfolder,
 #: with report.html and skipped.csv at the top).
-RESULT_FILES = ("summary.json", "timeseries.csv", "pods.csv", "report.html", "skipped.csv")
+RESULT_FILES = (
+    "summary.json",
+    "timeseries.csv",
+    "pods.csv",
+    "report.html",
+    "skipped.csv",
+    "faults.csv",
+)
+#: ``--policy energyaware``: the EnergyAware score plugin alone (with --energy's model).
+ENERGY_POLICY = "energyaware"
 #: ``file: line N: reason`` (or ``row N``), as the table loaders describe a skipped row.
 _SKIPPED_RE = re.compile(r"^(?P<source>.*?): (?P<line>(?:line|row) \d+): (?P<reason>.*)$", re.S)
 
@@ -90,6 +108,8 @@ def load_simulation(
     progress: Callable[[float, float], None] | None = None,
     policies: Sequence[str] = (),
     report: Path | None = None,
+    faults: Path | None = None,
+    energy: Path | None = None,
 ) -> list[tuple[str, Simulator]]:
     """Read the trace and the configuration (or the policies to compare) and build one
     simulator per run, or report everything that is wrong with them at once.
@@ -101,6 +121,10 @@ def load_simulation(
             Exclusive with ``config``. An empty name is a problem.
         report: the output folder, checked before anything runs
             (:func:`check_report_folder`).
+        faults: a fault file (:func:`bosun.twin.faults.load_faults`): every run gets it.
+        energy: a power file (:func:`bosun.twin.energy.load_energy`): every run gets the
+            energy model; EnergyAware gets its power model; ``--policy energyaware``
+            needs it or uses the default model.
 
     Returns:
         ``(label, simulator)`` per run: the policy's label, or ``""`` for the one run of
@@ -126,6 +150,18 @@ def load_simulation(
     if any(not name.strip() for name in policies):
         problems.append(InputProblem("command line", "options", "--policy", "empty policy name"))
         policies = [name for name in policies if name.strip()]
+    schedule: FaultSchedule | None = None
+    energy_cfg: EnergyConfig | None = None
+    if faults is not None:
+        try:
+            schedule = load_faults(faults)
+        except InputError as e:
+            problems.extend(e.problems)
+    if energy is not None:
+        try:
+            energy_cfg = load_energy(energy)
+        except InputError as e:
+            problems.extend(e.problems)
     trace: Trace | None = None
     source = trace_spec if trace_spec is not None else str(snapshot)
     try:
@@ -145,8 +181,9 @@ def load_simulation(
                 problems.append(
                     InputProblem("command line", "options", "--policy/--config", "give one")
                 )
+            others = [n for n in policies if n.strip().lower() != ENERGY_POLICY]
             try:
-                resolved = resolve_policies(policies)
+                resolved = resolve_policies(others) if others else []
             except InputError as e:  # name the option, not the experiment
                 problems.extend(
                     InputProblem("command line", p.obj, "--policy", p.message) for p in e.problems
@@ -154,18 +191,46 @@ def load_simulation(
                 resolved = []
             for pol in resolved:
                 configs.append((pol.label, policy_configuration(pol)))
+            if len(others) < len(policies):
+                configs.append(
+                    (
+                        "EnergyAware",
+                        single_scorer_configuration(
+                            "EnergyAware", [], None, "command line", ENERGY_POLICY
+                        ),
+                    )
+                )
         else:
             cfg = load_configuration(config, points) if config else default_configuration(points)
             configs.append(("", cfg))
     except InputError as e:
         problems.extend(e.problems)
     sims: list[tuple[str, Simulator]] = []
+    if trace is not None and energy_cfg is not None:
+        problems.extend(check_nodes(energy_cfg, trace.nodes))
     for label, cfg in configs:
+        if energy_cfg is not None:
+            cfg = with_power_model(cfg, energy_cfg)
         if trace is None:
             problems.extend(_check_config_alone(cfg))
             continue
         try:
-            sim = Simulator(trace, cfg, seed=seed, sample_every_s=sample_every_s, progress=progress)
+            run_trace = trace
+            controllers: list[Controller] = []
+            fault_ctl: FaultController | None = None
+            if schedule is not None:
+                run_trace, fault_ctl = prepare(trace, schedule, seed=seed)
+                controllers.append(fault_ctl)
+            if energy_cfg is not None:
+                controllers.append(EnergyController(energy_cfg, fault_ctl))
+            sim = Simulator(
+                run_trace,
+                cfg,
+                seed=seed,
+                sample_every_s=sample_every_s,
+                progress=progress,
+                controllers=controllers,
+            )
             sims.append((label, sim))
         except InputError as e:
             problems.extend(e.problems)
@@ -227,6 +292,36 @@ def summary_table(result: SimulationResult) -> Table:
     table.add_row(
         "Simulated / wall time (s)", "", f"{_num(s['end_s'], 0)} / {_num(s['wall_s'], 2)}"
     )
+    if "fault_count" in s:
+        table.add_row(
+            "Faults: disrupted / evicted / lost pods",
+            "",
+            f"{int(s['fault_disrupted'])} / {int(s['fault_evicted'])} / {int(s['fault_lost'])}",
+        )
+        unrec = int(s["fault_unrecovered"])
+        table.add_row(
+            "Faults: recovery, max (sim s)",
+            "",
+            _num(s["fault_recovery_max_s"], 1) + (f" ([red]{unrec} not back[/])" if unrec else ""),
+        )
+        if s["fault_no_node_s"] > 0:
+            table.add_row("[red]No ready node for (sim s)[/]", "", _num(s["fault_no_node_s"], 0))
+    if "energy_it_kwh" in s:
+        table.add_row(
+            "Energy IT / facility (kWh)",
+            "",
+            f"{_num(s['energy_it_kwh'], 1)} / {_num(s['energy_facility_kwh'], 1)}",
+        )
+        table.add_row("PUE (facility / IT energy)", "", _num(s["pue"], 3))
+        table.add_row("IT power, mean (kW)", _num(s["it_power_kw_mean"], 2), "")
+        table.add_row(
+            "Energy per completed pod (kWh)", "", _num(s["energy_per_completed_pod_kwh"], 4)
+        )
+        table.add_row(
+            "Nodes on, mean / power-ons / power-offs",
+            _num(s["nodes_on_mean"], 1),
+            f"{int(s['power_ons'])} / {int(s['power_offs'])}",
+        )
     return table
 
 
@@ -277,6 +372,18 @@ def comparison_table(results: Sequence[SimulationResult]) -> Table:
         ("Queue wait p99 (sim s)", lambda s: _num(s["queue_wait_p99_s"], 1)),
         ("Decision time p99 (ms)", lambda s: _num(s["decision_p99_ms"], 3)),
     ]
+    if all("fault_count" in r.summary for r in results):
+        rows += [
+            ("Faults: lost pods", lambda s: f"{int(s['fault_lost'])}"),
+            ("Faults: recovery max (sim s)", lambda s: _num(s["fault_recovery_max_s"], 1)),
+        ]
+    if all("energy_it_kwh" in r.summary for r in results):
+        rows += [
+            ("Energy, facility (kWh)", lambda s: _num(s["energy_facility_kwh"], 1)),
+            ("Energy, IT (kWh)", lambda s: _num(s["energy_it_kwh"], 1)),
+            ("PUE", lambda s: _num(s["pue"], 3)),
+            ("kWh per completed pod", lambda s: _num(s["energy_per_completed_pod_kwh"], 4)),
+        ]
     for label, cell in rows:
         table.add_row(label, *(cell(r.summary) for r in results))
     return table
@@ -418,7 +525,7 @@ def simulate(
             "--policy",
             "--policies",
             help="Compare placement policies instead of --config (repeatable or comma-"
-            f"separated): {', '.join(POLICIES)}.",
+            f"separated): {', '.join(POLICIES)}, energyaware.",
         ),
     ] = None,
     report: Annotated[
@@ -450,6 +557,22 @@ def simulate(
         typer.Option(
             "--sample-every",
             help="Sample metrics every S simulated seconds (default: after every time step).",
+        ),
+    ] = None,
+    faults: Annotated[
+        Path | None,
+        typer.Option(
+            "--faults",
+            help="A fault schedule (YAML: node-crash, zone-outage, network-partition, "
+            "node-drain, kubelet-slow, pod-kill); writes faults.csv too.",
+        ),
+    ] = None,
+    energy: Annotated[
+        Path | None,
+        typer.Option(
+            "--energy",
+            help="A power file (YAML: SPECpower/linear node power, GPUs, power-down, "
+            "facility and PUE); --policy energyaware compares the EnergyAware plugin.",
         ),
     ] = None,
 ) -> None:
@@ -492,6 +615,8 @@ def simulate(
             progress=on_progress,
             policies=policies,
             report=report,
+            faults=faults,
+            energy=energy,
         )
         results: list[SimulationResult] = []
         with progress:

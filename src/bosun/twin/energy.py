@@ -439,7 +439,7 @@ class EnergyController:
             never switched off or on by the power manager).
     """
 
-    columns = (
+    columns: tuple[str, ...] = (
         "it_power_kw",
         "facility_power_kw",
         "pue",

@@ -822,7 +822,7 @@ class FaultController:
     """Plays a resolved fault schedule on a :class:`~bosun.twin.engine.Simulator` (see the
     module docstring). Build it with :func:`prepare`."""
 
-    columns = ("nodes_down", "disrupted_pods")
+    columns: tuple[str, ...] = ("nodes_down", "disrupted_pods")
 
     def __init__(self, schedule: FaultSchedule, faults: list[_Fault]) -> None:
         self.schedule = schedule
