@@ -163,6 +163,88 @@ def _emit_run(rows: list[dict[str, Any]], output: WhyFormat) -> None:
         Console().print("no disruption: every pod ran")
 
 
+def policy(
+    sentence: Annotated[str, typer.Argument(help="The policy, in English (quote it).")],
+    cluster: Annotated[
+        list[Path], typer.Option("--cluster", help="Cluster manifests or a `bosun snapshot`.")
+    ],
+    config: ConfigOption = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write the changed objects here.")
+    ] = None,
+    config_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--config-out", help="Write the KubeSchedulerConfiguration here (default: next to -o)."
+        ),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Accept a change that overwrites settings.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the change as JSON.")] = False,
+) -> None:
+    """Turn an English scheduling policy into manifests and a KubeSchedulerConfiguration.
+
+    Forms (docs/why.md): priority between pod groups, keeping pods on/off node groups,
+    spreading over a topology, packing vs spreading load, time windows, GPU share rules.
+    A sentence that does not parse, names nothing in the cluster, could mean two things
+    or contradicts the current settings is refused (exit 2) with what was understood;
+    nothing is written then.
+    """
+    from bosun.api.manifest import load_manifests
+    from bosun.explain.patch import dump_documents, read_documents
+    from bosun.explain.policy import (
+        DEFAULT_CONFIG,
+        ClusterNames,
+        compile_policy,
+        diff,
+        load_config_doc,
+        patched_documents,
+    )
+
+    try:
+        names = ClusterNames(load_manifests(cluster), read_documents(cluster))
+        cfg_doc = load_config_doc(config) if config else None
+        ch = compile_policy(sentence, names, cfg_doc, overwrite=overwrite)
+        changed, _ = patched_documents(ch, names)
+        final_cfg = ch.config if ch.config is not None else (cfg_doc or DEFAULT_CONFIG)
+    except BosunError as e:
+        raise fail(str(e)) from None
+    if as_json:
+        doc = {"understood": ch.understood, "notes": ch.notes, **ch.canonical()}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        console = Console(highlight=False, soft_wrap=True)
+        console.print(f"[bold]understood:[/] {escape(ch.understood)}")
+        for note in ch.notes:
+            console.print(f"[dim]note: {escape(note)}[/]")
+        for c in ch.conflicts:
+            console.print(f"[yellow]overwrites: {escape(c)}[/]")
+        console.print(escape(diff(ch, names, cfg_doc)), end="")
+    if output is None:
+        return
+    cfg_path = config_out or output.with_name(output.stem + ".config.yaml")
+    targets = {
+        output: dump_documents(changed),
+        cfg_path: yaml.safe_dump(final_cfg, sort_keys=False),
+    }
+    tmps = []
+    try:
+        for path, text in targets.items():
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmps.append((tmp, path))
+    except OSError as e:
+        for tmp, _ in tmps:
+            tmp.unlink(missing_ok=True)
+        raise fail(f"cannot write {e.filename}: {e.strerror}") from None
+    for tmp, path in tmps:
+        tmp.replace(path)
+    if not as_json:
+        Console(highlight=False).print(f"wrote {output} and {cfg_path}")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``bosun why``, ``bosun policy`` and ``bosun logs mine`` to the ``bosun`` app."""
     app.command(name="why")(why)
+    app.command(name="policy")(policy)
