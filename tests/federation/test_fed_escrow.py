@@ -40,8 +40,8 @@ def run(
     """
     states = {r: BoundedCounter(OWNER) for r in REPLICAS}
     states[OWNER].grow(capacity)
-    outstanding = {r: 0 for r in REPLICAS}
-    side = {r: 0 for r in REPLICAS}
+    outstanding = dict.fromkeys(REPLICAS, 0)
+    side = dict.fromkeys(REPLICAS, 0)
     for kind, i, j, amount, mask in steps:
         if kind == "partition":
             side = {r: (mask >> k) & 1 for k, r in enumerate(REPLICAS)}

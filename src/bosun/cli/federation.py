@@ -1,10 +1,180 @@
-"""The ``bosun`` commands of the federation capability (being built: see docs/federation.md)."""
+"""``bosun federate``: the multi-cluster federation agent and its real-process bench
+(docs/federation.md)."""
 
 from __future__ import annotations
 
+import ipaddress
+import json
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from bosun.cli.common import fail
+
+federate = typer.Typer(
+    name="federate",
+    help="Multi-cluster federation: run an agent, or the real-process bench.",
+    no_args_is_help=True,
+)
+
+
+def parse_hostport(text: str, flag: str) -> tuple[str, int]:
+    """``HOST:PORT`` with an IPv4 host and a port 1..65534 (the agent also uses PORT+1);
+    raises ``ValueError`` naming the flag."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"{flag} {text!r}: expected HOST:PORT")
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: {host!r} is not an IPv4 address") from None
+    if not port.isdigit() or not 1 <= int(port) <= 65534:
+        raise ValueError(f"{flag} {text!r}: port must be 1..65534 (PORT+1 is used too)")
+    return host, int(port)
+
+
+def agent(
+    cluster: Annotated[str, typer.Option("--cluster", help="This member cluster's name.")],
+    listen: Annotated[
+        str, typer.Option("--listen", help="HOST:PORT for membership; PORT+1 serves sync/RPC.")
+    ] = "127.0.0.1:7946",
+    join: Annotated[
+        list[str] | None, typer.Option("--join", help="HOST:PORT of an agent to join (repeat).")
+    ] = None,
+    snapshot: Annotated[
+        Path | None, typer.Option("--snapshot", help="Cluster to front: a bosun snapshot file.")
+    ] = None,
+    synthetic_nodes: Annotated[
+        int, typer.Option("--synthetic-nodes", help="Or: this many openb-shaped nodes.")
+    ] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthetic nodes.")] = 0,
+    fill: Annotated[float, typer.Option("--fill", help="Synthetic CPU usage at start.")] = 0.5,
+    group_size: Annotated[int, typer.Option("--group-size", help="Nodes per summary group.")] = 10,
+    mode: Annotated[str, typer.Option("--mode", help="Sync: delta (Bloom) or full.")] = "delta",
+    interval: Annotated[
+        float, typer.Option("--interval", help="Seconds between sync rounds.")
+    ] = 0.5,
+    exact_every: Annotated[int, typer.Option("--exact-every", help="Exact digest every N.")] = 10,
+    delay_ms: Annotated[float, typer.Option("--delay-ms", help="Transport delay shim.")] = 0.0,
+    duration: Annotated[
+        float | None, typer.Option("--duration", help="Stop after this many seconds.")
+    ] = None,
+    control: Annotated[
+        bool, typer.Option("--control/--no-control", help="Read JSON commands on stdin.")
+    ] = False,
+    key_file: Annotated[
+        Path | None, typer.Option("--key-file", help="kinship key (base64); default plaintext.")
+    ] = None,
+) -> None:
+    """Run one federation agent for one member cluster (events as JSON lines on stdout).
+
+    Exit code 2 on bad flags, an unreadable snapshot or key file.
+    """
+    import asyncio
+
+    from bosun.errors import BosunError
+    from bosun.federation.agent import Agent, AgentConfig, run_agent
+    from bosun.federation.backend import from_snapshot, synthetic
+    from bosun.federation.sync import SyncConfig
+
+    try:
+        host, port = parse_hostport(listen, "--listen")
+        for j in join or []:
+            parse_hostport(j, "--join")
+    except ValueError as e:
+        raise fail(str(e)) from None
+    if not cluster or "/" in cluster:
+        raise fail(f"--cluster {cluster!r}: a non-empty name without '/'")
+    if mode not in ("delta", "full"):
+        raise fail(f"--mode {mode!r}: must be delta or full")
+    if (snapshot is None) == (synthetic_nodes <= 0):
+        raise fail("give exactly one of --snapshot FILE and --synthetic-nodes N")
+    if interval <= 0 or exact_every < 0 or group_size < 1 or not 0 <= fill <= 1:
+        raise fail("--interval must be > 0, --exact-every >= 0, --group-size >= 1, --fill 0..1")
+    key = None
+    if key_file is not None:
+        try:
+            key = key_file.read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise fail(f"--key-file {key_file}: cannot read: {e.strerror}") from None
+    try:
+        if snapshot is not None:
+            twin = from_snapshot(cluster, snapshot, group_size)
+        else:
+            twin = synthetic(cluster, synthetic_nodes, seed, fill, group_size)
+    except BosunError as e:
+        raise fail(str(e)) from None
+    cfg = AgentConfig(
+        cluster=cluster,
+        host=host,
+        port=port,
+        join=list(join or []),
+        sync=SyncConfig(mode=mode, exact_every=exact_every, interval_s=interval),
+        delay_ms=delay_ms,
+        key=key,
+    )
+    try:
+        asyncio.run(run_agent(Agent(cfg, twin), stdin_control=control, duration_s=duration))
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:
+        raise fail(f"--listen {listen}: {e.strerror or e}") from None
+
+
+def bench(
+    clusters: Annotated[int, typer.Option("--clusters", help="Agents (one per cluster).")] = 8,
+    nodes_per_cluster: Annotated[
+        int, typer.Option("--nodes-per-cluster", help="Synthetic nodes per cluster.")
+    ] = 500,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the results (the issue's keys) here.")
+    ] = None,
+    netns: Annotated[
+        str, typer.Option("--netns", help="auto (when root), on, off (127.0.0.1 ports).")
+    ] = "auto",
+    requests: Annotated[int, typer.Option("--requests", help="Cross-cluster requests.")] = 10000,
+    phase_s: Annotated[float, typer.Option("--phase", help="Seconds per traffic phase.")] = 10.0,
+    loss: Annotated[float, typer.Option("--loss", help="Packet loss for convergence.")] = 0.05,
+    budget_s: Annotated[float, typer.Option("--budget", help="Hard time limit, seconds.")] = 115.0,
+) -> None:
+    """Start one agent process per cluster, inject churn, loss, a partition, kill -9, a
+    region overload, and print the results table (``--json``: the issue's keys).
+
+    Exit code 2 on bad flags or when the network namespaces cannot be set up with --netns on.
+    """
+    from bosun.errors import BosunError
+    from bosun.federation.bench import BenchConfig, print_table, run_bench
+
+    if clusters < 3 or nodes_per_cluster < 4 or requests < 0 or phase_s <= 0 or not 0 <= loss < 1:
+        raise fail(
+            "--clusters >= 3, --nodes-per-cluster >= 4, --requests >= 0, --phase > 0, "
+            "--loss in [0, 1)"
+        )
+    if netns not in ("auto", "on", "off"):
+        raise fail(f"--netns {netns!r}: auto, on or off")
+    cfg = BenchConfig(
+        clusters=clusters,
+        nodes=nodes_per_cluster,
+        netns=netns,
+        requests=requests,
+        phase_s=phase_s,
+        loss=loss,
+        budget_s=budget_s,
+    )
+    try:
+        result = run_bench(cfg)
+    except BosunError as e:
+        raise fail(str(e)) from None
+    print_table(result)
+    if json_out is not None:
+        json_out.write_text(json.dumps(result["json"], indent=2) + "\n", encoding="utf-8")
+
+
+federate.command(name="agent")(agent)
+federate.command(name="bench")(bench)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this capability's commands to the top-level ``bosun`` app (none yet)."""
-    del app
+    """Add ``bosun federate`` (agent, bench) to the top-level ``bosun`` app."""
+    app.add_typer(federate, name="federate")

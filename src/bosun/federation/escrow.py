@@ -413,6 +413,7 @@ class Fence:
 
     ``epoch`` rises each time the owner's capacity shrinks (a node removed or cordoned);
     reservations made before that are refused at bind. Each reservation id binds once.
+    ``active`` keeps, per holder, the amounts of its reservations bound here and not gone.
     """
 
     def __init__(self, owner: str) -> None:
@@ -420,6 +421,7 @@ class Fence:
         self.epoch = 1
         self.bound: dict[str, Reservation] = {}
         self.refused: set[str] = set()
+        self.active: dict[str, dict[str, int]] = {}
 
     def bump(self) -> int:
         """Capacity shrank: invalidate every reservation not bound yet; the new epoch."""
@@ -427,17 +429,26 @@ class Fence:
         return self.epoch
 
     def check(self, res: Reservation, ledger: Ledger, now_s: float) -> str | None:
-        """None when ``res`` may bind now (and records it), else the refusal reason.
+        """None when ``res`` may bind now (and records it as bound), else the refusal
+        reason (and the id is refused from then on).
 
-        The ledger must show the holder's spend: the holder's ``U`` on each pool covers the
-        reservations of that holder bound here so far plus this one.
+        The ledger must show the holder's spend: on each pool, the holder's rights spent and
+        not released cover its reservations bound here so far plus this one.
         """
         reason = self._reason(res, ledger, now_s)
         if reason is None:
             self.bound[res.rid] = res
+            act = self.active.setdefault(res.holder, {})
+            for r, a in res.amounts.items():
+                act[r] = act.get(r, 0) + a
         elif res.rid not in self.bound:
             self.refused.add(res.rid)
         return reason
+
+    def refuse(self, rid: str) -> None:
+        """Refuse ``rid`` from now on (e.g. it was bound and then found no node)."""
+        self.unbind(rid)
+        self.refused.add(rid)
 
     def _reason(self, res: Reservation, ledger: Ledger, now_s: float) -> str | None:
         if res.owner != self.owner:
@@ -450,12 +461,12 @@ class Fence:
             return f"reservation {res.rid} is stale: epoch {res.epoch}, owner at {self.epoch}"
         if now_s > res.deadline_s:
             return f"reservation {res.rid} expired {now_s - res.deadline_s:.3f} s ago"
+        act = self.active.get(res.holder, {})
         for r, a in res.amounts.items():
             if not a:
                 continue
-            active = sum(b.amounts.get(r, 0) for b in self.bound.values() if b.holder == res.holder)
             c = ledger.pool(self.owner, r)
-            if c.spent(res.holder) - c.released(res.holder) < active + a:
+            if c.spent(res.holder) - c.released(res.holder) < act.get(r, 0) + a:
                 return (
                     f"reservation {res.rid}: the ledger does not show holder {res.holder} "
                     f"spending {r}={a} (bounded-counter check)"
@@ -464,4 +475,9 @@ class Fence:
 
     def unbind(self, rid: str) -> Reservation | None:
         """The pod of ``rid`` left; forget it (its rights are released by the holder)."""
-        return self.bound.pop(rid, None)
+        res = self.bound.pop(rid, None)
+        if res is not None:
+            act = self.active.get(res.holder, {})
+            for r, a in res.amounts.items():
+                act[r] = act.get(r, 0) - a
+        return res

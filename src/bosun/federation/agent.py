@@ -1,0 +1,913 @@
+"""The federation agent: one per member cluster, a real process.
+
+It runs, on one asyncio loop:
+
+* **membership** through ``kinship`` (SWIM with Lifeguard: awareness, suspicion timeouts that
+  shrink with confirmations, buddy system), bound to ``--listen HOST:PORT`` (UDP and TCP);
+  every agent publishes its RPC address (``PORT + 1``) in its member metadata;
+* **state sync** over TCP on ``PORT + 1``: one push-pull round per ``interval_s`` with a random
+  live peer (:mod:`bosun.federation.sync`), summaries republished when they change;
+* **placement** (:meth:`Agent.place`): the members ranked by
+  :func:`bosun.federation.summary.score`, capacity reserved through the escrow ledger
+  (:mod:`bosun.federation.escrow`), rights asked from the owner when short, the bind sent to
+  the owner, which fences it;
+* **overload evacuation**: when the CPU usage stays above ``overload_threshold`` for
+  ``overload_window_s``, the agent moves its own pods away, at most ``evac_rate_per_s`` a
+  second: the new copy is placed (and runs) first, the old one is removed after;
+* a **control channel** on stdin/stdout (JSON lines) that the bench and tests drive, so no
+  control traffic crosses the measured interfaces.
+
+A message the agent cannot use (see :class:`~bosun.federation.sync.WireError` and
+:class:`~bosun.federation.escrow.EscrowError`) is logged with the peer and the field, counted
+in ``drops`` and dropped; the agent keeps running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import struct
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bosun.api.types import Pod
+from bosun.errors import BosunError
+from bosun.federation.escrow import EscrowError, Fence, Ledger, Reservation
+from bosun.federation.summary import (
+    VECTOR,
+    ClusterView,
+    TwinCluster,
+    make_pod,
+    pod_vector,
+    score,
+)
+from bosun.federation.sync import (
+    MAX_MESSAGE_BYTES,
+    Entry,
+    Store,
+    SyncConfig,
+    WireError,
+    decode,
+    encode,
+    entries_to_wire,
+)
+
+log = logging.getLogger("bosun.federation")
+
+#: Seconds an RPC waits for a connection or an answer.
+RPC_TIMEOUT_S = 2.0
+
+
+@dataclass
+class AgentConfig:
+    """An agent's settings (the ``bosun federate agent`` flags).
+
+    Attributes:
+        cluster: the member cluster's federation name (unique).
+        host, port: membership address (UDP+TCP); RPC and sync use ``port + 1``.
+        join: membership addresses of agents to join (``host:port``).
+        sync: state-sync settings.
+        probe_interval_s, probe_timeout_s, suspicion_mult: SWIM settings (kinship's names).
+        delay_ms: delay the transport shim adds before each RPC message sent.
+        escrow_chunk: the least share of its capacity an owner grants per rights request.
+        reservation_ttl_s: a reservation not bound within this is stale.
+        overload_threshold, overload_window_s: the overload signal.
+        evac_target: usage the evacuation brings the cluster back under.
+        evac_rate_per_s: pods moved away per second at most.
+        summary_interval_s: seconds between summary refreshes.
+        key: kinship's 32-byte key (base64); None = plaintext (private networks only).
+    """
+
+    cluster: str
+    host: str = "127.0.0.1"
+    port: int = 7946
+    join: list[str] = field(default_factory=list)
+    sync: SyncConfig = field(default_factory=SyncConfig)
+    probe_interval_s: float = 0.5
+    probe_timeout_s: float = 0.25
+    suspicion_mult: int = 5
+    delay_ms: float = 0.0
+    escrow_chunk: float = 0.05
+    reservation_ttl_s: float = 5.0
+    overload_threshold: float = 0.9
+    overload_window_s: float = 2.0
+    evac_target: float = 0.75
+    evac_rate_per_s: float = 50.0
+    summary_interval_s: float = 0.5
+    key: str | None = None
+
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def emit_stdout(ev: dict[str, Any]) -> None:
+    """Write one event as a JSON line on stdout (the control channel)."""
+    sys.stdout.write(json.dumps(ev, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+async def read_frame(reader: asyncio.StreamReader, peer: str) -> bytes:
+    """One length-prefixed message; :class:`WireError` when truncated or too large."""
+    try:
+        head = await reader.readexactly(4)
+    except asyncio.IncompleteReadError as exc:
+        raise WireError(
+            f"peer {peer}: field length: truncated ({len(exc.partial)} of 4 bytes)"
+        ) from None
+    (n,) = struct.unpack(">I", head)
+    if n > MAX_MESSAGE_BYTES:
+        raise WireError(f"peer {peer}: field length: {n} bytes is over {MAX_MESSAGE_BYTES}")
+    try:
+        return await reader.readexactly(n)
+    except asyncio.IncompleteReadError as exc:
+        raise WireError(
+            f"peer {peer}: field message: truncated ({len(exc.partial)} of {n} bytes)"
+        ) from None
+
+
+class Agent:
+    """One federation agent (see the module docstring).
+
+    Args:
+        config: its settings.
+        cluster: the twin-backed member cluster it fronts.
+        emit: where events go (JSON lines on stdout by default).
+        clock: wall clock, seconds.
+    """
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        cluster: TwinCluster,
+        emit: Emit = emit_stdout,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cfg = config
+        self.name = config.cluster
+        self.cluster = cluster
+        self.emit = emit
+        self.clock = clock
+        self.store = Store(self.name, config.sync, clock, self._on_new)
+        self.ledger = Ledger(self.name)
+        self.fence = Fence(self.name)
+        self.capacity = cluster.total_allocatable()
+        self.ledger.grow(self.capacity)
+        self.local_pods: dict[str, tuple[Pod, Reservation]] = {}  # pods this agent holds here
+        self.seq = 0
+        for bp in list(cluster.snapshot.pods.by_key):
+            self._adopt(cluster.snapshot.pods.entries[cluster.snapshot.pods.by_key[bp]])
+        self.members: dict[str, str] = {}  # name -> rpc host:port, live members only
+        self.drops = 0
+        self.marks: dict[str, str] = {}
+        self.mark = ""
+        self.placed_remote: dict[str, str] = {}  # pod key -> cluster it runs on (holder view)
+        self.in_doubt: dict[str, tuple[str, Reservation, Pod]] = {}
+        self.overloaded = False
+        self._over_since: float | None = None
+        self._grant_locks: dict[str, asyncio.Lock] = {}
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._kin: Any = None
+        self._server: asyncio.Server | None = None
+        self._stop = asyncio.Event()
+        self.sync_rounds = 0
+
+    def _adopt(self, entry: Any) -> None:
+        """Account a pod already running in the cluster: this agent reserves it on its own
+        pool (so escrow capacity is allocatable, and running pods spend it) and may move it."""
+        pod = entry.pod
+        res = self._reservation(self.name, pod)
+        if (
+            self.ledger.reserve(self.name, res.amounts)
+            and self.fence.check(res, self.ledger, self.clock()) is None
+        ):
+            self.local_pods[pod.key] = (pod, res)
+
+    # ------------------------------------------------------------------ events
+
+    def _drop(self, err: BosunError) -> None:
+        self.drops += 1
+        log.warning("dropped: %s", err)
+        self.emit({"ev": "drop", "t": self.clock(), "why": str(err)})
+
+    def _on_new(self, e: Entry) -> None:
+        if e.key.endswith("/_"):
+            m = str(e.value.get("m", ""))
+            if m and self.marks.get(e.origin) != m:
+                self.marks[e.origin] = m
+                self.emit({"ev": "saw_mark", "t": self.clock(), "mark": m, "origin": e.origin})
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Open the RPC server, start membership and the background loops."""
+        self._server = await asyncio.start_server(self._serve, self.cfg.host, self.cfg.port + 1)
+        await self._start_membership()
+        self.publish(force=True)
+        for coro in (
+            self._sync_loop(),
+            self._summary_loop(),
+            self._overload_loop(),
+            self._doubt_loop(),
+            self._member_events(),
+        ):
+            self._tasks.append(asyncio.create_task(coro))
+        self.emit(
+            {
+                "ev": "started",
+                "t": self.clock(),
+                "cluster": self.name,
+                "groups": len(self.cluster.groups),
+                "capacity": self.capacity,
+            }
+        )
+
+    async def _start_membership(self) -> None:
+        import kinship
+
+        fields: dict[str, Any] = {
+            "name": self.name,
+            "bind": f"{self.cfg.host}:{self.cfg.port}",
+            "cluster": "bosun-federation",
+            "seeds": list(self.cfg.join),
+            "meta": {"rpc": f"{self.cfg.host}:{self.cfg.port + 1}"},
+            "probe_interval": self.cfg.probe_interval_s,
+            "probe_timeout": self.cfg.probe_timeout_s,
+            "suspicion_mult": self.cfg.suspicion_mult,
+            "gossip_interval": 0.2,
+            "push_pull_interval": 10.0,
+            "rejoin_interval": 2.0,
+            "reconnect_interval": 2.0,
+        }
+        if self.cfg.key:
+            fields["keys"] = [self.cfg.key]
+        else:
+            fields["insecure_plaintext"] = True
+        cfg = kinship.Config.lan(**fields)
+        self._kin = kinship.Cluster(cfg)
+        await self._kin.start()
+        self._refresh_members()
+
+    def _refresh_members(self) -> None:
+        import kinship
+
+        live: dict[str, str] = {}
+        for m in self._kin.members():
+            if m.name != self.name and m.state == kinship.State.ALIVE and "rpc" in m.meta:
+                live[m.name] = m.meta["rpc"]
+        self.members = live
+
+    async def _member_events(self) -> None:
+        import kinship
+
+        async for ev in self._kin.events():
+            now = self.clock()
+            kind = type(ev).__name__
+            if isinstance(ev, kinship.NameConflict):
+                log.error(
+                    "two agents claim cluster name %s: %s and %s",
+                    ev.member.name,
+                    ev.member.addr,
+                    ev.other_addr,
+                )
+                self.emit(
+                    {
+                        "ev": "name_conflict",
+                        "t": now,
+                        "member": ev.member.name,
+                        "addr": ev.other_addr,
+                    }
+                )
+            elif hasattr(ev, "member"):
+                self.emit({"ev": kind, "t": now, "member": ev.member.name})
+            self._refresh_members()
+
+    async def stop(self) -> None:
+        """Stop every loop, leave the membership, close the sockets."""
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if self._server is not None:
+            self._server.close()
+        if self._kin is not None:
+            with contextlib.suppress(Exception):
+                await self._kin.leave(1.0)
+            with contextlib.suppress(Exception):
+                await self._kin.close()
+
+    # ------------------------------------------------------------------ summaries
+
+    def cluster_entry(self) -> dict[str, Any]:
+        """The ``<cluster>/_`` value (see :mod:`bosun.federation.summary`)."""
+        dem = [0, 0, 0]
+        for p in self.cluster.pending.values():
+            v = pod_vector(p)
+            dem = [a + b for a, b in zip(dem, v, strict=True)]
+        return {
+            "p": len(self.cluster.pending),
+            "d": dem,
+            "u": round(self.cluster.usage(), 3),
+            "o": int(self.overloaded),
+            "e": self.fence.epoch,
+            "m": self.mark,
+        }
+
+    def publish(self, force: bool = False) -> int:
+        """Republish the changed group summaries and the cluster entry; how many."""
+        changed = self.cluster.changed_summaries()
+        for g, v in changed.items():
+            self.store.publish(g, v)
+        ce = self.cluster_entry()
+        old = self.store.entries.get(f"{self.name}/_")
+        if force or old is None or dict(old.value) != ce:
+            self.store.publish("_", ce)
+            return len(changed) + 1
+        return len(changed)
+
+    async def _summary_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.cfg.summary_interval_s)
+            self.publish()
+
+    # ------------------------------------------------------------------ RPC client
+
+    async def _rpc(self, peer: str, kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        addr = self.members.get(peer)
+        if addr is None:
+            raise ConnectionError(f"{peer} is not a live member")
+        host, port = addr.rsplit(":", 1)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, int(port)), RPC_TIMEOUT_S
+        )
+        try:
+            await self._send(writer, kind, body)
+            return decode(await asyncio.wait_for(read_frame(reader, peer), RPC_TIMEOUT_S), peer)
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _send(self, writer: asyncio.StreamWriter, kind: str, body: Mapping[str, Any]) -> None:
+        if self.cfg.delay_ms > 0:
+            await asyncio.sleep(self.cfg.delay_ms / 1000)  # the delay shim
+        writer.write(encode(kind, self.name, body))
+        await writer.drain()
+
+    # ------------------------------------------------------------------ sync
+
+    async def _sync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.cfg.sync.interval_s * random.uniform(0.8, 1.2))
+            if not self.members:
+                continue
+            peer = random.choice(sorted(self.members))
+            try:
+                await self.exchange(peer)
+            except WireError as e:
+                self._drop(e)
+            except (OSError, TimeoutError, ConnectionError):
+                pass  # the peer is unreachable: membership will tell
+
+    async def exchange(self, peer: str) -> None:
+        """One push-pull round with ``peer`` (syn, ack, ack2)."""
+        addr = self.members[peer]
+        host, port = addr.rsplit(":", 1)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, int(port)), RPC_TIMEOUT_S
+        )
+        try:
+            await self._send(writer, "syn", {"digest": self.store.digest(random.getrandbits(63))})
+            ack = decode(await asyncio.wait_for(read_frame(reader, peer), RPC_TIMEOUT_S), peer)
+            if ack.get("t") != "ack":
+                raise WireError(f"peer {peer}: field t: expected ack, got {ack.get('t')!r}")
+            self.store.apply(ack.get("entries"), peer)
+            digest = ack.get("digest")
+            if not isinstance(digest, dict):
+                raise WireError(f"peer {peer}: field digest: not a map")
+            deltas = self.store.deltas_for(digest, peer)
+            await self._send(writer, "ack2", {"entries": entries_to_wire(deltas)})
+            self.sync_rounds += 1
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    # ------------------------------------------------------------------ RPC server
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        addr = writer.get_extra_info("peername")
+        where = f"{addr[0]}:{addr[1]}" if addr else "?"
+        try:
+            msg = decode(await asyncio.wait_for(read_frame(reader, where), RPC_TIMEOUT_S), where)
+            peer = msg["from"]
+            kind = msg["t"]
+            if kind == "syn":
+                digest = msg.get("digest")
+                if not isinstance(digest, dict):
+                    raise WireError(f"peer {peer}: field digest: not a map")
+                deltas = self.store.deltas_for(digest, peer)
+                await self._send(
+                    writer,
+                    "ack",
+                    {
+                        "entries": entries_to_wire(deltas),
+                        "digest": self.store.digest(random.getrandbits(63)),
+                    },
+                )
+                ack2 = decode(await asyncio.wait_for(read_frame(reader, peer), RPC_TIMEOUT_S), peer)
+                self.store.apply(ack2.get("entries"), peer)
+            elif kind == "grant":
+                await self._send(writer, "granted", self._grant(peer, msg))
+            elif kind == "bind":
+                await self._send(writer, "bound", self._bind_remote(peer, msg))
+            elif kind == "cancel":
+                await self._send(writer, "cancelled", self._cancel(msg))
+            else:
+                raise WireError(f"peer {peer}: field t: unknown message type {kind!r}")
+        except (WireError, EscrowError) as e:
+            self._drop(e)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    def _amounts(self, raw: Any, peer: str, fld: str) -> dict[str, int]:
+        if not isinstance(raw, Mapping) or not all(
+            r in VECTOR and isinstance(a, int) and not isinstance(a, bool) and a >= 0
+            for r, a in raw.items()
+        ):
+            raise WireError(f"peer {peer}: field {fld}: not a map of resource to amount >= 0")
+        return dict(raw)
+
+    def _grant(self, peer: str, msg: Mapping[str, Any]) -> dict[str, Any]:
+        want = self._amounts(msg.get("want"), peer, "want")
+        chunk = {r: int(self.capacity.get(r, 0) * self.cfg.escrow_chunk) for r in VECTOR}
+        ask = {r: max(want.get(r, 0), chunk[r]) if want.get(r, 0) else 0 for r in VECTOR}
+        moved = self.ledger.grant(self.name, peer, ask)
+        return {"moved": moved, "ledger": self.ledger.to_wire([self.name])}
+
+    def _parse_reservation(self, raw: Any, peer: str) -> Reservation:
+        if not isinstance(raw, Mapping):
+            raise WireError(f"peer {peer}: field res: not a map")
+        try:
+            res = Reservation(
+                rid=str(raw["rid"]),
+                holder=str(raw["holder"]),
+                owner=str(raw["owner"]),
+                amounts=self._amounts(raw["amounts"], peer, "res.amounts"),
+                epoch=int(raw["epoch"]),
+                deadline_s=float(raw["deadline"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise WireError(f"peer {peer}: field res: {exc}") from None
+        if res.holder != peer:
+            raise WireError(f"peer {peer}: field res.holder: {res.holder!r} is not the sender")
+        return res
+
+    def _bind_remote(self, peer: str, msg: Mapping[str, Any]) -> dict[str, Any]:
+        items = msg.get("items")
+        if not isinstance(items, list):
+            raise WireError(f"peer {peer}: field items: not a list")
+        try:
+            self.ledger.merge_wire(msg.get("ledger"), peer=peer)
+        except EscrowError as e:
+            self._drop(e)
+            return {"results": [[False, f"ledger refused: {e}", ""] for _ in items]}
+        results = []
+        for i, it in enumerate(items):
+            if not isinstance(it, Mapping) or not isinstance(it.get("pod"), Mapping):
+                raise WireError(f"peer {peer}: field items[{i}]: not a map with a pod")
+            res = self._parse_reservation(it.get("res"), peer)
+            p = it["pod"]
+            try:
+                pod = make_pod(str(p["name"]), int(p["cpu"]), int(p["mem"]), int(p["gpu"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise WireError(f"peer {peer}: field items[{i}].pod: {exc}") from None
+            if tuple(res.amounts.get(r, 0) for r in VECTOR) != pod_vector(pod):
+                results.append([False, "reservation amounts differ from the pod's requests", ""])
+                self.fence.refused.add(res.rid)
+                continue
+            ok, why, node = self.bind_here(res, pod)
+            results.append([ok, why, node])
+        return {"results": results}
+
+    def bind_here(self, res: Reservation, pod: Pod) -> tuple[bool, str, str]:
+        """Fence ``res`` and bind ``pod`` on a node of this cluster: (ok, reason, node)."""
+        reason = self.fence.check(res, self.ledger, self.clock())
+        if reason is not None:
+            return False, reason, ""
+        if pod.key in self.cluster.snapshot.pods.by_key:
+            self.fence.refuse(res.rid)
+            return False, f"pod {pod.key} is already bound here (conflict)", ""
+        node = self.cluster.place(pod)
+        if node is None:
+            self.fence.refuse(res.rid)
+            return False, "no node fits the pod (bind conflict)", ""
+        self.local_pods[pod.key] = (pod, res)
+        self.emit(
+            {"ev": "bound", "t": self.clock(), "pod": pod.key, "holder": res.holder, "node": node}
+        )
+        return True, "", node
+
+    def _cancel(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        rid = str(msg.get("rid", ""))
+        if rid in self.fence.bound:
+            return {"bound": True}
+        self.fence.refused.add(rid)
+        return {"bound": False}
+
+    # ------------------------------------------------------------------ placement
+
+    def views(self, exclude: set[str]) -> list[ClusterView]:
+        """The members (and this cluster) the placer may use, with their summaries."""
+        out = []
+        for name in [self.name, *sorted(self.members)]:
+            if name in exclude:
+                continue
+            entries = self.store.view(name)
+            cluster = entries.pop("_", None)
+            if cluster is None:
+                continue
+            out.append(ClusterView(name, {g: e.value for g, e in entries.items()}, cluster.value))
+        return out
+
+    def rank(self, pod: Pod, exclude: set[str]) -> list[str]:
+        """Member names by descending :func:`~bosun.federation.summary.score` for ``pod``."""
+        need = pod_vector(pod)
+        whole = pod.gpu_count if pod.gpu_milli >= 1000 else 0
+        scored = []
+        for v in self.views(exclude):
+            s = score(v, need, self.name, whole)
+            if s is not None:
+                scored.append((s, random.random(), v.name))
+        return [n for _, _, n in sorted(scored, reverse=True)]
+
+    def _reservation(self, owner: str, pod: Pod) -> Reservation:
+        self.seq += 1
+        epoch = self.fence.epoch
+        if owner != self.name:
+            ce = self.store.entries.get(f"{owner}/_")
+            epoch = int(ce.value.get("e", 1)) if ce else 1
+        return Reservation(
+            rid=f"{self.name}/{self.seq}",
+            holder=self.name,
+            owner=owner,
+            amounts=dict(zip(VECTOR, pod_vector(pod), strict=True)),
+            epoch=epoch,
+            deadline_s=self.clock() + self.cfg.reservation_ttl_s,
+        )
+
+    async def _ensure_rights(self, owner: str, amounts: Mapping[str, int]) -> bool:
+        if self.ledger.can_reserve(owner, amounts):
+            return True
+        if owner == self.name:
+            return False
+        lock = self._grant_locks.setdefault(owner, asyncio.Lock())
+        async with lock:
+            if self.ledger.can_reserve(owner, amounts):
+                return True
+            mine = self.ledger.rights(owner)
+            want = {r: max(0, a - mine.get(r, 0)) for r, a in amounts.items()}
+            reply = await self._rpc(owner, "grant", {"want": want})
+            try:
+                self.ledger.merge_wire(reply.get("ledger"), peer=owner)
+            except EscrowError as e:
+                self._drop(e)
+                return False
+            return self.ledger.can_reserve(owner, amounts)
+
+    async def place(self, pod: Pod, exclude: set[str] | None = None) -> tuple[str | None, str]:
+        """Place ``pod`` on the best-scoring member that accepts it: ``(cluster, "")``, or
+        ``(None, reason)`` when none did. A bind whose answer was lost leaves the pod *in
+        doubt* (not retried elsewhere until the owner confirms; no double booking)."""
+        tried = set(exclude or ())
+        reasons = []
+        for owner in self.rank(pod, tried):
+            amounts = dict(zip(VECTOR, pod_vector(pod), strict=True))
+            try:
+                if not await self._ensure_rights(owner, amounts):
+                    reasons.append(f"{owner}: no rights")
+                    continue
+            except (OSError, TimeoutError, ConnectionError, WireError) as e:
+                reasons.append(f"{owner}: grant failed ({type(e).__name__})")
+                continue
+            res = self._reservation(owner, pod)
+            if not self.ledger.reserve(owner, amounts):
+                reasons.append(f"{owner}: no rights")
+                continue
+            if owner == self.name:
+                ok, why, _ = self.bind_here(res, pod)
+            else:
+                try:
+                    ok, why = await self._bind_remote_call(owner, res, pod)
+                except (OSError, TimeoutError, ConnectionError, WireError):
+                    self.in_doubt[pod.key] = (owner, res, pod)
+                    return None, f"{owner}: bind answer lost, in doubt"
+            if ok:
+                self.placed_remote[pod.key] = owner
+                return owner, ""
+            self.ledger.release(owner, amounts)
+            reasons.append(f"{owner}: {why}")
+        return None, "; ".join(reasons) or "no member fits"
+
+    async def _bind_remote_call(self, owner: str, res: Reservation, pod: Pod) -> tuple[bool, str]:
+        cpu, mem, gpu = pod_vector(pod)
+        item = {
+            "res": {
+                "rid": res.rid,
+                "holder": res.holder,
+                "owner": res.owner,
+                "amounts": dict(res.amounts),
+                "epoch": res.epoch,
+                "deadline": res.deadline_s,
+            },
+            "pod": {"name": pod.name, "cpu": cpu, "mem": mem, "gpu": gpu},
+        }
+        reply = await self._rpc(
+            owner, "bind", {"items": [item], "ledger": self.ledger.to_wire([owner])}
+        )
+        results = reply.get("results")
+        if not (isinstance(results, list) and len(results) == 1 and isinstance(results[0], list)):
+            raise WireError(f"peer {owner}: field results: not one result")
+        return bool(results[0][0]), str(results[0][1])
+
+    async def _doubt_loop(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            for key, (owner, res, _pod) in list(self.in_doubt.items()):
+                try:
+                    reply = await self._rpc(owner, "cancel", {"rid": res.rid})
+                except (OSError, TimeoutError, ConnectionError, WireError):
+                    continue
+                del self.in_doubt[key]
+                if reply.get("bound"):
+                    self.placed_remote[key] = owner
+                    self.emit(
+                        {
+                            "ev": "placed",
+                            "t": self.clock(),
+                            "pod": key,
+                            "cluster": owner,
+                            "late": True,
+                        }
+                    )
+                else:
+                    self.ledger.release(owner, res.amounts)
+                    self.emit(
+                        {
+                            "ev": "failed",
+                            "t": self.clock(),
+                            "pod": key,
+                            "why": "in doubt, then cancelled",
+                        }
+                    )
+
+    # ------------------------------------------------------------------ overload
+
+    async def _overload_loop(self) -> None:
+        step = 0.25
+        moving: set[str] = set()
+        while True:
+            await asyncio.sleep(step)
+            u = self.cluster.usage()
+            now = self.clock()
+            if u > self.cfg.overload_threshold:
+                self._over_since = self._over_since or now
+                if not self.overloaded and now - self._over_since >= self.cfg.overload_window_s:
+                    self.overloaded = True
+                    self.publish()
+                    self.emit(
+                        {
+                            "ev": "overload",
+                            "t": now,
+                            "usage": round(u, 3),
+                            "since": self._over_since,
+                        }
+                    )
+            elif u < self.cfg.evac_target:
+                self._over_since = None
+                if self.overloaded:
+                    self.overloaded = False
+                    self.publish()
+                    self.emit({"ev": "overload_end", "t": now})
+            if not self.overloaded:
+                continue
+            budget = max(1, int(self.cfg.evac_rate_per_s * step))
+            mine = [
+                (pod, res)
+                for key, (pod, res) in self.local_pods.items()
+                if res.holder == self.name and key not in moving
+            ]
+            mine.sort(key=lambda pr: -pod_vector(pr[0])[0])
+            for pod, res in mine[:budget]:
+                moving.add(pod.key)
+                self._tasks.append(asyncio.create_task(self._move(pod, res, moving)))
+
+    async def _move(self, pod: Pod, old: Reservation, moving: set[str]) -> None:
+        """Move ``pod`` away: the new copy first, the old one removed once the new one runs."""
+        try:
+            where, why = await self.place(pod, exclude={self.name})
+            if where is None:
+                self.emit({"ev": "evac_failed", "t": self.clock(), "pod": pod.key, "why": why})
+                return
+            # the new copy runs (a twin bind is a running pod): now remove the old one
+            self.cluster.remove(pod.key)
+            self.local_pods.pop(pod.key, None)
+            self.fence.unbind(old.rid)
+            self.ledger.release(self.name, old.amounts)
+            self.emit({"ev": "evacuated", "t": self.clock(), "pod": pod.key, "to": where})
+        finally:
+            moving.discard(pod.key)
+
+    # ------------------------------------------------------------------ local churn
+
+    def churn(self, nodes: int, rng: random.Random) -> int:
+        """Change ``nodes`` random nodes: on each, remove a small local pod this agent added
+        there (half the time, when there is one) or add one (1 CPU, 2 GiB) through the
+        escrow ledger and the fence like any other; returns the changes made."""
+        snap = self.cluster.snapshot
+        done = 0
+        for _ in range(nodes):
+            row = rng.randrange(snap.num_nodes)
+            victims = []
+            for slot in snap.pods.on_node[row]:
+                entry = snap.pods.entries[slot]
+                if entry is not None and "-churn-" in entry.pod.name:
+                    victims.append(entry.pod.key)
+            if victims and rng.random() < 0.5:
+                k = min(victims)
+                _, r = self.local_pods.pop(k)
+                self.cluster.remove(k)
+                self.fence.unbind(r.rid)
+                self.ledger.release(self.name, r.amounts)
+                done += 1
+                continue
+            self.seq += 1
+            pod = make_pod(f"{self.name}-churn-{self.seq}", 1000, 2 << 30)
+            amounts = dict(zip(VECTOR, pod_vector(pod), strict=True))
+            free = self.cluster.free_matrix()[row]
+            if any(free[i] < v for i, v in enumerate(pod_vector(pod))):
+                continue
+            res = self._reservation(self.name, pod)
+            if not self.ledger.reserve(self.name, amounts):
+                continue
+            if self.fence.check(res, self.ledger, self.clock()) is not None:
+                self.ledger.release(self.name, amounts)
+                continue
+            snap.add_pod(pod, row)
+            self.local_pods[pod.key] = (pod, res)
+            done += 1
+        return done
+
+    # ------------------------------------------------------------------ report
+
+    def report(self) -> dict[str, Any]:
+        """What the bench checks at the end: pods bound here by holder, the ledger, node
+        over-commitment, drops and membership counters."""
+        stats = self._kin.stats() if self._kin is not None else None
+        return {
+            "ev": "report",
+            "t": self.clock(),
+            "cluster": self.name,
+            "pods": {k: r.holder for k, (_, r) in self.local_pods.items()},
+            "ledger": self.ledger.to_wire(),
+            "capacity": self.capacity,
+            "overcommitted_nodes": self.cluster.overcommitted_nodes(),
+            "drops": self.drops,
+            "sync_rounds": self.sync_rounds,
+            "in_doubt": len(self.in_doubt),
+            "suspicions": stats.suspicions if stats else 0,
+        }
+
+
+# ---------------------------------------------------------------------- control channel
+
+
+async def control(agent: Agent, lines: asyncio.StreamReader) -> None:
+    """Run JSON-line commands from ``lines`` until ``{"cmd": "quit"}`` or EOF.
+
+    Commands: ``mark`` (id), ``mode`` (delta|full), ``churn`` (fraction of nodes per second,
+    0 stops), ``submit`` (n, cpu, mem, gpu, remote, prefix), ``overload`` (factor),
+    ``report``, ``quit``. Unknown or malformed commands are answered with an ``error`` event.
+    """
+    churn_task: asyncio.Task[None] | None = None
+    rng = random.Random(hash(agent.name) & 0xFFFF)
+
+    async def churner(rate: float) -> None:
+        n = agent.cluster.snapshot.num_nodes
+        acc = 0.0
+        while True:
+            await asyncio.sleep(0.1)
+            acc += rate * n * 0.1
+            k = int(acc)
+            acc -= k
+            agent.churn(k, rng)
+
+    async def submit(cmd: Mapping[str, Any]) -> None:
+        n = int(cmd.get("n", 1))
+        prefix = str(cmd.get("prefix", f"{agent.name}-job"))
+        exclude = {agent.name} if cmd.get("remote") else set()
+
+        async def one(i: int) -> None:
+            pod = make_pod(
+                f"{prefix}-{i}",
+                int(cmd.get("cpu", 1000)),
+                int(cmd.get("mem", 1 << 30)),
+                int(cmd.get("gpu", 0)),
+            )
+            t0 = agent.clock()
+            where, why = await agent.place(pod, exclude)
+            ev = {
+                "ev": "placed" if where else "failed",
+                "t": agent.clock(),
+                "t0": t0,
+                "pod": pod.key,
+                "cluster": where,
+                "why": why,
+            }
+            agent.emit(ev)
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+        agent.emit({"ev": "submitted", "t": agent.clock(), "n": n, "prefix": prefix})
+
+    pending: list[asyncio.Task[Any]] = []
+    while True:
+        raw = await lines.readline()
+        if not raw:
+            break
+        try:
+            cmd = json.loads(raw)
+            kind = cmd["cmd"]
+        except (ValueError, KeyError, TypeError):
+            agent.emit({"ev": "error", "why": f"bad command line {raw[:80]!r}"})
+            continue
+        if kind == "quit":
+            break
+        if kind == "mark":
+            agent.mark = str(cmd.get("id", ""))
+            agent.publish()
+            agent.emit({"ev": "marked", "t": agent.clock(), "mark": agent.mark})
+        elif kind == "mode":
+            agent.store.config.mode = str(cmd.get("mode", "delta"))
+            agent.emit({"ev": "mode", "t": agent.clock(), "mode": agent.store.config.mode})
+        elif kind == "churn":
+            if churn_task is not None:
+                churn_task.cancel()
+                churn_task = None
+            if float(cmd.get("rate", 0)) > 0:
+                churn_task = asyncio.create_task(churner(float(cmd["rate"])))
+        elif kind == "submit":
+            pending.append(asyncio.create_task(submit(cmd)))
+        elif kind == "overload":
+            agent.cluster.load_factor = float(cmd.get("factor", 1.0))
+            agent.emit(
+                {
+                    "ev": "load",
+                    "t": agent.clock(),
+                    "factor": agent.cluster.load_factor,
+                    "usage": round(agent.cluster.usage(), 3),
+                }
+            )
+        elif kind == "report":
+            agent.emit(agent.report())
+        else:
+            agent.emit({"ev": "error", "why": f"unknown command {kind!r}"})
+    if churn_task is not None:
+        churn_task.cancel()
+    for t in pending:
+        t.cancel()
+
+
+async def run_agent(
+    agent: Agent, stdin_control: bool = True, duration_s: float | None = None
+) -> None:
+    """Start ``agent``, serve until the control channel quits (or ``duration_s`` passes, or
+    forever without either), then stop it."""
+    await agent.start()
+    try:
+        waits: list[Awaitable[Any]] = []
+        if stdin_control:
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader()
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+            waits.append(control(agent, reader))
+        if duration_s is not None:
+            waits.append(asyncio.sleep(duration_s))
+        if not waits:
+            waits.append(agent._stop.wait())
+        tasks = [asyncio.ensure_future(w) for w in waits]
+        _, rest = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for t in rest:
+            t.cancel()
+    finally:
+        await agent.stop()
+        agent.emit({"ev": "stopped", "t": agent.clock()})
