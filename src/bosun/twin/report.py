@@ -149,6 +149,29 @@ SUMMARY_METRICS: Mapping[str, MetricSpec] = {
     "failed_pods": MetricSpec("Failed pods", "pods", "number", "lower", "Pods"),
     "scheduled_pods": MetricSpec("Scheduled pods", "pods", "number", "higher", "Pods"),
     "arrived_demand_ratio": MetricSpec("Arrived GPU demand", "% of capacity", "ratio"),
+    # bosun.twin.faults
+    "fault_count": MetricSpec("Faults", "faults", "count", "", "Faults"),
+    "fault_disrupted": MetricSpec("Disrupted pods", "pods", "count", "lower", "Faults"),
+    "fault_evicted": MetricSpec("Evicted by faults", "pods", "count", "lower", "Faults"),
+    "fault_lost": MetricSpec("Lost for good", "pods", "count", "lower", "Faults"),
+    "fault_unrecovered": MetricSpec(
+        "Replacements never running", "pods", "count", "lower", "Faults"
+    ),
+    "fault_recovery_max_s": MetricSpec(
+        "Recovery time, worst fault", "simulated s", "number", "lower", "Faults"
+    ),
+    "fault_no_node_s": MetricSpec("No ready node", "simulated s", "number", "lower", "Faults"),
+    # bosun.twin.energy
+    "energy_facility_kwh": MetricSpec("Facility energy", "kWh", "number", "lower", "Energy"),
+    "energy_it_kwh": MetricSpec("IT energy", "kWh", "number", "lower", "Energy"),
+    "pue": MetricSpec("PUE (facility / IT energy)", "", "number", "lower", "Energy"),
+    "energy_per_completed_pod_kwh": MetricSpec(
+        "Energy per completed pod", "kWh", "number", "lower", "Energy"
+    ),
+    "it_power_kw_mean": MetricSpec("IT power, mean", "kW", "number", "lower", "Energy"),
+    "nodes_on_mean": MetricSpec("Nodes on, mean", "nodes", "number", "", "Energy"),
+    "power_ons": MetricSpec("Nodes switched on", "boots", "count", "", "Energy"),
+    "power_offs": MetricSpec("Nodes switched off", "", "count", "", "Energy"),
     "seeds": MetricSpec("Seeds", "", "count"),
 }
 
@@ -325,7 +348,8 @@ def _prepare(results: Sequence[SimulationResult]) -> list[_Run]:
         ts = r.timeseries
         if len(ts.columns) == 0:
             ts = pd.DataFrame({c: pd.Series(dtype="float64") for c in TIMESERIES_COLUMNS})
-        ts = ts.loc[:, list(TIMESERIES_COLUMNS)].apply(pd.to_numeric, errors="coerce")
+        extra = [c for c in (*FAULT_COLUMNS, *ENERGY_COLUMNS) if c in ts.columns]
+        ts = ts.loc[:, [*TIMESERIES_COLUMNS, *extra]].apply(pd.to_numeric, errors="coerce")
         ts = ts[np.isfinite(ts["time_s"].to_numpy(dtype=np.float64))]
         if not ts["time_s"].is_monotonic_increasing:
             ts = ts.sort_values("time_s", kind="stable")
@@ -410,10 +434,72 @@ class _Panel:
     column: str
     title: str
     y_title: str
-    kind: Literal["ratio", "count", "gpus"]
+    kind: Literal["ratio", "count", "gpus", "kw", "kwh", "pue"]
 
 
-_Y_HOVER = {"ratio": "%{y:.1%}", "count": "%{y:,.0f}", "gpus": "%{y:,.2f} GPUs"}
+_Y_HOVER = {
+    "ratio": "%{y:.1%}",
+    "count": "%{y:,.0f}",
+    "gpus": "%{y:,.2f} GPUs",
+    "kw": "%{y:,.2f} kW",
+    "kwh": "%{y:,.1f} kWh",
+    "pue": "%{y:.3f}",
+}
+
+#: Time-series columns of the fault and energy controllers the report draws when present.
+FAULT_COLUMNS = ("nodes_down", "disrupted_pods")
+ENERGY_COLUMNS = (
+    "it_power_kw",
+    "facility_power_kw",
+    "pue",
+    "it_energy_kwh",
+    "facility_energy_kwh",
+    "nodes_on",
+    "outside_temp_c",
+)
+_BAND_COLORS = {
+    "node-crash": "rgba(207, 34, 46, 0.12)",
+    "zone-outage": "rgba(207, 34, 46, 0.16)",
+    "network-partition": "rgba(191, 135, 0, 0.14)",
+    "node-drain": "rgba(9, 105, 218, 0.10)",
+    "kubelet-slow": "rgba(130, 80, 223, 0.10)",
+    "pod-kill": "rgba(207, 34, 46, 0.10)",
+}
+
+
+def _fault_bands(fig: Any, runs: Sequence[_Run], div: float, cols: int) -> None:
+    """Shade each fault's time window (``meta["faults"]``) on every panel; a fault of
+    no duration (pod-kill) is a thin line. The name is written on the first panel."""
+    seen: set[tuple[str, float, float]] = set()
+    for run in runs:
+        for band in run.result.meta.get("faults", []) or []:
+            key = (str(band["name"]), float(band["start_s"]), float(band["end_s"]))
+            if key in seen:
+                continue
+            seen.add(key)
+            x0 = key[1] / div
+            x1 = max(key[2] / div, x0)
+            color = _BAND_COLORS.get(str(band.get("action", "")), "rgba(101,109,118,.12)")
+            for j in range(1, cols + 1):
+                if x1 > x0:
+                    fig.add_vrect(
+                        x0=x0, x1=x1, fillcolor=color, line_width=0, layer="below", row=1, col=j
+                    )
+                else:
+                    fig.add_vline(
+                        x=x0, line_color=color.replace("0.1", "0.6"), line_width=1.5, row=1, col=j
+                    )
+            fig.add_annotation(
+                x=x0,
+                y=1.0,
+                xref="x",
+                yref="paper",
+                text=_esc(key[0]),
+                showarrow=False,
+                xanchor="left",
+                yanchor="top",
+                font={"size": 10.5, "color": _MUTED},
+            )
 
 
 def _timeseries_chart(
@@ -468,8 +554,9 @@ def _timeseries_chart(
         else:
             y_axis.update(rangemode="tozero", tickformat=",~r")
         fig.update_yaxes(row=1, col=j, **y_axis)
+    _fault_bands(fig, runs, div, cols)
     if cols > 1:  # subplot titles flush left, clear of the mode bar at the top right
-        for j, ann in enumerate(fig.layout.annotations, start=1):
+        for j, ann in enumerate(fig.layout.annotations[:cols], start=1):
             domain = fig.layout[f"xaxis{j if j > 1 else ''}"].domain
             ann.update(x=domain[0], xanchor="left", font={"size": 12.5, "color": _INK})
     if drawn == 0:
@@ -681,6 +768,134 @@ def _charts(runs: Sequence[_Run]) -> list[_Chart]:
     ]
 
 
+def _has(runs: Sequence[_Run], columns: Sequence[str]) -> bool:
+    return any(all(c in r.ts.columns for c in columns) for r in runs)
+
+
+def _extra_charts(runs: Sequence[_Run]) -> list[_Chart]:
+    """The fault and energy panels, for runs that carry their columns."""
+    t_max = max((float(r.ts["time_s"].max()) for r in runs if len(r.ts)), default=0.0)
+    tu = _time_unit(t_max)
+    step = f"Step lines, at most {MAX_POINTS:,} points per run; shaded: fault windows."
+    out: list[_Chart] = []
+    if _has(runs, FAULT_COLUMNS):
+        out.append(
+            _timeseries_chart(
+                [r for r in runs if "nodes_down" in r.ts.columns],
+                [
+                    _Panel("nodes_down", "Nodes down", "nodes", "count"),
+                    _Panel("disrupted_pods", "Disrupted pods not running", "pods", "count"),
+                ],
+                tu,
+                name="faults",
+                title="Faults: nodes down and disrupted pods (counts)",
+                note="Nodes whose kubelet is stopped or cut off now, and pods of disrupted "
+                "workloads not running (on a crashed node, or a replacement still pending); "
+                "0 again: recovered. " + step,
+                wide=True,
+            )
+        )
+    if _has(runs, ENERGY_COLUMNS):
+        eruns = [r for r in runs if "it_power_kw" in r.ts.columns]
+        out += [
+            _timeseries_chart(
+                eruns,
+                [
+                    _Panel("it_power_kw", "IT power", "kW", "kw"),
+                    _Panel("facility_power_kw", "Facility power", "", "kw"),
+                    _Panel("nodes_on", "Nodes on", "nodes", "count"),
+                ],
+                tu,
+                name="power",
+                title="Power (kW) and nodes switched on",
+                note="Modelled IT power (SPECpower / linear node tables, GPUs by allocated "
+                "share), facility power (UPS losses, cooling by outside temperature, fixed "
+                "loads) and nodes not switched off; lower is cheaper. " + step,
+                wide=True,
+            ),
+            _timeseries_chart(
+                eruns,
+                [
+                    _Panel("facility_energy_kwh", "Facility energy", "kWh, cumulative", "kwh"),
+                    _Panel("it_energy_kwh", "IT energy", "", "kwh"),
+                ],
+                tu,
+                name="energy",
+                title="Energy (kWh, cumulative)",
+                note="The integral of the power above; the end value over completed pods is the "
+                "energy per completed pod in the summary. " + step,
+            ),
+            _timeseries_chart(
+                eruns,
+                [_Panel("pue", "", "facility / IT power", "pue")],
+                tu,
+                name="pue",
+                title="PUE over time",
+                note="Facility power over IT power at each moment (The Green Grid's PUE is "
+                "the ratio of the energies: the summary); 1 is the ideal. " + step,
+            ),
+        ]
+    return out
+
+
+def _faults_table(runs: Sequence[_Run]) -> str:
+    """One row per fault and run (``faults.csv``), with a warning when no node was left."""
+    rows = []
+    warn = []
+    for r in runs:
+        table = r.result.tables.get("faults")
+        if table is None or len(table) == 0:
+            continue
+        if float(r.result.summary.get("fault_no_node_s", 0.0) or 0.0) > 0:
+            warn.append(
+                f"<p class='note' style='color:#cf222e'>{_esc(r.label)}: no node was ready for "
+                f"{format_value(r.result.summary['fault_no_node_s'])} simulated s; pods waited "
+                "(see Pending pods).</p>"
+            )
+        for rec in table.to_dict("records"):
+            rows.append(
+                "<tr>"
+                + (f"<td>{_esc(r.label)}</td>" if len(runs) > 1 else "")
+                + "".join(
+                    f"<td class='num'>{_esc(format_value(rec.get(c)))}</td>"
+                    if c not in ("fault", "action")
+                    else f"<td>{_esc(rec.get(c))}</td>"
+                    for c in _FAULT_TABLE
+                )
+                + "</tr>"
+            )
+    if not rows:
+        return ""
+    head = ("<th>run</th>" if len(runs) > 1 else "") + "".join(
+        f"<th class='{'num' if c not in ('fault', 'action') else ''}'>{_esc(c)}</th>"
+        for c in _FAULT_TABLE
+    )
+    return (
+        "<h2 class='section' id='faults'>Faults</h2><div class='table-wrap'><table "
+        f"class='summary'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody>"
+        "</table></div><p class='note'>Times in simulated seconds. recovery_s: from the "
+        "fault's start until every disrupted workload runs again (empty: some never did). "
+        "lost: bare pods, not re-created.</p>" + "".join(warn)
+    )
+
+
+_FAULT_TABLE = (
+    "fault",
+    "action",
+    "nodes",
+    "start_s",
+    "not_ready_s",
+    "end_s",
+    "disrupted_pods",
+    "evicted",
+    "recreated",
+    "rescheduled",
+    "lost",
+    "unrecovered",
+    "recovery_s",
+)
+
+
 # ---------------------------------------------------------------------------- comparison
 
 
@@ -843,11 +1058,19 @@ def _comparison_table(comparison: pd.DataFrame) -> str:
 # ---------------------------------------------------------------------------- HTML
 
 
-def chart_ids(n_runs: int = 1, comparison: pd.DataFrame | None = None) -> list[str]:
+def chart_ids(
+    n_runs: int = 1,
+    comparison: pd.DataFrame | None = None,
+    *,
+    faults: bool = False,
+    energy: bool = False,
+) -> list[str]:
     """The ``id`` of every chart container a report holds, in page order.
 
     Time series and distributions are drawn whenever there is at least one run; the
-    comparison charts (``chart-comparison-<metric>``) when ``comparison`` has rows.
+    fault panel (``faults``) and the energy panels (``energy``) when a run carries their
+    columns; the comparison charts (``chart-comparison-<metric>``) when ``comparison`` has
+    rows.
     """
     names: list[str] = []
     if n_runs > 0:
@@ -862,6 +1085,10 @@ def chart_ids(n_runs: int = 1, comparison: pd.DataFrame | None = None) -> list[s
             "decision-time",
             "outcomes",
         ]
+        if faults:
+            names.append("faults")
+        if energy:
+            names += ["power", "energy", "pue"]
     if comparison is not None and len(comparison) > 0:
         names += [f"comparison-{_slug(base)}" for base, _, _ in _comparison_metrics(comparison)]
     return [f"chart-{n}" for n in names]
@@ -913,7 +1140,7 @@ def _run_key(runs: Sequence[_Run]) -> str:
 
 
 #: Summary tables, in page order.
-SUMMARY_GROUPS = ("Pods", "Cluster", "Latency", "Run", "Other")
+SUMMARY_GROUPS = ("Pods", "Cluster", "Latency", "Faults", "Energy", "Run", "Other")
 
 
 def _summary_row(key: str, runs: Sequence[_Run]) -> str:
@@ -1109,9 +1336,10 @@ _BOOT_JS = """
 
 def _render(runs: Sequence[_Run], title: str, comparison: pd.DataFrame | None) -> tuple[str, int]:
     charts = _charts(runs) if runs else []
+    extra = _extra_charts(runs) if runs else []
     comp = comparison if comparison is not None and len(comparison) > 0 else None
     comp_charts = _comparison_charts(comp, runs) if comp is not None else []
-    n_charts = len(charts) + len(comp_charts)
+    n_charts = len(charts) + len(extra) + len(comp_charts)
 
     n = len(runs)
     common, _ = _short_labels([r.result.name for r in runs])
@@ -1141,6 +1369,19 @@ def _render(runs: Sequence[_Run], title: str, comparison: pd.DataFrame | None) -
         parts += ["<div class='grid three'>"]
         parts += [_chart_card(c) for c in charts[6:]]
         parts += ["</div>"]
+        faults_html = _faults_table(runs)
+        fault_charts = [c for c in extra if c.name == "faults"]
+        if faults_html or fault_charts:
+            if not faults_html:
+                parts += ["<h2 class='section' id='faults'>Faults</h2>"]
+            parts += [faults_html, "<div class='grid'>"]
+            parts += [_chart_card(c) for c in fault_charts]
+            parts += ["</div>"]
+        energy_charts = [c for c in extra if c.name != "faults"]
+        if energy_charts:
+            parts += ["<h2 class='section' id='energy'>Energy and PUE</h2><div class='grid'>"]
+            parts += [_chart_card(c) for c in energy_charts]
+            parts += ["</div>"]
     if comp is not None:
         parts += [
             "<h2 class='section' id='comparison'>Policy comparison</h2>",
