@@ -1,10 +1,285 @@
-"""The ``bosun`` commands of the colocation capability (being built: see docs/colocation.md)."""
+"""``bosun agent ...`` (the node agent) and ``bosun colocate ...`` (co-location checks and
+the real-node experiment); see docs/colocation.md.
+
+Bad input (a manifest with a QoS label that is not a class, batch requests on a non-BE
+pod, a cgroup path that does not exist or is not writable, a resctrl mask that is not
+contiguous) prints ``error: ...`` naming the pod, path or field and exits 2 with nothing
+written. Heavy imports happen inside the commands.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from bosun.cli.common import fail, parse_duration
+
+agent_app = typer.Typer(help="The co-location node agent (cgroups, resctrl, PSI feedback).")
+colocate_app = typer.Typer(help="Co-location: QoS classes of manifests, the real-node bench.")
+
+RootOption = Annotated[str, typer.Option("--root", help="cgroup root (v1 mounts or v2 tree).")]
+
+
+def probe(root: RootOption = "/sys/fs/cgroup") -> None:
+    """Print what this node offers: cgroup version and roots, cpu.idle, PSI, resctrl."""
+    from bosun.colocation.agent import PROC_PRESSURE_CPU, pressure_available
+    from bosun.colocation.cgroups import CgroupError, detect
+    from bosun.colocation.resctrl import ResctrlError, read_info
+
+    console = Console()
+    try:
+        layout = detect(root)
+    except CgroupError as exc:
+        raise fail(str(exc)) from exc
+    console.print(f"cgroup {layout.version.value}: cpu {layout.cpu}, memory {layout.memory}")
+    console.print(f"cpu.idle: {'yes' if (layout.cpu / 'cpu.idle').exists() else 'no'}")
+    console.print(f"PSI {PROC_PRESSURE_CPU}: {'yes' if pressure_available() else 'no'}")
+    try:
+        info = read_info()
+        console.print(f"resctrl: L3 {info.cbm_len} ways, MB gran {info.bandwidth_gran} %")
+    except ResctrlError as exc:
+        console.print(f"resctrl: no ({exc})")
+
+
+def _amount(resource: str, raw: str, option: str) -> int:
+    from bosun.api.build import to_amount
+
+    try:
+        return to_amount(resource, raw)
+    except Exception as exc:  # the quantity parser's own error types
+        raise fail(f"{option}: {raw!r} is not a quantity: {exc}") from exc
+
+
+def apply(
+    group: Annotated[str, typer.Argument(help="Group path relative to the controller roots.")],
+    qos: Annotated[str, typer.Option("--qos", help="LSE, LSR, LS, BE or SYSTEM.")] = "LS",
+    cpu_request: Annotated[str, typer.Option(help="CPU request (batch-cpu for BE).")] = "0",
+    cpu_limit: Annotated[str, typer.Option(help="CPU limit; 0 for none.")] = "0",
+    memory_request: Annotated[str, typer.Option(help="Memory request.")] = "0",
+    memory_limit: Annotated[str, typer.Option(help="Memory limit; 0 for none.")] = "0",
+    level: Annotated[str, typer.Option(help="pod or qos (a QoS root: no cpu.idle).")] = "pod",
+    root: RootOption = "/sys/fs/cgroup",
+) -> None:
+    """Write one group's settings for its class as one step (restored on failure)."""
+    from bosun.colocation.cgroups import (
+        CgroupError,
+        CgroupExecutor,
+        Level,
+        PodResources,
+        detect,
+        pod_settings,
+        qos_root_settings,
+    )
+    from bosun.plugins.batch_resources import QoSClass
+
+    if qos not in QoSClass.__members__:
+        raise fail(f"--qos: {qos!r} is not a QoS class (LSE, LSR, LS, BE, SYSTEM)")
+    if level not in ("pod", "qos"):
+        raise fail(f"--level: {level!r} is not pod or qos")
+    q = QoSClass(qos)
+    res = PodResources(
+        _amount("cpu", cpu_request, "--cpu-request"),
+        _amount("cpu", cpu_limit, "--cpu-limit"),
+        _amount("memory", memory_request, "--memory-request"),
+        _amount("memory", memory_limit, "--memory-limit"),
+    )
+    try:
+        layout = detect(root)
+        ex = CgroupExecutor(layout)
+        if level == "qos":
+            settings = qos_root_settings(q, res.cpu_request_milli, layout.version)
+            ex.apply(group, settings, level=Level.QOS)
+        else:
+            settings = pod_settings(q, res, layout.version)
+            ex.apply(group, settings)
+    except CgroupError as exc:
+        raise fail(str(exc)) from exc
+    for (ctl, file), value in settings.items():
+        typer.echo(f"{ex.path(ctl, group) / file} = {value}")
+
+
+def run(
+    ls: Annotated[list[str], typer.Option("--ls", help="An online group (repeatable).")],
+    be: Annotated[list[str], typer.Option("--be", help="A BE group (repeatable).")],
+    duration: Annotated[str, typer.Option(help="How long to run, e.g. 30s.")] = "10s",
+    interval: Annotated[str, typer.Option(help="Tick, e.g. 20ms.")] = "20ms",
+    target: Annotated[float, typer.Option(help="Fraction of the node for LS + BE.")] = 0.95,
+    root: RootOption = "/sys/fs/cgroup",
+) -> None:
+    """Run the feedback loop on existing groups for a bounded time; print its decisions."""
+    import os
+    import time
+
+    from bosun.colocation.agent import PROC_PRESSURE_CPU, AgentConfig, FeedbackLoop
+    from bosun.colocation.cgroups import CgroupError, CgroupExecutor, Version, detect
+    from bosun.errors import InputError
+
+    try:
+        dur = parse_duration(duration)
+        tick = parse_duration(interval)
+    except ValueError as exc:
+        raise fail(f"--duration/--interval: {exc}") from exc
+    if dur > 3600:
+        raise fail("--duration: at most 1h")
+    try:
+        layout = detect(root)
+        ex = CgroupExecutor(layout)
+        for g in [*ls, *be]:
+            if not ex.path("cpu", g).is_dir():
+                raise CgroupError(f"{ex.path('cpu', g)}: cgroup path does not exist")
+        cfg = AgentConfig(node_milli=1000 * (os.cpu_count() or 1), interval_s=tick, target=target)
+        psi = None if layout.version is Version.V1 else PROC_PRESSURE_CPU
+        loop = FeedbackLoop(ex, ls, be, cfg, psi)
+        loop.start()
+        end = time.monotonic() + dur
+        while time.monotonic() < end:
+            loop.tick()
+            time.sleep(tick)
+    except (CgroupError, InputError) as exc:
+        raise fail(str(exc)) from exc
+    reasons: dict[str, int] = {}
+    for d in loop.decisions:
+        reasons[d.reason] = reasons.get(d.reason, 0) + 1
+    typer.echo(f"{len(loop.decisions)} ticks; final BE quota {loop.quota_milli}m; {reasons}")
+
+
+def resctrl(
+    group: Annotated[str, typer.Argument(help="Resource group name.")],
+    l3: Annotated[str | None, typer.Option(help="L3 ways as a percent range, e.g. 0-30.")] = None,
+    mask: Annotated[str | None, typer.Option(help="An explicit L3 mask in hex.")] = None,
+    mb: Annotated[float | None, typer.Option(help="Memory bandwidth percent.")] = None,
+    root: Annotated[str, typer.Option(help="resctrl mount.")] = "/sys/fs/resctrl",
+) -> None:
+    """Write a resctrl group's schemata (L3 ways, memory bandwidth) in one write."""
+    from bosun.colocation.resctrl import ResctrlError, ResctrlWriter
+
+    rng: tuple[float, float] | None = None
+    if l3 is not None:
+        lo, sep, hi = l3.partition("-")
+        try:
+            rng = (float(lo), float(hi))
+        except ValueError as exc:
+            raise fail(f"--l3: {l3!r} is not a range like 0-30") from exc
+        if not sep:
+            raise fail(f"--l3: {l3!r} is not a range like 0-30")
+    mask_value: int | None = None
+    if mask is not None:
+        try:
+            mask_value = int(mask, 16)
+        except ValueError as exc:
+            raise fail(f"--mask: {mask!r} is not hexadecimal") from exc
+    try:
+        text = ResctrlWriter(root).apply(group, l3_percent=rng, l3_mask_value=mask_value, mb=mb)
+    except ResctrlError as exc:
+        raise fail(str(exc)) from exc
+    typer.echo(text, nl=False)
+
+
+def qos(
+    paths: Annotated[list[Path], typer.Argument(help="Manifest files or folders.")],
+) -> None:
+    """Print each pod's Koordinator QoS class, priority band and batch requests; exit 2
+    naming the pod when a label is not a class or a non-BE pod requests batch resources."""
+    from bosun.api.manifest import load_manifests
+    from bosun.errors import InputError
+    from bosun.plugins.batch_resources import (
+        batch_request_problems,
+        batch_requests,
+        kube_qos_class,
+        pod_priority_band,
+        pod_qos_class,
+    )
+
+    try:
+        objs = load_manifests(paths)
+        problems = []
+        for pod in objs.pods:
+            problems += batch_request_problems(pod, objs.sources.get(f"Pod {pod.key}", ""))
+        if problems:
+            raise InputError(problems)
+    except InputError as exc:
+        raise fail(str(exc)) from exc
+    table = Table("pod", "kube QoS", "QoS class", "priority", "band", "batch requests")
+    for pod in objs.pods:
+        asked = ", ".join(f"{k}={v}" for k, v in batch_requests(pod).items())
+        table.add_row(
+            pod.key,
+            kube_qos_class(pod).value,
+            pod_qos_class(pod).value,
+            str(pod.priority),
+            pod_priority_band(pod).value,
+            asked or "-",
+        )
+    Console().print(table)
+
+
+def bench(
+    arm_seconds: Annotated[float, typer.Option(help="Seconds per arm and round.")] = 8.0,
+    rounds: Annotated[int, typer.Option(help="Rounds of the three arms.")] = 2,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write results.")] = None,
+) -> None:
+    """The real co-location experiment: LS HTTP service + BE burners, three arms (solo,
+    unmanaged, agent); needs root and writable cgroups (else exit 2 saying why)."""
+    import os
+
+    from bosun.colocation.bench import BenchConfig, BenchUnavailableError, run_bench
+    from bosun.colocation.cgroups import CgroupError
+
+    if not 0.5 <= arm_seconds <= 120:
+        raise fail(f"--arm-seconds: {arm_seconds} is outside 0.5..120")
+    if not 1 <= rounds <= 10:
+        raise fail(f"--rounds: {rounds} is outside 1..10")
+    if json_out is not None and not json_out.parent.is_dir():
+        raise fail(f"--json: folder {json_out.parent} does not exist")
+    console = Console(stderr=True)
+    try:
+        results = run_bench(BenchConfig(arm_s=arm_seconds, rounds=rounds), log=console.print)
+    except (BenchUnavailableError, CgroupError) as exc:
+        raise fail(str(exc)) from exc
+    solo = next((r for r in results if r.arm == "solo"), None)
+    table = Table(
+        "arm",
+        "node CPU",
+        "bench CPU",
+        "LS p50 ms",
+        "LS p99 ms",
+        "p99 / solo",
+        "LS req",
+        "BE M it/s",
+        "reaction ms",
+        title=f"bosun colocate bench ({os.cpu_count()} CPUs, load avg "
+        f"{max(r.load_avg for r in results):.1f})",
+    )
+    for r in results:
+        ratio = r.ls_p99_s / solo.ls_p99_s if solo and solo.ls_p99_s > 0 else float("nan")
+        table.add_row(
+            r.arm,
+            f"{r.node_util:.0%}",
+            f"{r.bench_util:.0%}",
+            f"{r.ls_p50_s * 1000:.2f}",
+            f"{r.ls_p99_s * 1000:.2f}",
+            f"{ratio:.2f}",
+            str(r.ls_requests),
+            f"{r.be_rate / 1e6:.2f}",
+            "-" if r.reaction_s is None else f"{r.reaction_s * 1000:.0f}",
+        )
+    Console().print(table)
+    if json_out is not None:
+        json_out.write_text(json.dumps([r.__dict__ for r in results], indent=2) + "\n")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this capability's commands to the top-level ``bosun`` app (none yet)."""
-    del app
+    """Add ``bosun agent probe|apply|run|resctrl`` and ``bosun colocate qos|bench``."""
+    agent_app.command(name="probe")(probe)
+    agent_app.command(name="apply")(apply)
+    agent_app.command(name="run")(run)
+    agent_app.command(name="resctrl")(resctrl)
+    colocate_app.command(name="qos")(qos)
+    colocate_app.command(name="bench")(bench)
+    app.add_typer(agent_app, name="agent")
+    app.add_typer(colocate_app, name="colocate")

@@ -204,6 +204,22 @@ def pod_settings(
     return out
 
 
+def qos_root_settings(
+    qos: QoSClass, request_milli: int, version: Version
+) -> dict[tuple[str, str], str]:
+    """A QoS-level group's CPU weight, as kubelet's QoS container manager sets it:
+    ``besteffort`` gets the minimum ``cpu.shares`` 2 (weight 1), ``burstable`` the shares
+    of the sum of its pods' CPU requests (``request_milli``). Never ``cpu.idle``.
+
+    Without this a BE pod's ``cpu.idle`` only ranks it below its siblings *inside* the
+    besteffort group, which would still compete with burstable at equal weight.
+    """
+    shares = MIN_SHARES if qos is QoSClass.BE else milli_to_shares(request_milli)
+    if version is Version.V1:
+        return {("cpu", "cpu.shares"): str(shares)}
+    return {("cpu", "cpu.weight"): str(shares_to_weight(shares))}
+
+
 class CgroupExecutor:
     """Writes groups' settings under a layout, one group as one step.
 

@@ -1,0 +1,386 @@
+"""``bosun colocate bench``: a real co-location experiment on this machine.
+
+One latency-sensitive (LS) HTTP service (:mod:`bosun.colocation.workers`) in an LS pod
+group, driven by a closed-loop client on 127.0.0.1, and one CPU burner per CPU in BE pod
+groups, all under ``bosun-bench-<pid>/`` in the machine's cgroup tree (removed at the end).
+Three arms, each ``arm_s`` seconds, with the same client pattern: a low phase (1 client,
+``low_think_s`` between requests) for the first third, then a **load step** to
+``high_clients`` clients with ``high_think_s`` think time.
+
+* ``solo``: LS alone;
+* ``unmanaged``: LS with the BE burners as ordinary pods (``cpu.shares`` 1024 each, as a
+  pod requesting one CPU; no quota, no ``cpu.idle``);
+* ``agent``: the BE pods under the agent: their class settings (``cpu.shares`` 2,
+  ``cpu.idle`` 1 on the pod groups) and the feedback loop (:mod:`bosun.colocation.agent`)
+  writing their CFS quota every ``interval_s``.
+
+Reported per arm: node CPU utilisation (``/proc/stat``, the whole machine, so other
+users' load is in it), the bench's own share (its cgroups' CPU time), LS p50/p99 latency
+and request count, BE throughput (burner iterations per second) and, for the agent arm,
+the time from the load step to the agent's first cut of the BE quota by at least 10 %.
+
+Bounded: every arm ends at its deadline; the client stops at ``max_requests`` per arm; all
+processes are killed and groups removed whatever happens.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bosun.colocation.agent import PROC_PRESSURE_CPU, AgentConfig, FeedbackLoop, pressure_available
+from bosun.colocation.cgroups import (
+    CgroupError,
+    CgroupExecutor,
+    Layout,
+    Level,
+    PodResources,
+    Version,
+    detect,
+    pod_settings,
+    qos_root_settings,
+)
+from bosun.errors import BosunError
+from bosun.plugins.batch_resources import QoSClass
+
+ARMS = ("solo", "unmanaged", "agent")
+
+
+class BenchUnavailableError(BosunError):
+    """The machine cannot run the experiment (not root, no writable cgroups)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """Experiment settings.
+
+    Attributes:
+        arm_s: seconds per arm and round (the load step comes at a third of it).
+        rounds: rounds of the three arms (results pooled per arm).
+        work: LS work per request (loop iterations; about 1 ms of CPU at 20,000).
+        low_think_s, high_think_s: client think time before / after the step.
+        high_clients: closed-loop clients after the step (1 before).
+        burners: BE processes (default: one per CPU).
+        max_requests: request cap per arm.
+        interval_s: agent tick.
+    """
+
+    arm_s: float = 8.0
+    rounds: int = 2
+    work: int = 20_000
+    low_think_s: float = 0.02
+    high_think_s: float = 0.004
+    high_clients: int = 3
+    burners: int = 0
+    max_requests: int = 50_000
+    interval_s: float = 0.02
+
+
+@dataclass
+class ArmResult:
+    """One arm's measurements (times in seconds, CPU as fractions of the node)."""
+
+    arm: str
+    node_util: float
+    bench_util: float
+    ls_p50_s: float
+    ls_p99_s: float
+    ls_requests: int
+    be_rate: float
+    reaction_s: float | None = None
+    load_avg: float = 0.0
+    cuts: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Raw:
+    latencies: list[float]
+    cpu_total: float
+    cpu_idle: float
+    bench_cpu_s: float
+    wall_s: float
+    be_iters: int
+    reaction_s: float | None
+    cuts: int
+    load_avg: float
+
+
+def summarize(arm: str, raws: list[_Raw], ncpu: int) -> ArmResult:
+    """Pool the rounds of one arm: latencies together, CPU and BE work summed."""
+    lat = np.array([x for r in raws for x in r.latencies]) if raws else np.array([])
+    if lat.size == 0:
+        lat = np.array([np.nan])
+    wall = sum(r.wall_s for r in raws)
+    total = sum(r.cpu_total for r in raws)
+    idle = sum(r.cpu_idle for r in raws)
+    reactions = [r.reaction_s for r in raws if r.reaction_s is not None]
+    return ArmResult(
+        arm=arm,
+        node_util=float(1.0 - idle / max(1e-9, total)),
+        bench_util=float(sum(r.bench_cpu_s for r in raws) / max(1e-9, wall * ncpu)),
+        ls_p50_s=float(np.percentile(lat, 50)),
+        ls_p99_s=float(np.percentile(lat, 99)),
+        ls_requests=int(sum(len(r.latencies) for r in raws)),
+        be_rate=sum(r.be_iters for r in raws) / max(1e-9, wall),
+        reaction_s=max(reactions) if reactions else None,
+        load_avg=float(np.mean([r.load_avg for r in raws])) if raws else 0.0,
+        cuts=sum(r.cuts for r in raws),
+        extra={"rounds": float(len(raws)), "reacted_rounds": float(len(reactions))},
+    )
+
+
+def check_machine(root: str = "/sys/fs/cgroup") -> Layout:
+    """The cgroup layout, if this machine can run the bench.
+
+    Raises:
+        BenchUnavailableError: not root, no cgroup tree with cpu and memory, or not writable
+            (says which).
+    """
+    if os.geteuid() != 0:
+        raise BenchUnavailableError("bosun colocate bench needs root (it creates cgroups)")
+    try:
+        layout = detect(root)
+    except CgroupError as exc:
+        raise BenchUnavailableError(f"no usable cgroups: {exc}") from exc
+    for r in layout.roots():
+        if not os.access(r, os.W_OK):
+            raise BenchUnavailableError(f"{r}: cgroup root is not writable")
+    return layout
+
+
+def _cpu_times() -> tuple[float, float]:
+    with open("/proc/stat") as fh:
+        parts = fh.readline().split()[1:]
+    vals = [float(x) for x in parts]
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0.0)
+    return sum(vals[:8]), idle
+
+
+class _Client:
+    """Closed-loop HTTP clients with a load step."""
+
+    def __init__(self, port: int, cfg: BenchConfig) -> None:
+        self.port = port
+        self.cfg = cfg
+        self.latencies: list[float] = []
+        self.lock = threading.Lock()
+        self.count = 0
+
+    def _connect(self) -> http.client.HTTPConnection:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5.0)
+        conn.connect()
+        if conn.sock is not None:
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
+
+    def worker(self, start: float, end: float, think: float) -> None:
+        conn = self._connect()
+        try:
+            while True:
+                now = time.monotonic()
+                if now < start:
+                    time.sleep(start - now)
+                    continue
+                if now >= end:
+                    break
+                with self.lock:
+                    if self.count >= self.cfg.max_requests:
+                        break
+                    self.count += 1
+                t0 = time.perf_counter()
+                try:
+                    conn.request("GET", "/")
+                    conn.getresponse().read()
+                except (OSError, http.client.HTTPException):
+                    conn.close()
+                    conn = self._connect()
+                    continue
+                lat = time.perf_counter() - t0
+                with self.lock:
+                    self.latencies.append(lat)
+                if think > 0:
+                    time.sleep(think)
+        finally:
+            conn.close()
+
+
+def _start(cmd: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=os.environ.copy()
+    )
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        out, _ = proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out or ""
+
+
+def run_arm(
+    arm: str, layout: Layout, top: str, cfg: BenchConfig, log: Callable[[str], None]
+) -> _Raw:
+    """Run one arm (see the module docstring) and measure it.
+
+    Raises:
+        CgroupError: a cgroup write failed.
+    """
+    ex = CgroupExecutor(layout)
+    v = layout.version
+    ls_group = f"{top}/{arm}/burstable/pod-ls"
+    ex.create(ls_group)
+    ex.apply(f"{top}/{arm}/burstable", qos_root_settings(QoSClass.LS, 1000, v), level=Level.QOS)
+    ex.apply(ls_group, pod_settings(QoSClass.LS, PodResources(cpu_request_milli=1000), v))
+    n_be = 0 if arm == "solo" else (cfg.burners or os.cpu_count() or 1)
+    be_groups = [f"{top}/{arm}/besteffort/pod-be-{i}" for i in range(n_be)]
+    for g in be_groups:
+        ex.create(g)
+    if arm == "agent" and be_groups:
+        # kubelet's besteffort QoS root: minimum weight (never cpu.idle at this level)
+        ex.apply(f"{top}/{arm}/besteffort", qos_root_settings(QoSClass.BE, 0, v), level=Level.QOS)
+    for g in be_groups:
+        if arm == "agent":
+            ex.apply(g, pod_settings(QoSClass.BE, PodResources(), v))
+        else:
+            # an ordinary pod requesting one CPU: the unmanaged arm
+            ex.apply(g, pod_settings(QoSClass.LS, PodResources(cpu_request_milli=1000), v))
+    procs: list[subprocess.Popen[str]] = []
+    py = sys.executable
+    server = _start([py, "-m", "bosun.colocation.workers", "ls-server", str(cfg.work)])
+    procs.append(server)
+    loop: FeedbackLoop | None = None
+    stop_agent = threading.Event()
+    try:
+        line = server.stdout.readline() if server.stdout else ""
+        if not line.strip().isdigit():
+            raise BenchUnavailableError("the LS server did not start")
+        port = int(line)
+        ex.add_process(ls_group, server.pid)
+        burners = []
+        for g in be_groups:
+            b = _start([py, "-m", "bosun.colocation.workers", "burner"])
+            ex.add_process(g, b.pid)
+            procs.append(b)
+            burners.append(b)
+        for b in burners:
+            if b.stdout:
+                b.stdout.readline()
+        ncpu = os.cpu_count() or 1
+        agent_thread = None
+        if arm == "agent":
+            acfg = AgentConfig(node_milli=1000 * ncpu, interval_s=cfg.interval_s)
+            psi = PROC_PRESSURE_CPU if pressure_available() else None
+            # system-wide PSI counts the BE burners' own waits: use it only with a v2 LS
+            # group's cpu.pressure; on v1 the LS usage and the class settings drive it
+            loop = FeedbackLoop(ex, [ls_group], be_groups, acfg, None if v is Version.V1 else psi)
+            loop.start()
+
+            def run_agent() -> None:
+                assert loop is not None
+                while not stop_agent.is_set():
+                    loop.tick()
+                    stop_agent.wait(cfg.interval_s)
+
+            agent_thread = threading.Thread(target=run_agent, daemon=True)
+            agent_thread.start()
+        client = _Client(port, cfg)
+        t0 = time.monotonic() + 0.3
+        t_step = t0 + cfg.arm_s / 3
+        t_end = t0 + cfg.arm_s
+        threads = [threading.Thread(target=client.worker, args=(t0, t_end, cfg.low_think_s))]
+        threads += [
+            threading.Thread(target=client.worker, args=(t_step, t_end, cfg.high_think_s))
+            for _ in range(max(0, cfg.high_clients - 1))
+        ]
+        time.sleep(max(0.0, t0 - time.monotonic()))
+        total0, idle0 = _cpu_times()
+        bench0 = sum(ex.cpu_usage_ns(g) for g in [ls_group, *be_groups])
+        w0 = time.monotonic()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=cfg.arm_s + 10)
+        total1, idle1 = _cpu_times()
+        bench1 = sum(ex.cpu_usage_ns(g) for g in [ls_group, *be_groups])
+        wall = time.monotonic() - w0
+        stop_agent.set()
+        if agent_thread is not None:
+            agent_thread.join(timeout=2)
+        counts = [_stop(b) for b in burners]
+        be_iters = sum(int(c.split()[-1]) for c in counts if c.split() and c.split()[-1].isdigit())
+        reaction: float | None = None
+        cuts = 0
+        if loop is not None:
+            before = [d.be_quota_milli for d in loop.decisions if d.time_s <= t_step]
+            q_step = before[-1] if before else loop.config.node_milli
+            for d in loop.decisions:
+                if d.time_s > t_step and d.be_quota_milli <= 0.9 * q_step:
+                    reaction = d.time_s - t_step
+                    break
+            cuts = sum(1 for d in loop.decisions if d.reason in ("cut", "pressure", "latency"))
+        raw = _Raw(
+            latencies=list(client.latencies),
+            cpu_total=total1 - total0,
+            cpu_idle=idle1 - idle0,
+            bench_cpu_s=(bench1 - bench0) / 1e9,
+            wall_s=wall,
+            be_iters=be_iters,
+            reaction_s=reaction,
+            cuts=cuts,
+            load_avg=os.getloadavg()[0],
+        )
+        lat = np.array(raw.latencies) if raw.latencies else np.array([np.nan])
+        log(
+            f"{arm}: node {1 - raw.cpu_idle / max(1e-9, raw.cpu_total):.0%}, "
+            f"LS p99 {np.percentile(lat, 99) * 1000:.1f} ms, {len(raw.latencies)} requests, "
+            f"BE {be_iters / max(1e-9, wall) / 1e6:.2f} M it/s"
+        )
+        return raw
+    finally:
+        stop_agent.set()
+        for p in procs:
+            _stop(p)
+
+
+def run_bench(
+    cfg: BenchConfig | None = None,
+    arms: tuple[str, ...] = ARMS,
+    log: Callable[[str], None] = lambda _: None,
+    root: str = "/sys/fs/cgroup",
+) -> list[ArmResult]:
+    """Run ``cfg.rounds`` rounds of the arms (in order within a round, so a change in
+    the machine's background load falls on every arm) under ``bosun-bench-<pid>``,
+    remove the groups, and pool each arm's rounds.
+
+    Raises:
+        BenchUnavailableError: the machine cannot run it (see :func:`check_machine`).
+        CgroupError: a cgroup write failed.
+    """
+    cfg = cfg or BenchConfig()
+    layout = check_machine(root)
+    top = f"bosun-bench-{os.getpid()}"
+    ex = CgroupExecutor(layout)
+    raws: dict[str, list[_Raw]] = {a: [] for a in arms}
+    try:
+        for r in range(cfg.rounds):
+            for arm in arms:
+                raws[arm].append(run_arm(arm, layout, f"{top}/r{r}", cfg, log))
+    finally:
+        time.sleep(0.2)
+        ex.remove(top)
+    ncpu = os.cpu_count() or 1
+    return [summarize(a, raws[a], ncpu) for a in arms]
