@@ -50,7 +50,7 @@ from bosun.framework.config import parse_configuration
 from bosun.plugins.registry import in_tree_registry, registry_points
 
 
-class PolicyRefused(BosunError):
+class PolicyRefusedError(BosunError):
     """A sentence bosun will not turn into a change.
 
     Attributes:
@@ -166,6 +166,9 @@ LEXICON: dict[str, str] = {
     "bar": "NOT KEEP",
     # soft / hard
     "prefer": "PREFER",
+    "prefer to": "SOFT",
+    "prefers to": "SOFT",
+    "would prefer to": "SOFT",
     "prefers": "PREFER",
     "preferably": "SOFT",
     "ideally": "SOFT",
@@ -253,15 +256,15 @@ LEXICON: dict[str, str] = {
 }
 #: Words that carry no meaning for the grammar (articles, modals, pod-group heads).
 FILLER = frozenset(
-    """the a an all every our my your their its please should must always only strictly
-    be is are that so we i want need would like let make sure ensure any of it them they
-    those these with each apiece per workloads workload pods pod jobs job apps containers
-    services deployments tasks replicas cluster clusters minimize minimise reduce cut lower
-    less do does can will shall could might may allowed allow allows at most maximum max up
-    no-more-than by evenly equally tier tiers group groups set sets class classes kind
-    kinds type types onto-the and""".split()
+    """the a an all every our my your their its please should must always only strictly be
+    is are that so we i want need would like let make sure ensure any of it them they
+    those these with each apiece per workloads workload pods pod jobs job apps
+    containers services deployments tasks replicas cluster clusters minimize minimise
+    reduce cut lower less do does can will shall could might may allowed allow allows at
+    most maximum max up no-more-than by evenly equally tier tiers group groups set sets
+    class classes kind kinds type types and everything everyone use using""".split()  # noqa: SIM905
 )
-#: Pod-group head words; removed (their meaning is the pod group itself).
+#: Fractions of a GPU said in words, in milli-GPU.
 _NUMBER_WORDS = {"half": 500, "quarter": 250, "third": 333, "tenth": 100, "fifth": 200}
 #: Named time windows (start, end), 24-hour clock.
 WINDOWS = {
@@ -300,11 +303,10 @@ _CONTRACTIONS = {
 }
 
 #: The policy grammar over the keyword stream (lark, Earley). ``WORD`` is any other word,
-#: ``PAIR`` a ``key=value`` label, ``NUMBER`` an integer, ``AMOUNT`` a GPU share in milli,
-#: ``WINDOW`` a time window recognised before parsing.
+#: ``PAIR`` a ``key=value`` label, ``NUMBER`` an integer, ``AMOUNT`` a GPU share in milli
+#: (time windows are taken out before parsing, wherever they are in the sentence).
 GRAMMAR = r"""
-start: policy WINDOW?
-     | WINDOW policy
+start: policy
 
 ?policy: prio | place | spread | strategy | share | frag
 
@@ -354,7 +356,6 @@ nodes: nname "NODES"? | "NODES" nname | "NODES"? "LABEL"? PAIR "NODES"?
      | WORD "ZONES" -> zone_nodes
 !nname: (WORD | "GPU")+
 
-WINDOW: /W\d+/
 PAIR: /[a-z0-9][a-z0-9._\/-]*=[a-z0-9._-]*/
 AMOUNT: /M\d+/
 NUMBER: /\d+/
@@ -363,8 +364,8 @@ WORD: /[a-z0-9][a-z0-9._-]*/
 """
 
 _KEYWORDS = frozenset(
-    "PRIO OVER UNDER FIRST KEEP ON OFF AVOID NOT PREFER SOFT SPREAD ACROSS ZONES REGIONS "
-    "RACKS NODES SKEW PACK SPREADLOAD SHARE GPU FRAG LABEL NAMESPACE".split()
+    """PRIO OVER UNDER FIRST KEEP ON OFF AVOID NOT PREFER SOFT SPREAD ACROSS ZONES REGIONS
+    RACKS NODES SKEW PACK SPREADLOAD SHARE GPU FRAG LABEL NAMESPACE""".split()  # noqa: SIM905
 )
 
 
@@ -428,11 +429,11 @@ def normalize(sentence: str, names: frozenset[str], near: NearMiss | None) -> No
         near: the near-miss matcher (None: no correction).
 
     Raises:
-        PolicyRefused: an empty sentence, or a time that is not a time.
+        PolicyRefusedError: an empty sentence, or a time that is not a time.
     """
     text = sentence.strip().lower().replace("\u2019", "'")
     if not text:
-        raise PolicyRefused(sentence, "the sentence is empty")
+        raise PolicyRefusedError(sentence, "the sentence is empty")
     for k, v in _CONTRACTIONS.items():
         text = text.replace(k, v)
     out = Normalized([])
@@ -440,13 +441,13 @@ def normalize(sentence: str, names: frozenset[str], near: NearMiss | None) -> No
     if m:
         a, b = _clock(*m.group(1, 2, 3)), _clock(*m.group(4, 5, 6))
         if a is None or b is None:
-            raise PolicyRefused(sentence, "a time window is not on the clock", "", m.group(0))
+            raise PolicyRefusedError(sentence, "a time window is not on the clock", "", m.group(0))
         out.window = (a, b)
         text = text[: m.start()] + " W0 " + text[m.end() :]
     for phrase in sorted(WINDOWS, key=len, reverse=True):
         if re.search(rf"\b{phrase}\b", text):
             if out.window is not None:
-                raise PolicyRefused(sentence, "two time windows", "", phrase)
+                raise PolicyRefusedError(sentence, "two time windows", "", phrase)
             out.window = WINDOWS[phrase]
             text = re.sub(rf"\b{phrase}\b", " W0 ", text, count=1)
             break
@@ -488,6 +489,9 @@ def normalize(sentence: str, names: frozenset[str], near: NearMiss | None) -> No
     i = 0
     while i < len(fixed):
         w = fixed[i]
+        if w == "W0":
+            i += 1  # the window is kept in out.window, wherever it was said
+            continue
         if w.isupper():
             out.tokens.append(w)
             out.sources.append(
@@ -602,7 +606,7 @@ def _nodes(tree: Any) -> GroupRef:
 
     if tree.data == "zone_nodes":
         return GroupRef("zone", _tok_text(tree))
-    pairs = [t for t in tree.scan_values(lambda v: isinstance(v, Token) and v.type == "PAIR")]
+    pairs = list(tree.scan_values(lambda v: isinstance(v, Token) and v.type == "PAIR"))
     if pairs:
         return GroupRef("label", str(pairs[0]))
     words = [
@@ -622,13 +626,13 @@ def _intent(tree: Any, norm: Normalized) -> Intent:
     groups = [_group(c) for c in subs if c.data == "group"]
     node_trees = [c for c in subs if c.data in ("nodes", "zone_nodes")]
     nodes = _nodes(node_trees[0]) if node_trees else None
-    common = {"window": norm.window, "soft": norm.soft}
+    win, soft = norm.window, norm.soft
     if kind == "prio_over":
-        return Intent("priority", pods=groups[0], other=groups[1], **common)
+        return Intent("priority", pods=groups[0], other=groups[1], window=win, soft=soft)
     if kind == "prio_under":
-        return Intent("priority", pods=groups[1], other=groups[0], **common)
+        return Intent("priority", pods=groups[1], other=groups[0], window=win, soft=soft)
     if kind == "prio_first":
-        return Intent("priority-first", pods=groups[0], **common)
+        return Intent("priority-first", pods=groups[0], window=win, soft=soft)
     if kind in ("place_on", "prefer_on", "place_off", "place_off_rev"):
         soft = norm.soft or kind == "prefer_on"
         return Intent(
@@ -641,7 +645,7 @@ def _intent(tree: Any, norm: Normalized) -> Intent:
         )
     if kind in ("spread", "spread_nogroup"):
         if kind == "spread_nogroup":
-            raise PolicyRefused(
+            raise PolicyRefusedError(
                 "",
                 "this could mean two things",
                 "(a) spread every pod's replicas across the topology (topology spread), "
@@ -652,23 +656,23 @@ def _intent(tree: Any, norm: Normalized) -> Intent:
         skew_t = next((c for c in subs if c.data == "skew"), None)
         skew = int(next(skew_t.scan_values(lambda v: isinstance(v, Token)))) if skew_t else 1
         topology = str(topo.children[0]).lower()
-        return Intent("spread", pods=groups[0], topology=topology, skew=skew, **common)
+        return Intent("spread", pods=groups[0], topology=topology, skew=skew, window=win, soft=soft)
     if kind == "pack":
-        return Intent("strategy", strategy="MostAllocated", **common)
+        return Intent("strategy", strategy="MostAllocated", window=win, soft=soft)
     if kind == "spread_load":
-        return Intent("strategy", strategy="LeastAllocated", **common)
+        return Intent("strategy", strategy="LeastAllocated", window=win, soft=soft)
     if kind == "share":
-        return Intent("gpu-share", pods=groups[0], milli=norm.amount or 0, **common)
+        return Intent("gpu-share", pods=groups[0], milli=norm.amount or 0, window=win, soft=soft)
     if kind == "frag":
-        return Intent("gpu-fragmentation", **common)
-    raise PolicyRefused("", f"unknown form {kind}")
+        return Intent("gpu-fragmentation", window=win, soft=soft)
+    raise PolicyRefusedError("", f"unknown form {kind}")
 
 
 def parse_intent(sentence: str, names: frozenset[str], near: NearMiss | None) -> Intent:
     """The one meaning of ``sentence`` (steps 1-2).
 
     Raises:
-        PolicyRefused: empty, not parsable (what was understood and what was not), or
+        PolicyRefusedError: empty, not parsable (what was understood and what was not), or
             with two different meanings.
     """
     from lark.exceptions import UnexpectedEOF, UnexpectedInput
@@ -677,7 +681,7 @@ def parse_intent(sentence: str, names: frozenset[str], near: NearMiss | None) ->
     norm = normalize(sentence, names, near)
     stream = " ".join(norm.tokens)
     if not norm.tokens:
-        raise PolicyRefused(sentence, "no words that a policy is made of")
+        raise PolicyRefusedError(sentence, "no words that a policy is made of")
     try:
         tree = _parser().parse(stream)
     except UnexpectedInput as e:
@@ -685,7 +689,7 @@ def parse_intent(sentence: str, names: frozenset[str], near: NearMiss | None) ->
         k = stream[:pos].count(" ") if pos else 0
         if isinstance(e, UnexpectedEOF):
             k = len(norm.tokens)
-        raise PolicyRefused(
+        raise PolicyRefusedError(
             sentence,
             "the sentence does not fit any policy form (see docs/why.md)",
             " ".join(norm.sources[:k]) + " ..." if k else "",
@@ -695,12 +699,12 @@ def parse_intent(sentence: str, names: frozenset[str], near: NearMiss | None) ->
     for alt in CollapseAmbiguities().transform(tree):
         try:
             it = _intent(alt, norm)
-        except PolicyRefused as r:
-            raise PolicyRefused(sentence, r.reason, r.understood, r.not_understood) from None
+        except PolicyRefusedError as r:
+            raise PolicyRefusedError(sentence, r.reason, r.understood, r.not_understood) from None
         if it not in intents:
             intents.append(it)
     if len(intents) > 1:
-        raise PolicyRefused(
+        raise PolicyRefusedError(
             sentence,
             "this could mean two things",
             " | ".join(i.words() for i in intents[:3]),
@@ -708,9 +712,11 @@ def parse_intent(sentence: str, names: frozenset[str], near: NearMiss | None) ->
         )
     it = intents[0]
     if norm.amount is not None and it.form != "gpu-share":
-        raise PolicyRefused(sentence, "an amount that no part of the policy uses", it.words())
+        raise PolicyRefusedError(sentence, "an amount that no part of the policy uses", it.words())
     if it.form == "gpu-share" and not 0 < it.milli <= 1000:
-        raise PolicyRefused(sentence, "a GPU share must be 1..1000 milli-GPU (0-100 %)", it.words())
+        raise PolicyRefusedError(
+            sentence, "a GPU share must be 1..1000 milli-GPU (0-100 %)", it.words()
+        )
     return it
 
 
@@ -747,7 +753,7 @@ class ClusterNames:
         """``(description, pods)`` of a pod group.
 
         Raises:
-            PolicyRefused: no pod matches, or the name means two different pod sets.
+            PolicyRefusedError: no pod matches, or the name means two different pod sets.
         """
         o = self.objects
         if ref.kind == "label":
@@ -760,7 +766,7 @@ class ClusterNames:
         else:
             readings = self._pod_readings(ref.text)
         if not readings:
-            raise PolicyRefused(
+            raise PolicyRefusedError(
                 "",
                 f"{ref.text!r} matches no pod in the cluster",
                 "",
@@ -770,7 +776,7 @@ class ClusterNames:
         for desc, ps in readings.items():
             distinct.setdefault(tuple(sorted(p.key for p in ps)), desc)
         if len(distinct) > 1:
-            raise PolicyRefused(
+            raise PolicyRefusedError(
                 "",
                 f"{ref.text!r} could mean different pods",
                 "; ".join(f"{d} ({len(k)} pods)" for k, d in distinct.items()),
@@ -782,8 +788,6 @@ class ClusterNames:
     def _pod_readings(self, text: str) -> dict[str, list[Pod]]:
         o = self.objects
         names = [text.replace(" ", "-"), text.replace(" ", "")]
-        if " " in text:
-            names += text.split()
         out: dict[str, list[Pod]] = {}
         for name in names:
             ns = [p for p in o.pods if p.namespace == name]
@@ -809,7 +813,7 @@ class ClusterNames:
         None: the group has no label of its own (``gpu``: nodes with GPUs).
 
         Raises:
-            PolicyRefused: no node matches, or the name means two different node sets.
+            PolicyRefusedError: no node matches, or the name means two different node sets.
         """
         nodes = self.objects.nodes
         readings: dict[str, tuple[list[str], tuple[str, str] | None]] = {}
@@ -829,7 +833,7 @@ class ClusterNames:
                     readings[f"label {k}={value}"] = (hit, (k, nodes_value(nodes, k, hit[0])))
         else:
             text = ref.text
-            cands = [text.replace(" ", "-"), text.replace(" ", "")] + text.split()
+            cands = [text.replace(" ", "-"), text.replace(" ", "")]
             for name in cands:
                 for k in sorted({k for n in nodes for k in n.labels}):
                     hit = [n.name for n in nodes if n.labels.get(k, "").lower() == name]
@@ -842,14 +846,14 @@ class ClusterNames:
                 if readings:
                     break
         if not readings:
-            raise PolicyRefused(
+            raise PolicyRefusedError(
                 "", f"{ref.text!r} matches no node in the cluster", "", repr(ref.text)
             )
         distinct: dict[tuple[str, ...], str] = {}
         for desc, (hit, _) in readings.items():
             distinct.setdefault(tuple(sorted(hit)), desc)
         if len(distinct) > 1:
-            raise PolicyRefused(
+            raise PolicyRefusedError(
                 "",
                 f"{ref.text!r} could mean different nodes",
                 "; ".join(f"{d} ({len(k)} nodes)" for k, d in distinct.items()),
@@ -866,7 +870,7 @@ class ClusterNames:
         """The node label key of ``zones``/``nodes``/``regions``/``racks``.
 
         Raises:
-            PolicyRefused: no node carries such a key.
+            PolicyRefusedError: no node carries such a key.
         """
         keys = {k for n in self.objects.nodes for k in n.labels}
         order = {
@@ -884,7 +888,7 @@ class ClusterNames:
             return hits[0]
         if topo == "nodes":
             return "kubernetes.io/hostname"
-        raise PolicyRefused(
+        raise PolicyRefusedError(
             "", f"no node label for {topo!r}", "", f"node label keys: {sorted(keys)}"
         )
 
@@ -977,7 +981,7 @@ class _Compiler:
                 )
                 prefix = TEMPLATE_PREFIX.get(kind, "")
             if ref is None:
-                raise PolicyRefused("", f"no document for pod {p.key} to patch")
+                raise PolicyRefusedError("", f"no document for pod {p.key} to patch")
             if _ident(ref) not in seen:
                 seen.add(_ident(ref))
                 out.append((ref, prefix))
@@ -1030,7 +1034,7 @@ class _Compiler:
             if it.form == "priority":
                 odesc, others = n.pods(it.other)  # type: ignore[arg-type]
                 if keys & {p.key for p in others}:
-                    raise PolicyRefused(
+                    raise PolicyRefusedError(
                         "", f"{desc} and {odesc} share pods: one cannot outrank itself", it.words()
                     )
             else:
@@ -1041,7 +1045,8 @@ class _Compiler:
             existing = {pc.name: pc.value for pc in n.objects.priority_classes}
             if pc_name in existing and existing[pc_name] != value:
                 ch.conflicts.append(
-                    f"PriorityClass {pc_name}: would overwrite value {existing[pc_name]} with {value}"
+                    f"PriorityClass {pc_name}: would overwrite value {existing[pc_name]} "
+                    f"with {value}"
                 )
             ch.created.append(
                 {
@@ -1078,13 +1083,14 @@ class _Compiler:
                             group,
                         )
             expr = {"key": label[0], "operator": "In" if it.on else "NotIn", "values": [label[1]]}
+            aff: Any
             if it.soft:
-                value: Any = [{"weight": 100, "preference": {"matchExpressions": [expr]}}]
+                aff = [{"weight": 100, "preference": {"matchExpressions": [expr]}}]
                 path = "/affinity/nodeAffinity/preferredDuringSchedulingIgnoredDuringExecution"
             else:
-                value = {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}
+                aff = {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}
                 path = "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"
-            self.set_spec(ch, pods, path, value, "node affinity")
+            self.set_spec(ch, pods, path, aff, "node affinity")
             self.annotate(ch, pods)
             side = "on" if it.on else "off"
             ch.understood = (
@@ -1130,7 +1136,7 @@ class _Compiler:
             desc, pods = n.pods(it.pods)  # type: ignore[arg-type]
             gpu_pods = [p for p in pods if p.gpu_count > 0]
             if not gpu_pods:
-                raise PolicyRefused(
+                raise PolicyRefusedError(
                     "", f"{desc}: no pod requests a GPU, so none can share one", it.words()
                 )
             for ref, prefix in self.pod_docs(gpu_pods):
@@ -1212,7 +1218,7 @@ def compile_policy(
         overwrite: accept a change that overwrites existing settings.
 
     Raises:
-        PolicyRefused: not parsable, ambiguous, names nothing, or conflicts (with what
+        PolicyRefusedError: not parsable, ambiguous, names nothing, or conflicts (with what
             would be overwritten) while ``overwrite`` is false.
         InputError: the result does not validate (a bug: reported, never written).
     """
@@ -1222,11 +1228,11 @@ def compile_policy(
     try:
         it = parse_intent(sentence, vocab, near)
         ch = _Compiler(names, config).compile(it)
-    except PolicyRefused as r:
-        raise PolicyRefused(sentence, r.reason, r.understood, r.not_understood) from None
+    except PolicyRefusedError as r:
+        raise PolicyRefusedError(sentence, r.reason, r.understood, r.not_understood) from None
     ch.notes = normalize(sentence, vocab, near).notes + ch.notes
     if ch.conflicts and not overwrite:
-        raise PolicyRefused(
+        raise PolicyRefusedError(
             sentence,
             "the policy contradicts the current cluster or configuration",
             ch.understood,
