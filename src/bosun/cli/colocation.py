@@ -219,7 +219,7 @@ def qos(
 
 
 def bench(
-    arm_seconds: Annotated[float, typer.Option(help="Seconds per arm and round.")] = 8.0,
+    arm_seconds: Annotated[float, typer.Option(help="Seconds per arm and round.")] = 7.0,
     rounds: Annotated[int, typer.Option(help="Rounds of the three arms.")] = 2,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write results.")] = None,
 ) -> None:

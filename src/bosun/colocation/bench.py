@@ -74,7 +74,7 @@ class BenchConfig:
         interval_s: agent tick.
     """
 
-    arm_s: float = 8.0
+    arm_s: float = 7.0
     rounds: int = 2
     work: int = 20_000
     low_think_s: float = 0.02
