@@ -8,6 +8,7 @@ A fault file is YAML in the shape Chaos Mesh users know (``examples/faults.yaml`
       podsWithoutOwner: bare       # bare | owned
       zones: 3                     # derived zones for nodes without a zone label
       drainRetry: 5s               # kubectl drain's retry after a PDB refusal
+      drainTimeout: 1h             # then the drain gives up (kubectl drain --timeout)
       podDisruptionBudgets: []     # {name, namespace, selector: {matchLabels}, minAvailable}
     faults:
       - name: zone-a-down
@@ -57,7 +58,8 @@ Node lifecycle (kube-controller-manager's node lifecycle and taint-eviction cont
   replacement runs elsewhere.
 * ``node-drain``: ``kubectl drain``: cordon, then evict every pod through the Eviction
   API, which refuses an eviction that would take a PodDisruptionBudget below its desired
-  healthy count; refused pods are retried every ``drainRetry``. Bare pods are deleted (as
+  healthy count; refused pods are retried every ``drainRetry``, for at most
+  ``drainTimeout`` (then ``faults.csv`` says ``drain_gave_up``). Bare pods are deleted (as
   with ``--force``) and lost. At the end of ``duration`` the node is uncordoned.
 * ``kubelet-slow``: a bind to the node lands ``delay`` seconds late (its run starts then).
 * ``pod-kill``: the selected running pods are deleted at ``at``; owned ones come back.
@@ -104,6 +106,9 @@ NODE_MONITOR_GRACE_PERIOD_S = 50.0
 DEFAULT_TOLERATION_SECONDS = 300
 #: kubectl drain's wait between two eviction attempts refused by a PDB (5 s).
 DRAIN_RETRY_S = 5.0
+#: How long a drain keeps retrying evictions a PDB refuses (``kubectl drain --timeout``;
+#: kubectl's default, 0, waits for ever: a twin run must end, so bosun gives up after 1 h).
+DRAIN_TIMEOUT_S = 3600.0
 #: Zones derived for nodes without a zone label.
 DEFAULT_ZONES = 3
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
@@ -125,6 +130,7 @@ _SETTINGS = (
     "podsWithoutOwner",
     "zones",
     "drainRetry",
+    "drainTimeout",
     "podDisruptionBudgets",
 )
 _FAULT_KEYS = ("name", "action", "selector", "mode", "value", "at", "duration", "delay")
@@ -241,6 +247,7 @@ class FaultSettings:
     pods_without_owner: str = "bare"
     zones: int = DEFAULT_ZONES
     drain_retry_s: float = DRAIN_RETRY_S
+    drain_timeout_s: float = DRAIN_TIMEOUT_S
     pdbs: tuple[PodDisruptionBudget, ...] = ()
 
 
@@ -439,6 +446,10 @@ def _settings(raw: object, src: str, problems: list[InputProblem]) -> FaultSetti
             problems.append(InputProblem(src, "settings", "drainRetry", "must be > 0"))
         elif v is not None:
             out = replace(out, drain_retry_s=v)
+    if "drainTimeout" in raw:
+        v = _duration(raw["drainTimeout"], "settings", "drainTimeout", problems, src)
+        if v is not None:
+            out = replace(out, drain_timeout_s=v)
     if "defaultTolerationSeconds" in raw:
         v_raw = raw["defaultTolerationSeconds"]
         if isinstance(v_raw, bool) or not isinstance(v_raw, int) or v_raw < 0:
@@ -670,6 +681,7 @@ class _Fault:
     restart_s: float = math.nan
     events: list[Any] = field(default_factory=list)  # Event
     active: bool = False
+    drain_gave_up: bool = False
 
 
 def prepare(
@@ -1066,13 +1078,11 @@ class FaultController:
                     continue
                 changed |= self._take_down(f, pod.key, t, replace_now=True)
         if blocked:
-            f.events.append(
-                sim.at(
-                    t + self.settings.drain_retry_s,
-                    partial(self._drain, f),
-                    EventKind.TIMER,
-                )
-            )
+            nxt = t + self.settings.drain_retry_s
+            if nxt <= min(f.end_s, f.start_s + self.settings.drain_timeout_s):
+                f.events.append(sim.at(nxt, partial(self._drain, f), EventKind.CONTROL_DOWN))
+            else:
+                f.drain_gave_up = True
         return changed
 
     def _pdb_ok(self, pdb: PodDisruptionBudget) -> bool:
@@ -1157,6 +1167,7 @@ class FaultController:
                     "lost": len(f.lost),
                     "unrecovered": unrecovered,
                     "recovery_s": recovery,
+                    "drain_gave_up": f.drain_gave_up,
                 }
             )
             bands.append(
