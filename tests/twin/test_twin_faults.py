@@ -566,7 +566,8 @@ def test_cli_faults_and_energy_write_everything(tmp_path: Path) -> None:
     faults = tmp_path / "faults.yaml"
     faults.write_text(
         "settings: {podsWithoutOwner: owned}\n"
-        "faults:\n  - {name: z, action: zone-outage, selector: {zone: zone-a}, at: 10m, duration: 30m}\n"
+        "faults:\n  - {name: z, action: zone-outage, selector: {zone: zone-a},\n"
+        "     at: 10m, duration: 30m}\n"
     )
     power = tmp_path / "power.yaml"
     power.write_text("powerDown: {idleAfter: 5m, bootDelay: 1m}\n")
