@@ -671,6 +671,69 @@ class Scheduler:
             profile=fwk.scheduler_name,
         )
 
+    def place(
+        self, pod: Pod, node_name: str, gpu_devices: Sequence[int] | None = None
+    ) -> SchedulingResult:
+        """Bind ``pod`` to ``node_name``, a node chosen outside the cycle (a batch solver).
+
+        The profile's PreFilter and Filter plugins run first, exactly as in a scheduling
+        cycle (nominated pods counted); if they reject ``node_name`` nothing is assumed
+        and the result is UNSCHEDULABLE with the node's reasons. Otherwise the pod is
+        assumed (on ``gpu_devices`` when given), then Reserve, Permit (a Wait holds it as
+        a waiting pod, result WAIT) and the binding cycle run as for any pod. The pod
+        leaves the scheduling queue if it was there; a failed placement is not requeued
+        (the caller decides), except a waiting pod rejected later, which is requeued as
+        kube requeues it.
+        """
+        fwk = self.profiles.get(pod.scheduler_name)
+        started = time.perf_counter()
+        if fwk is None:
+            msg = f"no profile for schedulerName {pod.scheduler_name!r}"
+            return SchedulingResult(pod=pod, node_name="", code=Code.ERROR, message=msg)
+        self.queue.delete(pod.key)
+        state = CycleState()
+        outcome = self._find_feasible(fwk, state, pod)
+        row = self.snapshot.node_index.get(node_name)
+        if row is None or not outcome.status.ok or not outcome.feasible[row]:
+            if row is None:
+                why = "no such node"
+            elif not outcome.status.ok:
+                why = outcome.status.message
+            else:
+                why = ", ".join(r for r, mask in outcome.diagnosis.node_failures if mask[row])
+            return SchedulingResult(
+                pod=pod,
+                node_name="",
+                code=Code.UNSCHEDULABLE,
+                message=f"placement on node {node_name} rejected by the Filters: {why}",
+                decision_s=time.perf_counter() - started,
+                profile=fwk.scheduler_name,
+            )
+        now = self.clock.now()
+        qpi = QueuedPodInfo(pod=pod, timestamp=now, initial_attempt_timestamp=now, attempts=1)
+        status = self._reserve_and_bind(fwk, state, pod, node_name, gpu_devices)
+        code = status.code if not status.ok else Code.SUCCESS
+        if code == Code.WAIT:
+            self._waiting_cycles[pod.key] = _WaitingCycle(
+                fwk, state, qpi, self.queue.scheduling_cycle, started, int(outcome.feasible.sum())
+            )
+        elif code == Code.SUCCESS:
+            self.nominated.pop(pod.key, None)
+            bound = dataclasses.replace(pod, node_name=node_name)
+            self.queue.move_all_to_active_or_backoff(ClusterEvent("PodAdd", None, bound))
+        result = SchedulingResult(
+            pod=pod,
+            node_name=node_name if code in (Code.SUCCESS, Code.WAIT) else "",
+            code=code,
+            message="" if code == Code.SUCCESS else status.message,
+            feasible_nodes=int(outcome.feasible.sum()),
+            decision_s=time.perf_counter() - started,
+            profile=fwk.scheduler_name,
+        )
+        if self._waiting_cycles:
+            self._settle_waiting()
+        return result
+
     def _find_feasible(self, fwk: Framework, state: CycleState, pod: Pod) -> FilterOutcome:
         """Filter with the pods nominated by earlier preemptions counted on their nodes.
 
@@ -746,10 +809,17 @@ class Scheduler:
         return tuple(out)
 
     def _reserve_and_bind(
-        self, fwk: Framework, state: CycleState, pod: Pod, node_name: str
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod: Pod,
+        node_name: str,
+        gpu_devices: Sequence[int] | None = None,
     ) -> Status:
         row = self.snapshot.node_index[node_name]
-        self.cache.assume(pod, node_name, fwk.choose_gpu_devices(state, pod, row))
+        if not gpu_devices:
+            gpu_devices = fwk.choose_gpu_devices(state, pod, row)
+        self.cache.assume(pod, node_name, gpu_devices)
         status = fwk.run_reserve(state, pod, node_name)
         if status.ok:
             waits: dict[str, float] = {}

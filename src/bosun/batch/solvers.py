@@ -1,0 +1,523 @@
+"""Solvers of the batch problem behind one interface (:class:`Solver`, :func:`make_solver`).
+
+=========  =====================================================================================
+name       what
+=========  =====================================================================================
+greedy     one pod at a time in queue order, each on its best candidate that still fits
+           (:meth:`BatchProblem.greedy`): the floor, kube's one-at-a-time placement
+cpsat      OR-Tools CP-SAT, exact: x[p, j] and, for GPU pods, y[p, j, d] per device; room
+           per node and resource, milli-GPU per device, one node per pod, gangs whole;
+           maximises the objective; its best bound gives optimality gaps
+sa         the QUBO of :mod:`bosun.batch.qubo` (decomposed into sub-QUBOs of at most
+           ``max_vars`` variables) sampled by dwave-samplers' ``SimulatedAnnealingSampler``
+sqa        the same QUBO sampled by OpenJij's ``SQASampler`` (simulated quantum annealing,
+           path-integral Monte Carlo with a transverse field)
+ga         a genetic algorithm (pygad) over one gene per pod (a candidate or "none"),
+           fitness = the objective of the repaired assignment
+=========  =====================================================================================
+
+Every solver returns a :class:`SolveResult` whose assignment is feasible under the model
+(QUBO samples and GA genes go through :meth:`BatchProblem.repair`), and records each
+improvement of its best objective with its wall time (the trace behind time-to-target).
+All run single-threaded (CP-SAT with one worker), so their times compare on one core.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from bosun.batch.problem import BatchProblem
+from bosun.batch.qubo import (
+    DEFAULT_LEVELS,
+    DEFAULT_MAX_VARS,
+    EmbeddingReport,
+    Qubo,
+    blocks,
+    build_qubo,
+    embedding_report,
+)
+from bosun.errors import InputError, InputProblem
+
+IntArray = npt.NDArray[np.int64]
+Devices = list[tuple[int, ...] | None]
+
+#: solver name -> the Python module it needs
+SOLVER_MODULES = {
+    "greedy": "numpy",
+    "cpsat": "ortools",
+    "sa": "dwave.samplers",
+    "sqa": "openjij",
+    "ga": "pygad",
+}
+
+
+@dataclass
+class SubQuboStat:
+    """One sub-QUBO solved: its size and, when checked, whether it embeds on Pegasus."""
+
+    num_vars: int
+    num_interactions: int
+    solve_s: float
+    embedding: EmbeddingReport | None = None
+    qubo: Qubo | None = field(default=None, repr=False)
+
+
+@dataclass
+class SolveResult:
+    """What a solver found.
+
+    Attributes:
+        solver: its name.
+        assign: int64 (P,): candidate index per pod, -1 = not placed.
+        devices: GPU devices per placed pod (``()`` without GPUs), None when not placed.
+        objective: the objective of ``assign``.
+        wall_s: seconds spent.
+        trace: ``(seconds since start, best objective so far)`` at each improvement.
+        bound: CP-SAT's proven upper bound (None for heuristics).
+        optimal: CP-SAT proved ``objective`` optimal.
+        subqubos: the sub-QUBOs solved (QUBO solvers), first sweep.
+    """
+
+    solver: str
+    assign: IntArray
+    devices: Devices
+    objective: int
+    wall_s: float
+    trace: list[tuple[float, int]] = field(default_factory=list)
+    bound: float | None = None
+    optimal: bool = False
+    subqubos: list[SubQuboStat] = field(default_factory=list)
+
+    def time_to(self, target: float) -> float | None:
+        """The first time the best objective reached ``target`` (None: never)."""
+        for t, obj in self.trace:
+            if obj >= target:
+                return t
+        return None
+
+
+class Solver(Protocol):
+    """A batch solver: ``solve(problem, time_limit_s, seed)``."""
+
+    name: str
+
+    def solve(self, problem: BatchProblem, time_limit_s: float, seed: int = 0) -> SolveResult:
+        """Best placement found within ``time_limit_s`` seconds (seeded)."""
+        ...
+
+
+class _Tracker:
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.best = -1
+        self.assign: IntArray | None = None
+        self.devices: Devices = []
+        self.trace: list[tuple[float, int]] = []
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def offer(self, problem: BatchProblem, assign: IntArray, devices: Devices) -> bool:
+        obj = problem.objective(assign)
+        if obj > self.best:
+            self.best = obj
+            self.assign = assign.copy()
+            self.devices = list(devices)
+            self.trace.append((self.elapsed(), obj))
+            return True
+        return False
+
+
+class GreedySolver:
+    """The floor: :meth:`BatchProblem.greedy` (no time limit needed)."""
+
+    name = "greedy"
+
+    def solve(self, problem: BatchProblem, time_limit_s: float, seed: int = 0) -> SolveResult:
+        """Greedy placement; ``time_limit_s`` and ``seed`` are unused."""
+        tr = _Tracker()
+        assign, devices = problem.greedy()
+        tr.offer(problem, assign, devices)
+        return SolveResult(self.name, assign, devices, tr.best, tr.elapsed(), tr.trace)
+
+
+class CpSatSolver:
+    """OR-Tools CP-SAT, the exact solver (see the module table).
+
+    Args:
+        workers: CP-SAT search workers (default 1: one core, like the others).
+        hint_greedy: start from the greedy solution (a solution hint).
+    """
+
+    name = "cpsat"
+
+    def __init__(self, workers: int = 1, hint_greedy: bool = True) -> None:
+        self.workers = workers
+        self.hint_greedy = hint_greedy
+
+    def solve(self, problem: BatchProblem, time_limit_s: float, seed: int = 0) -> SolveResult:
+        """Maximise the objective for at most ``time_limit_s`` seconds."""
+        from ortools.sat.python import cp_model
+
+        tr = _Tracker()
+        m = cp_model.CpModel()
+        p_count = problem.num_pods
+        x: dict[tuple[int, int], Any] = {}
+        y: dict[tuple[int, int, int], Any] = {}
+        by_node: dict[int, list[tuple[int, int]]] = {}
+        for p in range(p_count):
+            for j in range(int(problem.num_candidates[p])):
+                x[p, j] = m.new_bool_var(f"x{p}_{j}")
+                by_node.setdefault(int(problem.cand[p, j]), []).append((p, j))
+            if problem.num_candidates[p]:
+                m.add_at_most_one(x[p, j] for j in range(int(problem.num_candidates[p])))
+        for members in problem.gangs:
+            placed = [
+                sum(x[int(p), j] for j in range(int(problem.num_candidates[p]))) for p in members
+            ]
+            for a, b in itertools.pairwise(placed):
+                m.add(a == b)
+        for n, items in by_node.items():
+            for r in range(4):
+                dem = [int(problem.demand[p, r]) for p, _ in items]
+                if sum(dem) <= int(problem.cap[n, r]):
+                    continue
+                m.add(
+                    sum(d * x[p, j] for d, (p, j) in zip(dem, items, strict=True))
+                    <= int(problem.cap[n, r])
+                )
+            gpu_items = [(p, j) for p, j in items if problem.gpu_count[p] > 0]
+            if not gpu_items:
+                continue
+            devs = [d for d in range(problem.dev_free.shape[1]) if problem.dev_free[n, d] >= 0]
+            for p, j in gpu_items:
+                usable = [d for d in devs if problem.dev_free[n, d] >= problem.gpu_milli[p]]
+                for d in usable:
+                    y[p, j, d] = m.new_bool_var(f"y{p}_{j}_{d}")
+                m.add(sum(y[p, j, d] for d in usable) == int(problem.gpu_count[p]) * x[p, j])
+            for d in devs:
+                terms = [
+                    (int(problem.gpu_milli[p]), y[p, j, d]) for p, j in gpu_items if (p, j, d) in y
+                ]
+                if sum(w for w, _ in terms) > int(problem.dev_free[n, d]):
+                    m.add(sum(w * v for w, v in terms) <= int(problem.dev_free[n, d]))
+        m.maximize(sum(int(problem.value[p, j]) * v for (p, j), v in x.items()))
+        if self.hint_greedy:
+            g_assign, g_dev = problem.greedy()
+            for (p, j), v in x.items():
+                m.add_hint(v, int(g_assign[p] == j))
+            for (p, j, d), v in y.items():
+                m.add_hint(v, int(g_assign[p] == j and d in (g_dev[p] or ())))
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = float(time_limit_s)
+        solver.parameters.num_workers = self.workers
+        solver.parameters.random_seed = seed
+
+        def read(get: Callable[[Any], int]) -> tuple[IntArray, Devices]:
+            assign = np.full(p_count, -1, dtype=np.int64)
+            devices: Devices = [None] * p_count
+            for (p, j), v in x.items():
+                if get(v):
+                    assign[p] = j
+                    devices[p] = ()
+            for (p, j, d), v in y.items():
+                if assign[p] == j and get(v):
+                    devices[p] = (*(devices[p] or ()), d)
+            return assign, devices
+
+        class _Cb(cp_model.CpSolverSolutionCallback):
+            def on_solution_callback(cb) -> None:  # noqa: N805
+                assign, devices = read(cb.value)
+                tr.offer(problem, assign, devices)
+
+        status = solver.solve(m, _Cb())
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            assign, devices = read(solver.value)
+            tr.offer(problem, assign, devices)
+        if tr.assign is None:
+            assign, devices = problem.greedy()
+            tr.offer(problem, assign, devices)
+        assert tr.assign is not None
+        bound = (
+            float(solver.best_objective_bound)
+            if status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+            else None
+        )
+        return SolveResult(
+            self.name,
+            tr.assign,
+            tr.devices,
+            tr.best,
+            tr.elapsed(),
+            tr.trace,
+            bound=bound,
+            optimal=status == cp_model.OPTIMAL,
+        )
+
+
+class QuboSolver:
+    """The QUBO, decomposed into sub-QUBOs, sampled by SA (dwave-samplers) or SQA (OpenJij).
+
+    Args:
+        sampler: ``"sa"`` or ``"sqa"``.
+        max_vars: the largest sub-QUBO (variables, slack included).
+        num_reads, num_sweeps: per sampler call.
+        levels: capacity discretisation (see :mod:`bosun.batch.qubo`).
+        keep_qubos: keep the first sweep's sub-QUBOs in the result (for
+            :func:`check_embeddings`).
+    """
+
+    def __init__(
+        self,
+        sampler: str = "sa",
+        *,
+        max_vars: int = DEFAULT_MAX_VARS,
+        num_reads: int = 4,
+        num_sweeps: int = 200,
+        levels: int = DEFAULT_LEVELS,
+        keep_qubos: bool = False,
+    ) -> None:
+        if sampler not in ("sa", "sqa"):
+            raise ValueError(f"sampler must be 'sa' or 'sqa', got {sampler!r}")
+        self.name = sampler
+        self.max_vars = max_vars
+        self.num_reads = num_reads
+        self.num_sweeps = num_sweeps
+        self.levels = levels
+        self.keep_qubos = keep_qubos
+        self._sampler: Any = None
+
+    def _sample(self, qubo: Qubo, seed: int) -> npt.NDArray[np.int8]:
+        """The lowest-energy sample of one sampler call."""
+        bqm = qubo.to_bqm()
+        if self.name == "sa":
+            if self._sampler is None:
+                from dwave.samplers import SimulatedAnnealingSampler
+
+                self._sampler = SimulatedAnnealingSampler()  # type: ignore[no-untyped-call]
+            ss = self._sampler.sample(
+                bqm, num_reads=self.num_reads, num_sweeps=self.num_sweeps, seed=seed % (2**31)
+            )
+        else:
+            if self._sampler is None:
+                import openjij
+
+                self._sampler = openjij.SQASampler()
+            ss = self._sampler.sample(
+                bqm,
+                num_reads=self.num_reads,
+                num_sweeps=self.num_sweeps,
+                trotter=4,
+                seed=seed % (2**31),
+            )
+        best = ss.first.sample
+        x = np.zeros(qubo.num_vars, dtype=np.int8)
+        for v, val in best.items():
+            x[int(v)] = val
+        return x
+
+    def solve(self, problem: BatchProblem, time_limit_s: float, seed: int = 0) -> SolveResult:
+        """Sweep the sub-QUBOs until ``time_limit_s`` (at least one full sweep)."""
+        import dimod  # noqa: F401  (imported before the clock starts, like the others)
+
+        if self.name == "sa":
+            import dwave.samplers  # noqa: F401
+        else:
+            import openjij  # noqa: F401
+        tr = _Tracker()
+        parts = blocks(problem, self.max_vars)
+        assign = np.full(problem.num_pods, -1, dtype=np.int64)
+        assign, devices = problem.repair(assign, refill=False)
+        tr.offer(problem, assign, devices)
+        stats: list[SubQuboStat] = []
+        call = 0
+        sweep = 0
+        while True:
+            for part in parts:
+                call += 1
+                t0 = time.perf_counter()
+                inside = np.zeros(problem.num_pods, dtype=bool)
+                inside[part] = True
+                state = problem.new_state()
+                base = assign.copy()
+                for p in np.flatnonzero((assign >= 0) & ~inside):
+                    state.take(int(p), int(problem.cand[p, assign[p]]), devices[int(p)])
+                qubo = build_qubo(problem, part, state, levels=self.levels)
+                x = self._sample(qubo, seed * 1_000_003 + call)
+                choice = qubo.decode(problem, x)
+                trial = base.copy()
+                trial[part] = choice[part]
+                new_assign, new_devices = problem.repair(trial)
+                if problem.objective(new_assign) >= problem.objective(assign):
+                    assign, devices = new_assign, new_devices
+                    tr.offer(problem, assign, devices)
+                took = time.perf_counter() - t0
+                if sweep == 0:
+                    kept = qubo if self.keep_qubos else None
+                    stats.append(
+                        SubQuboStat(qubo.num_vars, qubo.num_interactions, took, None, kept)
+                    )
+                if sweep > 0 and tr.elapsed() >= time_limit_s:
+                    break
+            sweep += 1
+            if tr.elapsed() >= time_limit_s:
+                break
+        assert tr.assign is not None
+        return SolveResult(
+            self.name, tr.assign, tr.devices, tr.best, tr.elapsed(), tr.trace, subqubos=stats
+        )
+
+
+def check_embeddings(
+    result: SolveResult, *, timeout_s: float = 10.0, budget_s: float = 60.0, seed: int = 0
+) -> None:
+    """Fill ``embedding`` of each kept sub-QUBO of ``result`` with a Pegasus P16 embedding
+    search (:func:`bosun.batch.qubo.embedding_report`, cached by graph), each bounded by
+    ``timeout_s``, all by ``budget_s`` (later ones stay unchecked). Done after the solve,
+    so embedding search never counts in a solver's time."""
+    spent = 0.0
+    for stat in result.subqubos:
+        if stat.qubo is None or spent >= budget_s:
+            continue
+        stat.embedding = embedding_report(stat.qubo, timeout_s=timeout_s, seed=seed)
+        spent += stat.embedding.search_s
+
+
+class GeneticSolver:
+    """pygad over one gene per pod (candidate index, -1 = none); fitness is the objective
+    of the repaired assignment, the same objective and repair the QUBO solvers use.
+
+    Args:
+        population: solutions per generation.
+        parents: parents mating each generation.
+        mutation_percent: genes mutated per child (percent).
+    """
+
+    name = "ga"
+
+    def __init__(
+        self, population: int = 30, parents: int = 10, mutation_percent: float = 5.0
+    ) -> None:
+        self.population = population
+        self.parents = parents
+        self.mutation_percent = mutation_percent
+
+    def solve(self, problem: BatchProblem, time_limit_s: float, seed: int = 0) -> SolveResult:
+        """Evolve until ``time_limit_s``."""
+        import pygad
+
+        tr = _Tracker()
+        p_count = problem.num_pods
+        if p_count == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return SolveResult(self.name, empty, [], 0, tr.elapsed(), [(0.0, 0)])
+        gene_space = [list(range(-1, int(problem.num_candidates[p]))) for p in range(p_count)]
+        deadline = tr.start + time_limit_s
+
+        def fitness(ga: Any, solution: npt.NDArray[Any], idx: Any) -> float:
+            assign, devices = problem.repair(np.asarray(solution, dtype=np.int64))
+            tr.offer(problem, assign, devices)
+            return float(problem.objective(assign))
+
+        def on_generation(ga: Any) -> str | None:
+            return "stop" if time.perf_counter() >= deadline else None
+
+        rng = np.random.default_rng(seed)
+        initial = np.array(
+            [[rng.choice(space) for space in gene_space] for _ in range(self.population)],
+            dtype=np.int64,
+        )
+        ga = pygad.GA(
+            num_generations=1_000_000,
+            num_parents_mating=min(self.parents, self.population),
+            fitness_func=fitness,
+            initial_population=initial,
+            gene_space=gene_space,
+            gene_type=int,
+            mutation_percent_genes=self.mutation_percent,
+            on_generation=on_generation,
+            random_seed=seed,
+            suppress_warnings=True,
+        )
+        ga.run()
+        assert tr.assign is not None
+        return SolveResult(self.name, tr.assign, tr.devices, tr.best, tr.elapsed(), tr.trace)
+
+
+def make_solver(name: str, **options: Any) -> Solver:
+    """The solver called ``name`` (:data:`SOLVER_MODULES`), built with ``options``.
+
+    Raises:
+        InputError: an unknown solver, or one whose library is not installed (field
+            ``solver``).
+    """
+    module = SOLVER_MODULES.get(name)
+    if module is None:
+        known = ", ".join(SOLVER_MODULES)
+        raise InputError(
+            [
+                InputProblem(
+                    "<arguments>",
+                    "batch solver",
+                    "solver",
+                    f"unknown solver {name!r}: one of {known}",
+                )
+            ]
+        )
+    if importlib.util.find_spec(module.split(".")[0]) is None or (
+        "." in module and importlib.util.find_spec(module) is None
+    ):
+        raise InputError(
+            [
+                InputProblem(
+                    "<arguments>",
+                    "batch solver",
+                    "solver",
+                    f"solver {name!r} needs the Python package {module!r}, which is not installed",
+                )
+            ]
+        )
+    if name == "greedy":
+        return GreedySolver()
+    if name == "cpsat":
+        return CpSatSolver(**options)
+    if name in ("sa", "sqa"):
+        return QuboSolver(name, **options)
+    return GeneticSolver(**options)
+
+
+def check_time_limit(seconds: float, field_name: str = "time_limit_s") -> None:
+    """Raise InputError unless ``seconds`` is a positive, finite number."""
+    if not (isinstance(seconds, int | float) and np.isfinite(seconds) and seconds > 0):
+        raise InputError(
+            [
+                InputProblem(
+                    "<arguments>",
+                    "batch solver",
+                    field_name,
+                    f"must be a positive number of seconds, got {seconds!r}",
+                )
+            ]
+        )
+
+
+__all__ = [
+    "DEFAULT_LEVELS",
+    "CpSatSolver",
+    "GeneticSolver",
+    "GreedySolver",
+    "QuboSolver",
+    "SolveResult",
+    "Solver",
+    "check_embeddings",
+    "check_time_limit",
+    "make_solver",
+]
