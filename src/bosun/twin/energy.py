@@ -459,7 +459,7 @@ class EnergyController:
         self._gpu_dyn = np.zeros(0)
         self._cpu_alloc = np.ones(0)
         self._idle_w = np.zeros(0)
-        self._power_key: tuple[int, int, int] | None = None
+        self._power_key: tuple[int, int, int, int] | None = None
         self._it_w = 0.0
         self._node_w = np.zeros(0)
         self.it_j = 0.0
@@ -512,7 +512,13 @@ class EnergyController:
         assert sim is not None
         self._refresh_nodes()
         snap = sim.snapshot
-        key = (snap.generation, self._key[0] if self._key else 0, self._state_version)
+        fault_version = self.faults.version if self.faults is not None else 0
+        key = (
+            snap.generation,
+            self._key[0] if self._key else 0,
+            self._state_version,
+            fault_version,
+        )
         if key == self._power_key:
             return self._node_w
         cpu = snap.resource_index[CPU]
@@ -566,7 +572,7 @@ class EnergyController:
         self.facility_j += fac.total_w(it_w, fac.outside_c(from_s)) * dt
         self._on_time += self._nodes_on() * dt
         if self.config.power_down is not None:
-            self._watch_empty(to_s)
+            self._watch_empty(from_s)  # the state of from_s: a node empty now is empty since
 
     def values(self, time_s: float) -> tuple[float, ...]:
         """The energy columns at ``time_s`` (module docstring)."""

@@ -851,6 +851,8 @@ class FaultController:
             int, list[Any]
         ] = {}  # id(fault) -> StatefulSet pods to re-create at heal
         self.no_node_s = 0.0
+        #: bumped whenever a node's kubelet goes down or comes back (caches key on it)
+        self.version = 0
 
     @property
     def crashed_nodes(self) -> frozenset[str]:
@@ -930,6 +932,7 @@ class FaultController:
                 f.disrupted.update(keys)
                 if action != "network-partition":
                     self._crashed.add(name)
+                    self.version += 1
             grace = self.settings.node_monitor_grace_period_s
             f.events.append(sim.at(t + grace, partial(self._not_ready, f), EventKind.CONTROL_DOWN))
             return True
@@ -1037,6 +1040,7 @@ class FaultController:
             del self._down[name]
             crashed = name in self._crashed
             self._crashed.discard(name)
+            self.version += 1
             node = sim.node(name)
             if node is None:
                 continue
