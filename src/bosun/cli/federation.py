@@ -134,7 +134,7 @@ def bench(
         str, typer.Option("--netns", help="auto (when root), on, off (127.0.0.1 ports).")
     ] = "auto",
     requests: Annotated[int, typer.Option("--requests", help="Cross-cluster requests.")] = 10000,
-    phase_s: Annotated[float, typer.Option("--phase", help="Seconds per traffic phase.")] = 10.0,
+    phase_s: Annotated[float, typer.Option("--phase", help="Seconds per traffic phase.")] = 8.0,
     loss: Annotated[float, typer.Option("--loss", help="Packet loss for convergence.")] = 0.05,
     budget_s: Annotated[float, typer.Option("--budget", help="Hard time limit, seconds.")] = 115.0,
 ) -> None:

@@ -62,6 +62,16 @@ log = logging.getLogger("bosun.federation")
 
 #: Seconds an RPC waits for a connection or an answer.
 RPC_TIMEOUT_S = 2.0
+#: Seconds one anti-entropy exchange may take in all.
+SYNC_TIMEOUT_S = 1.5
+#: Peers each agent starts an exchange with per round, and most exchanges in flight.
+FANOUT, MAX_INFLIGHT = 2, 4
+#: Most binds sent to one owner in one message.
+MAX_BIND_BATCH = 500
+
+
+class NotSentError(ConnectionError):
+    """The connection to the peer could not be opened: nothing was delivered."""
 
 
 @dataclass
@@ -97,8 +107,8 @@ class AgentConfig:
     reservation_ttl_s: float = 5.0
     overload_threshold: float = 0.9
     overload_window_s: float = 2.0
-    evac_target: float = 0.75
-    evac_rate_per_s: float = 50.0
+    evac_target: float = 0.85
+    evac_rate_per_s: float = 100.0
     summary_interval_s: float = 0.5
     key: str | None = None
 
@@ -176,6 +186,11 @@ class Agent:
         self._server: asyncio.Server | None = None
         self._stop = asyncio.Event()
         self.sync_rounds = 0
+        self._views: dict[str, ClusterView] = {}
+        self._bind_queues: dict[
+            str, list[tuple[dict[str, Any], asyncio.Future[tuple[bool, str]]]]
+        ] = {}
+        self._dirty: set[str] = set()
 
     def _adopt(self, entry: Any) -> None:
         """Account a pod already running in the cluster: this agent reserves it on its own
@@ -196,6 +211,7 @@ class Agent:
         self.emit({"ev": "drop", "t": self.clock(), "why": str(err)})
 
     def _on_new(self, e: Entry) -> None:
+        self._dirty.add(e.origin)
         if e.key.endswith("/_"):
             m = str(e.value.get("m", ""))
             if m and self.marks.get(e.origin) != m:
@@ -322,6 +338,7 @@ class Agent:
     def publish(self, force: bool = False) -> int:
         """Republish the changed group summaries and the cluster entry; how many."""
         changed = self.cluster.changed_summaries()
+        self._dirty.add(self.name)
         for g, v in changed.items():
             self.store.publish(g, v)
         ce = self.cluster_entry()
@@ -343,9 +360,12 @@ class Agent:
         if addr is None:
             raise ConnectionError(f"{peer} is not a live member")
         host, port = addr.rsplit(":", 1)
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, int(port)), RPC_TIMEOUT_S
-        )
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, int(port)), RPC_TIMEOUT_S
+            )
+        except (OSError, TimeoutError) as exc:
+            raise NotSentError(f"{peer}: {type(exc).__name__}") from None
         try:
             await self._send(writer, kind, body)
             return decode(await asyncio.wait_for(read_frame(reader, peer), RPC_TIMEOUT_S), peer)
@@ -363,17 +383,25 @@ class Agent:
     # ------------------------------------------------------------------ sync
 
     async def _sync_loop(self) -> None:
+        inflight: set[asyncio.Task[None]] = set()
         while True:
             await asyncio.sleep(self.cfg.sync.interval_s * random.uniform(0.8, 1.2))
-            if not self.members:
-                continue
-            peer = random.choice(sorted(self.members))
-            try:
-                await self.exchange(peer)
-            except WireError as e:
-                self._drop(e)
-            except (OSError, TimeoutError, ConnectionError):
-                pass  # the peer is unreachable: membership will tell
+            peers = sorted(self.members)
+            random.shuffle(peers)
+            for peer in peers[:FANOUT]:
+                if len(inflight) >= MAX_INFLIGHT:
+                    break
+                t = asyncio.create_task(self._exchange_safe(peer))
+                inflight.add(t)
+                t.add_done_callback(inflight.discard)
+
+    async def _exchange_safe(self, peer: str) -> None:
+        try:
+            await asyncio.wait_for(self.exchange(peer), SYNC_TIMEOUT_S)
+        except WireError as e:
+            self._drop(e)
+        except (OSError, TimeoutError, ConnectionError, KeyError):
+            pass  # the peer is unreachable or gone: membership will tell
 
     async def exchange(self, peer: str) -> None:
         """One push-pull round with ``peer`` (syn, ack, ack2)."""
@@ -528,16 +556,22 @@ class Agent:
     # ------------------------------------------------------------------ placement
 
     def views(self, exclude: set[str]) -> list[ClusterView]:
-        """The members (and this cluster) the placer may use, with their summaries."""
+        """The members (and this cluster) the placer may use, with their summaries (cached
+        per member until one of its entries changes)."""
         out = []
         for name in [self.name, *sorted(self.members)]:
             if name in exclude:
                 continue
-            entries = self.store.view(name)
-            cluster = entries.pop("_", None)
-            if cluster is None:
-                continue
-            out.append(ClusterView(name, {g: e.value for g, e in entries.items()}, cluster.value))
+            view = self._views.get(name)
+            if view is None or name in self._dirty:
+                entries = self.store.view(name)
+                cluster = entries.pop("_", None)
+                if cluster is None:
+                    continue
+                groups = {g: e.value for g, e in entries.items()}
+                view = self._views[name] = ClusterView.of(name, groups, cluster.value)
+                self._dirty.discard(name)
+            out.append(view)
         return out
 
     def rank(self, pod: Pod, exclude: set[str]) -> list[str]:
@@ -609,6 +643,8 @@ class Agent:
             else:
                 try:
                     ok, why = await self._bind_remote_call(owner, res, pod)
+                except NotSentError as e:
+                    ok, why = False, f"not delivered ({e})"
                 except (OSError, TimeoutError, ConnectionError, WireError):
                     self.in_doubt[pod.key] = (owner, res, pod)
                     return None, f"{owner}: bind answer lost, in doubt"
@@ -620,6 +656,7 @@ class Agent:
         return None, "; ".join(reasons) or "no member fits"
 
     async def _bind_remote_call(self, owner: str, res: Reservation, pod: Pod) -> tuple[bool, str]:
+        """Queue the bind for ``owner``; binds queued together go in one message."""
         cpu, mem, gpu = pod_vector(pod)
         item = {
             "res": {
@@ -632,13 +669,39 @@ class Agent:
             },
             "pod": {"name": pod.name, "cpu": cpu, "mem": mem, "gpu": gpu},
         }
-        reply = await self._rpc(
-            owner, "bind", {"items": [item], "ledger": self.ledger.to_wire([owner])}
-        )
-        results = reply.get("results")
-        if not (isinstance(results, list) and len(results) == 1 and isinstance(results[0], list)):
-            raise WireError(f"peer {owner}: field results: not one result")
-        return bool(results[0][0]), str(results[0][1])
+        fut: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
+        q = self._bind_queues.setdefault(owner, [])
+        q.append((item, fut))
+        if len(q) == 1:
+            self._tasks.append(asyncio.create_task(self._flush_binds(owner)))
+        return await fut
+
+    async def _flush_binds(self, owner: str) -> None:
+        await asyncio.sleep(0.005)
+        queued = self._bind_queues.pop(owner, [])
+        for i in range(0, len(queued), MAX_BIND_BATCH):
+            batch = queued[i : i + MAX_BIND_BATCH]
+            try:
+                reply = await self._rpc(
+                    owner,
+                    "bind",
+                    {
+                        "items": [it for it, _ in batch],
+                        "ledger": self.ledger.to_wire([owner]),
+                    },
+                )
+                results = reply.get("results")
+                if not (isinstance(results, list) and len(results) == len(batch)):
+                    raise WireError(f"peer {owner}: field results: not {len(batch)} results")
+                for (_, fut), r in zip(batch, results, strict=True):
+                    if not isinstance(r, list) or len(r) != 3:
+                        fut.set_exception(WireError(f"peer {owner}: field results: bad entry"))
+                    else:
+                        fut.set_result((bool(r[0]), str(r[1])))
+            except (OSError, TimeoutError, ConnectionError, WireError) as e:
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(e)
 
     async def _doubt_loop(self) -> None:
         while True:

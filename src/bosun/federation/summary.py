@@ -234,27 +234,66 @@ class TwinCluster:
 
 @dataclass(frozen=True, slots=True)
 class ClusterView:
-    """What the placer knows of one member: its group summaries and cluster entry."""
+    """What the placer knows of one member, as arrays over its ``G`` groups.
+
+    Attributes:
+        name: the member cluster.
+        alloc, free, max_free: int64 ``(G, 3)`` (the summaries' ``a``, ``f``, ``x``).
+        whole: int64 ``(G,)`` (``w``); frag: float64 ``(G,)`` (``fr``, GPUs).
+        cluster: the member's cluster entry (``p``, ``d``, ``u``, ``o``, ``e``).
+    """
 
     name: str
-    groups: Mapping[str, Mapping[str, Any]]
+    alloc: np.ndarray
+    free: np.ndarray
+    max_free: np.ndarray
+    whole: np.ndarray
+    frag: np.ndarray
     cluster: Mapping[str, Any]
+
+    @classmethod
+    def of(
+        cls, name: str, groups: Mapping[str, Mapping[str, Any]], cluster: Mapping[str, Any]
+    ) -> ClusterView:
+        """Build from the summary values (bad or missing fields count as 0)."""
+        vals = list(groups.values())
+
+        def mat(k: str) -> np.ndarray:
+            rows = [_vec3(g.get(k)) for g in vals]
+            return np.array(rows, dtype=np.int64).reshape(len(vals), 3)
+
+        return cls(
+            name,
+            mat("a"),
+            mat("f"),
+            mat("x"),
+            np.array([_num(g.get("w")) for g in vals], dtype=np.int64),
+            np.array([float(_num(g.get("fr"))) for g in vals], dtype=np.float64),
+            cluster,
+        )
+
+
+def _num(x: Any) -> int | float:
+    return x if isinstance(x, int | float) and not isinstance(x, bool) else 0
+
+
+def _vec3(x: Any) -> list[int]:
+    if isinstance(x, list | tuple) and len(x) == 3:
+        return [int(v) if isinstance(v, int) and not isinstance(v, bool) else 0 for v in x]
+    return [0, 0, 0]
 
 
 #: Weights of the placement score (they sum to 100).
 W_HEADROOM, W_FRAG, W_PENDING, W_LOCAL = 40.0, 20.0, 25.0, 15.0
 
 
-def fits_group(group: Mapping[str, Any], need: Sequence[int], gpu_whole: int) -> bool:
-    """True when the group's largest free node could hold ``need`` (optimistic: the owner
-    checks for real at bind), with ``gpu_whole`` whole free GPU devices for a multi-GPU pod."""
-    x = group.get("x", [0, 0, 0])
-    return all(int(x[i]) >= need[i] for i in range(3)) and int(group.get("w", 0)) >= gpu_whole
-
-
 def score(view: ClusterView, need: Sequence[int], local: str, gpu_whole: int = 0) -> float | None:
     """The placement score of ``view`` for a pod asking ``need`` (0..100), or None when no
     group fits or the cluster is overloaded.
+
+    A group *fits* when its largest free node could hold ``need`` (``x >= need`` on every
+    resource, and ``w >= gpu_whole`` whole free GPUs for a multi-GPU pod); optimistic, the
+    owner checks for real at bind.
 
     ``score = 40 h + 20 (1 - f) + 25 (1 - q) + 15 l`` where
 
@@ -266,22 +305,22 @@ def score(view: ClusterView, need: Sequence[int], local: str, gpu_whole: int = 0
     * ``q``, pending pressure: pending CPU demand over free CPU of the cluster, clipped;
     * ``l``, locality: 1 for the cluster the pod was submitted to.
     """
-    if int(view.cluster.get("o", 0)):
+    if int(_num(view.cluster.get("o", 0))):
         return None
-    fitting = [g for g in view.groups.values() if fits_group(g, need, gpu_whole)]
-    if not fitting:
+    req = np.asarray(need, dtype=np.int64)
+    ok = np.all(view.max_free >= req, axis=1) & (view.whole >= gpu_whole)
+    if not ok.any():
         return None
-    alloc = np.sum([g["a"] for g in fitting], axis=0).astype(float)
-    free = np.sum([g["f"] for g in fitting], axis=0).astype(float)
-    req = np.asarray(need, dtype=float)
+    alloc = view.alloc[ok].sum(axis=0).astype(float)
+    free = view.free[ok].sum(axis=0).astype(float)
     used = [i for i in range(3) if req[i] > 0 and alloc[i] > 0]
     h = min(((free[i] - req[i]) / alloc[i] for i in used), default=1.0)
     h = min(1.0, max(0.0, h))
     f = 0.0
     if req[2] > 0 and free[2] > 0:
-        f = min(1.0, sum(float(g.get("fr", 0.0)) for g in fitting) * GPU_MILLI_PER_GPU / free[2])
-    all_free = sum(float(g["f"][0]) for g in view.groups.values())
-    pend = view.cluster.get("d", [0, 0, 0])
-    q = min(1.0, float(pend[0]) / all_free) if all_free > 0 else 1.0
+        f = min(1.0, float(view.frag[ok].sum()) * GPU_MILLI_PER_GPU / free[2])
+    all_free = float(view.free[:, 0].sum())
+    pend = _vec3(view.cluster.get("d"))
+    q = min(1.0, pend[0] / all_free) if all_free > 0 else 1.0
     loc = 1.0 if view.name == local else 0.0
     return W_HEADROOM * h + W_FRAG * (1 - f) + W_PENDING * (1 - q) + W_LOCAL * loc

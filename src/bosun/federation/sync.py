@@ -28,6 +28,12 @@ Digests
   Filters", 2004), positions by double hashing of a salted BLAKE2b (Kirsch & Mitzenmacher
   2006). The salt changes every round, so a false positive hides one pair in one round with
   probability ``p`` and again in the next only with probability ``p`` (independent).
+  The filter holds only the pairs whose version is within ``recent_s`` of now (the
+  *horizon* ``h``, sent with it); the peer sends its entries at or above ``h`` that the
+  filter does not contain. At steady churn the digest is therefore proportional to what
+  changed recently, not to the whole state. An entry older than the horizon that the
+  receiver still lacks (it missed every round while the entry was recent: loss, a stall,
+  a join) is sent by the next exact round.
 * ``exact``: every ``exact_every``-th round the digest is the exact list of pairs, compact
   (per origin: group ids and versions relative to the origin's smallest). A pair a false
   positive hid is therefore sent no later than the next exact round: with rounds every
@@ -199,12 +205,16 @@ class SyncConfig:
         fp_rate: the Bloom filter's target false-positive rate.
         exact_every: every this many rounds, the digest is exact (repairs false positives).
         interval_s: seconds between rounds (used for the repair bound).
+        recent_s: the Bloom digest covers the pairs written in the last ``recent_s``
+            seconds (the horizon); older ones are taken as known, and the exact round
+            repairs any that were not.
     """
 
     mode: str = "delta"
     fp_rate: float = 0.01
     exact_every: int = 10
     interval_s: float = 0.5
+    recent_s: float = 3.0
 
     def repair_bound_s(self) -> float:
         """Longest a false positive can hide a delta: ``exact_every`` rounds plus one."""
@@ -260,8 +270,10 @@ class Store:
             return {"full": True}
         if self.config.exact_every > 0 and self.round % self.config.exact_every == 0:
             return {"exact": exact_digest(self.entries.values())}
-        bloom = BloomDigest.of(self.pairs(), len(self.entries), self.config.fp_rate, salt)
-        return {"bloom": bloom.to_wire()}
+        horizon = int((self.clock() - self.config.recent_s) * 1000)
+        recent = [(e.key, e.version) for e in self.entries.values() if e.version >= horizon]
+        bloom = BloomDigest.of(recent, len(recent), self.config.fp_rate, salt)
+        return {"bloom": bloom.to_wire(), "h": horizon}
 
     def deltas_for(self, digest: Mapping[str, Any], peer: str) -> list[Entry]:
         """The entries a peer whose digest is ``digest`` lacks (all of them for ``full``)."""
@@ -272,7 +284,14 @@ class Store:
             return [e for e in self.entries.values() if theirs.get(e.key, -1) < e.version]
         if "bloom" in digest:
             bloom = BloomDigest.from_wire(digest["bloom"], peer)
-            return [e for e in self.entries.values() if (e.key, e.version) not in bloom]
+            h = digest.get("h", 0)
+            if not (_int(h) and h >= 0):
+                raise WireError(f"peer {peer}: field digest.h: not an integer >= 0")
+            return [
+                e
+                for e in self.entries.values()
+                if e.version >= h and (e.key, e.version) not in bloom
+            ]
         raise WireError(f"peer {peer}: field digest: none of full, exact, bloom")
 
     # ------------------------------------------------------------------ receiving
