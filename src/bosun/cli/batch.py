@@ -1,10 +1,311 @@
-"""The ``bosun`` commands of the batch capability (being built: see docs/batch.md)."""
+"""``bosun batch``: place pending pods jointly (gangs all or nothing) and bench the solvers.
+
+Heavy libraries (ortools, dimod, openjij, pygad, scipy) are imported inside the commands.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from bosun.cli.common import ConfigOption, fail
+from bosun.errors import BosunError, InputError, InputProblem
+
+SOLVERS_HELP = "greedy, cpsat, sa (simulated annealing), sqa (simulated quantum annealing), ga"
+
+
+def _write_json(path: Path, doc: Any) -> None:
+    """Write ``doc`` to ``path`` atomically (a temporary file renamed over it)."""
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _check_output(path: Path | None, field: str) -> list[InputProblem]:
+    if path is None:
+        return []
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        return [InputProblem(str(path), "output", field, f"folder {str(parent)!r} does not exist")]
+    if path.is_dir():
+        return [InputProblem(str(path), "output", field, "is a folder, not a file")]
+    return []
+
+
+def place(
+    nodes: Annotated[
+        list[Path], typer.Option("--nodes", help="Node manifests (and bound pods); repeatable.")
+    ],
+    pods: Annotated[
+        list[Path],
+        typer.Option("--pods", help="Pod, workload and PodGroup manifests; repeatable."),
+    ],
+    config: ConfigOption = None,
+    solver: Annotated[str, typer.Option("--solver", help=SOLVERS_HELP)] = "cpsat",
+    time_limit: Annotated[
+        float, typer.Option("--time-limit", help="Solver time limit, seconds (> 0).")
+    ] = 1.0,
+    top_k: Annotated[
+        int, typer.Option("--top-k", min=1, help="Candidate nodes per pod (best Scores).")
+    ] = 8,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed for solvers and ties.")] = 0,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write the results to this JSON file.")
+    ] = None,
+) -> None:
+    """Place every pending pod as one batch with a solver; gangs (PodGroups) all or none.
+
+    Candidates come from the profile's Filters, ranked by its Scores; every placement is
+    checked by the Filters again before it is bound. Pods the batch leaves out go through
+    the ordinary one-at-a-time cycle (kube's messages). Without --config, PodGroups in
+    the manifests enable Coscheduling on kube's default profile. Exit 2 on bad input,
+    nothing placed.
+    """
+    from bosun.batch.gang import check_gangs, coscheduling_configuration
+    from bosun.batch.place import place_batch
+    from bosun.batch.solvers import check_time_limit, make_solver
+    from bosun.cli.schedule import load_cluster
+    from bosun.framework.interface import Code
+    from bosun.framework.scheduler import Scheduler
+    from bosun.plugins.registry import in_tree_registry, registry_points
+
+    problems: list[InputProblem] = []
+    objects = cfg = snapshot = chosen = None
+    try:
+        objects, cfg, snapshot = load_cluster(nodes, pods, config)
+        check_gangs(objects)
+    except InputError as e:
+        problems.extend(e.problems)
+    for check in (lambda: make_solver(solver), lambda: check_time_limit(time_limit, "time-limit")):
+        try:
+            got = check()
+            if got is not None:
+                chosen = got
+        except InputError as e:
+            problems.extend(e.problems)
+    problems.extend(_check_output(json_out, "--json"))
+    if problems:
+        raise fail(str(InputError(problems)))
+    assert objects is not None and cfg is not None and snapshot is not None and chosen is not None
+    try:
+        registry = in_tree_registry()
+        if config is None and objects.pod_groups:
+            cfg = coscheduling_configuration(registry_points(registry))
+        sched = Scheduler(
+            cfg,
+            snapshot,
+            registry=registry,
+            seed=seed,
+            namespaces=objects.namespaces,
+            pdbs=objects.pdbs,
+        )
+        sched.set_pod_groups(objects.pod_groups)
+        pending = [
+            p for p in objects.pods if not p.node_name and p.scheduler_name in sched.profiles
+        ]
+        for p in pending:
+            sched.add_pod(p)
+        by_profile: dict[str, list[Any]] = {}
+        for p in pending:
+            by_profile.setdefault(p.scheduler_name, []).append(p)
+        rows: dict[str, dict[str, Any]] = {}
+        left: list[Any] = []
+        for group in by_profile.values():
+            out = place_batch(sched, group, chosen, time_limit_s=time_limit, top_k=top_k, seed=seed)
+            for key, res in out.results.items():
+                if res.code == Code.SUCCESS:
+                    rows[key] = {"pod": key, "node": res.node_name, "by": "batch", "message": ""}
+            left.extend(p for p in out.left_out if p.key not in rows)
+        for p in left:
+            if sched.queue.get(p.key) is None and p.key not in sched.snapshot.pods.by_key:
+                sched.add_pod(p)
+        for key, res in sched.run().items():
+            if key in rows:
+                continue
+            ok = res.code == Code.SUCCESS
+            rows[key] = {
+                "pod": key,
+                "node": res.node_name if ok else "",
+                "by": "queue" if ok else "",
+                "message": "" if ok else res.message,
+            }
+    except BosunError as e:
+        raise fail(str(e)) from None
+    ordered = [
+        rows.get(p.key, {"pod": p.key, "node": "", "by": "", "message": "not attempted"})
+        for p in pending
+    ]
+    table = Table(title=f"batch placement ({solver})")
+    for col in ("pod", "node", "by", "message"):
+        table.add_column(col, overflow="fold")
+    for r in ordered:
+        table.add_row(r["pod"], r["node"] or "-", r["by"] or "-", r["message"])
+    console = Console()
+    console.print(table)
+    placed = sum(1 for r in ordered if r["node"])
+    console.print(f"{placed}/{len(ordered)} pods placed on {snapshot.num_nodes} nodes")
+    if json_out is not None:
+        _write_json(json_out, {"solver": solver, "results": ordered})
+
+
+def bench(
+    nodes: Annotated[
+        list[int],
+        typer.Option("--nodes", help="Cluster sizes (nodes drawn from openb); repeatable."),
+    ],
+    pods: Annotated[int, typer.Option("--pods", help="Pods in the batch.")] = 100,
+    seeds: Annotated[int, typer.Option("--seeds", help="Instances per size (seeds 0..S-1).")] = 10,
+    solvers: Annotated[
+        str, typer.Option("--solvers", help=f"Comma-separated: {SOLVERS_HELP}.")
+    ] = "greedy,cpsat,sa,sqa,ga",
+    time_limit: Annotated[
+        float, typer.Option("--time-limit", help="Seconds per solver and instance (> 0).")
+    ] = 5.0,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, help="Candidates per pod.")] = 8,
+    max_vars: Annotated[
+        int, typer.Option("--max-vars", min=8, help="Largest sub-QUBO, variables.")
+    ] = 400,
+    embed_timeout: Annotated[
+        float,
+        typer.Option(
+            "--embed-timeout", min=0.0, help="Seconds per Pegasus embedding search (0: skip)."
+        ),
+    ] = 0.0,
+    load: Annotated[
+        float, typer.Option("--load", min=0.0, max=1.0, help="Background GPU allocation.")
+    ] = 0.8,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write one row per solver and size here.")
+    ] = None,
+) -> None:
+    """Time to target and gap of each solver against CP-SAT on openb instances.
+
+    Needs the openb data (BOSUN_DATA_DIR). Exit 2 on bad input.
+    """
+    from bosun.batch.bench import (
+        check_bench_args,
+        openb_instance,
+        paired_test,
+        run_instance,
+        summarize,
+    )
+
+    names = [s.strip() for s in solvers.split(",") if s.strip()]
+    try:
+        check_bench_args(nodes, pods, seeds, names, time_limit)
+        problems = _check_output(json_out, "--json")
+        if problems:
+            raise InputError(problems)
+    except InputError as e:
+        raise fail(str(e)) from None
+    if "cpsat" not in names:
+        names.insert(0, "cpsat")  # the reference is always measured
+    records = []
+    console = Console(stderr=True)
+    try:
+        for n in nodes:
+            for seed in range(seeds):
+                inst = openb_instance(n, pods, seed, load=load)
+                problem, recs, build_s = run_instance(
+                    inst,
+                    nodes=n,
+                    seed=seed,
+                    solvers=names,
+                    time_limit_s=time_limit,
+                    top_k=top_k,
+                    max_vars=max_vars,
+                    embed_timeout_s=embed_timeout,
+                )
+                records.extend(recs)
+                console.print(
+                    f"nodes={n} seed={seed}: {problem.num_variables} variables, "
+                    f"{len(problem.node_names)} candidate nodes, candidates built in "
+                    f"{build_s:.2f}s, gpu load {inst.gpu_load:.2f}",
+                    highlight=False,
+                )
+    except BosunError as e:
+        raise fail(str(e)) from None
+    rows = summarize(records, time_limit)
+    tests = [
+        paired_test(records, a, b, nodes=n, time_limit_s=time_limit)
+        for n in nodes
+        for a, b in (("sa", "ga"), ("sqa", "ga"), ("sa", "cpsat"))
+        if a in names and b in names
+    ]
+    table = Table(title=f"batch solvers: {pods} pods, {seeds} seeds, {time_limit:g}s each")
+    for col in (
+        "solver",
+        "nodes",
+        "time to 1% (median s)",
+        "reached",
+        "gap",
+        "feasible",
+        "embeddable",
+    ):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["solver"],
+            str(r["nodes"]),
+            "-" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.3f}",
+            f"{r['reached_target']:.0%}",
+            f"{r['gap']:.4%}",
+            str(r["feasible"]),
+            "-" if r["embeddable_fraction"] is None else f"{r['embeddable_fraction']:.0%}",
+        )
+    out = Console()
+    out.print(table)
+    for t in tests:
+        speed = "-" if t["speedup_geomean"] is None else f"{t['speedup_geomean']:.2f}x"
+        p = "-" if t["p_value"] is None else f"{t['p_value']:.3g}"
+        out.print(
+            f"{t['a']} vs {t['b']} at {t['nodes']} nodes (time to 2%): {t['b']}/{t['a']} "
+            f"time ratio {speed} (geomean), Wilcoxon p = {p}, reached "
+            f"{t['a_reached']}/{t['seeds']} vs {t['b_reached']}/{t['seeds']}",
+            highlight=False,
+        )
+    if json_out is not None:
+        doc = {
+            "rows": rows,
+            "paired_tests": tests,
+            "runs": [
+                {
+                    "solver": r.solver,
+                    "nodes": r.nodes,
+                    "pods": r.pods,
+                    "seed": r.seed,
+                    "objective": r.objective,
+                    "cpsat_best": r.reference,
+                    "cpsat_bound": r.bound,
+                    "time_to_target_s": r.time_to_target_s,
+                    "time_to_2pct_s": r.time_to_2pct_s,
+                    "feasible": r.feasible,
+                    "placed": r.placed,
+                }
+                for r in records
+            ],
+        }
+        _write_json(json_out, doc)
+        out.print(f"wrote {json_out}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this capability's commands to the top-level ``bosun`` app (none yet)."""
-    del app
+    """Add ``bosun batch place`` and ``bosun batch bench`` to the top-level app."""
+    sub = typer.Typer(help="Batch and gang placement: joint solvers (QUBO annealers, GA, CP-SAT).")
+    sub.command(name="place")(place)
+    sub.command(name="bench")(bench)
+    app.add_typer(sub, name="batch")
