@@ -244,7 +244,86 @@ def policy(
         Console(highlight=False).print(f"wrote {output} and {cfg_path}")
 
 
+class LogsFormat(StrEnum):
+    """``-o`` formats of ``bosun logs mine``."""
+
+    TABLE = "table"
+    JSON = "json"
+
+
+def logs_mine(
+    files: Annotated[list[Path], typer.Argument(help="Log files, Events dumps, pods.csv.")],
+    output: Annotated[LogsFormat, typer.Option("-o", "--output", help="Output format.")] = (
+        LogsFormat.TABLE
+    ),
+    min_support: Annotated[
+        float, typer.Option("--min-support", min=0.0, max=1.0, help="Rule support, 0..1.")
+    ] = 0.05,
+    min_confidence: Annotated[
+        float, typer.Option("--min-confidence", min=0.0, max=1.0, help="Rule confidence, 0..1.")
+    ] = 0.5,
+    cluster: Annotated[
+        Path | None,
+        typer.Option("--cluster", help="Cluster manifests: name a `bosun why` command per rule."),
+    ] = None,
+) -> None:
+    """Mine templates (Drain3) from scheduling logs and rules over them: which workloads
+    fail for which reason (node group), at which hours, with support and confidence.
+
+    Reads bosun's and kube-scheduler's log lines, JSON Events dumps (kubectl get events
+    -o json) and a twin run's pods.csv. Exit code 2 for a file that is not text or an
+    Events dump that is truncated (the file and line are named).
+    """
+    from bosun.explain.logs import mine, read_logs
+
+    try:
+        records = read_logs(files)
+        m = mine(records, min_support=min_support, min_confidence=min_confidence)
+    except BosunError as e:
+        raise fail(str(e)) from None
+    why = (
+        (lambda pod: f"bosun why {pod} --snapshot {cluster}")
+        if cluster
+        else (lambda pod: f"bosun why {pod} --snapshot <cluster>")
+    )
+    if output == LogsFormat.JSON:
+        doc = m.record()
+        for r in doc["rules"]:
+            r["why"] = why(r["examplePod"]) if r["examplePod"] else ""
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    console = Console(highlight=False, soft_wrap=True)
+    t = Table(title=f"Reason templates ({m.failed} FailedScheduling records)", header_style="bold")
+    for col in ("Id", "Template", "Count", "Plugin"):
+        t.add_column(col)
+    for tpl in m.reasons:
+        t.add_row(str(tpl.id), escape(tpl.text), str(tpl.count), tpl.plugin)
+    console.print(t)
+    r_t = Table(title="Rules", header_style="bold")
+    for col in ("If", "Then", "Support", "Confidence", "Nodes", "Fix (bosun why)"):
+        r_t.add_column(col)
+    for r in m.rules:
+        r_t.add_row(
+            r.antecedent,
+            escape(r.reason),
+            f"{r.support:.3f}",
+            f"{r.confidence:.2f}",
+            f"{r.mean_nodes:.1f}",
+            escape(f"{r.suggestion}: {why(r.example_pod)}" if r.example_pod else r.suggestion),
+        )
+    console.print(r_t)
+    lt = Table(title="Line templates (top 10)", header_style="bold")
+    lt.add_column("Count", justify="right")
+    lt.add_column("Template")
+    for tpl in m.lines[:10]:
+        lt.add_row(str(tpl.count), escape(tpl.text))
+    console.print(lt)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``bosun why``, ``bosun policy`` and ``bosun logs mine`` to the ``bosun`` app."""
     app.command(name="why")(why)
     app.command(name="policy")(policy)
+    logs = typer.Typer(help="Scheduling log analysis.", no_args_is_help=True)
+    logs.command(name="mine")(logs_mine)
+    app.add_typer(logs, name="logs")
