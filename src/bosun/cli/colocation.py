@@ -273,13 +273,97 @@ def bench(
         json_out.write_text(json.dumps([r.__dict__ for r in results], indent=2) + "\n")
 
 
+def simulate(
+    days: Annotated[
+        float, typer.Option(help="Days of NAB series to replay (5-minute steps).")
+    ] = 3.0,
+    nodes: Annotated[int, typer.Option(help="Nodes.")] = 8,
+    node_cores: Annotated[int, typer.Option(help="CPU cores per node.")] = 96,
+    threshold: Annotated[int, typer.Option(help="Reclaim threshold percent (both policies).")] = 90,
+    bench_json: Annotated[
+        Path | None, typer.Option("--bench", help="A `colocate bench --json` file to fit.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed (bids, series offsets).")] = 1,
+) -> None:
+    """Co-location in the twin: no co-location vs Koordinator-style reclaim (last sample)
+    vs bosun's forecast reclaim with the auction, on NAB online usage and openb BE jobs."""
+    from bosun.colocation.sim import (
+        POLICIES,
+        Interference,
+        SimConfig,
+        load_inputs,
+        online_usage,
+    )
+    from bosun.colocation.sim import simulate as run_sim
+    from bosun.errors import BosunError, InputError
+
+    if not 0.1 <= days <= 13:
+        raise fail(f"--days: {days} is outside 0.1..13 (the NAB series hold 14 days)")
+    if not 1 <= nodes <= 1000 or not 1 <= node_cores <= 1024:
+        raise fail("--nodes must be 1..1000 and --node-cores 1..1024")
+    if not 1 <= threshold <= 100:
+        raise fail(f"--threshold: {threshold} is outside 1..100")
+    model = Interference()
+    if bench_json is not None:
+        try:
+            rows = {r["arm"]: r for r in json.loads(bench_json.read_text())}
+            solo, agent = rows["solo"], rows["agent"]
+            model = Interference.fit(
+                solo["ls_p99_s"],
+                solo["bench_util"],
+                agent["ls_p99_s"],
+                max(1e-3, agent["bench_util"] - solo["bench_util"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise fail(f"{bench_json}: not a colocate bench result: {exc}") from exc
+        except InputError as exc:
+            raise fail(f"{bench_json}: {exc}") from exc
+    cfg = SimConfig(
+        nodes=nodes,
+        node_milli=node_cores * 1000,
+        threshold_percent=threshold,
+        steps=int(days * 288),
+        seed=seed,
+    )
+    try:
+        series, jobs = load_inputs()
+        usage = online_usage(series, cfg)
+        results = [run_sim(usage, jobs, cfg, p, model) for p in POLICIES]
+    except BosunError as exc:
+        raise fail(str(exc)) from exc
+    table = Table(
+        "policy",
+        "cluster CPU",
+        "p99 within SLO",
+        "p99 of p99 ms",
+        "BE goodput core-h",
+        "lost to preemption",
+        "preemptions",
+        title=f"co-location twin: {nodes} x {node_cores} cores, {days:g} days, threshold "
+        f"{threshold} %, p99 = {model.p99_0_s * 1000:.1f} ms / (1 - u_on) "
+        f"* (1 + {model.k:.2f} u_be)",
+    )
+    for r in results:
+        table.add_row(
+            r.policy,
+            f"{r.cluster_util:.1%}",
+            f"{r.slo_ok_fraction:.2%}",
+            f"{r.p99_of_p99_s * 1000:.1f}",
+            f"{r.be_goodput_milli_s / 1000 / 3600:.0f}",
+            f"{r.lost_fraction:.1%}",
+            str(r.preemptions),
+        )
+    Console().print(table)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``bosun agent probe|apply|run|resctrl`` and ``bosun colocate qos|bench``."""
+    """Add ``bosun agent probe|apply|run|resctrl`` and ``bosun colocate qos|bench|simulate``."""
     agent_app.command(name="probe")(probe)
     agent_app.command(name="apply")(apply)
     agent_app.command(name="run")(run)
     agent_app.command(name="resctrl")(resctrl)
     colocate_app.command(name="qos")(qos)
     colocate_app.command(name="bench")(bench)
+    colocate_app.command(name="simulate")(simulate)
     app.add_typer(agent_app, name="agent")
     app.add_typer(colocate_app, name="colocate")
