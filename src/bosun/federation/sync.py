@@ -67,6 +67,9 @@ PROTOCOL_VERSION = 1
 MAX_FUTURE_MS = 10_000
 #: Largest Bloom filter accepted, bits (a digest of the wrong size is refused).
 MAX_BLOOM_BITS = 1 << 24
+#: Most hash functions a Bloom digest may use (more only costs time: a tiny filter's
+#: optimum ``m/n ln 2`` is large but its false-positive rate is already negligible).
+MAX_BLOOM_HASHES = 16
 #: Largest message accepted, bytes.
 MAX_MESSAGE_BYTES = 64 << 20
 
@@ -102,14 +105,15 @@ def bloom_size(n: int, fp_rate: float) -> tuple[int, int]:
     """``(m bits, k hashes)`` for ``n`` items at false-positive rate ``fp_rate``.
 
     ``m = ceil(-n ln p / (ln 2)^2)`` rounded up to a multiple of 8 (at least 64) and
-    ``k = max(1, round(m / n * ln 2))``; the expected rate is then ``(1 - e^{-kn/m})^k``.
+    ``k = round(m / n * ln 2)`` within ``1..MAX_BLOOM_HASHES``; the expected rate is
+    then ``(1 - e^{-kn/m})^k``.
     """
     if not 0 < fp_rate < 1:
         raise ValueError(f"fp_rate must be in (0, 1), got {fp_rate}")
     n = max(1, n)
     m = max(64, math.ceil(-n * math.log(fp_rate) / math.log(2) ** 2))
     m = (m + 7) // 8 * 8
-    k = max(1, round(m / n * math.log(2)))
+    k = min(MAX_BLOOM_HASHES, max(1, round(m / n * math.log(2))))
     return m, k
 
 
@@ -171,7 +175,7 @@ class BloomDigest:
         m, k, s, b = raw.get("m"), raw.get("k"), raw.get("s"), raw.get("b")
         if not (_int(m) and 64 <= m <= MAX_BLOOM_BITS and m % 8 == 0):
             raise WireError(f"peer {peer}: field digest.m: bad size {m!r}")
-        if not (_int(k) and 1 <= k <= 32):
+        if not (_int(k) and 1 <= k <= MAX_BLOOM_HASHES):
             raise WireError(f"peer {peer}: field digest.k: bad hash count {k!r}")
         if not (_int(s) and 0 <= s < 1 << 64):
             raise WireError(f"peer {peer}: field digest.s: bad salt")
