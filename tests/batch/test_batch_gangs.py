@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from bosun.api.build import make_pod
 from bosun.api.manifest import load_manifest_text
-from bosun.api.types import PodGroup
-from bosun.batch.gang import check_gangs
+from bosun.api.types import POD_GROUP_LABEL, Pod, PodGroup
+from bosun.batch.gang import MIN_AVAILABLE_LABEL, check_gangs, infer_pod_groups
 from bosun.errors import InputError
 
 GROUP = """
@@ -98,3 +99,41 @@ def test_cross_object_problems(spec: str, pods: int, group: str, expected: str) 
     with pytest.raises(InputError) as exc:
         check_gangs(objs)
     assert expected in str(exc.value)
+
+
+def _member(name: str, group: str, minimum: str | None = None) -> Pod:
+    labels = {POD_GROUP_LABEL: group}
+    if minimum is not None:
+        labels[MIN_AVAILABLE_LABEL] = minimum
+    return make_pod(name, cpu="1", labels=labels)
+
+
+def test_infer_pod_groups_from_labels() -> None:
+    pods = [
+        _member("a-0", "a"),
+        _member("a-1", "a"),
+        _member("b-0", "b", "2"),
+        _member("b-1", "b", "2"),
+        _member("b-2", "b", "2"),
+        make_pod("solo", cpu="1"),
+    ]
+    assert infer_pod_groups(pods) == [PodGroup("a", min_member=2), PodGroup("b", min_member=2)]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (["0", "0"], "must be a positive integer, got '0'"),
+        (["x", "x"], "must be a positive integer, got 'x'"),
+        (["3", "3"], "is 3 but only 2 pod(s) name PodGroup 'default/g'"),
+        (["1", "2"], "members of PodGroup 'default/g' disagree"),
+    ],
+    ids=["zero", "text", "above-members", "disagree"],
+)
+def test_infer_pod_groups_bad_labels(values: list[str], message: str) -> None:
+    pods = [_member(f"g-{i}", "g", v) for i, v in enumerate(values)]
+    with pytest.raises(InputError) as exc:
+        infer_pod_groups(pods, "trace.csv")
+    assert f"trace.csv: Pod default/g-0: metadata.labels[{MIN_AVAILABLE_LABEL}]: {message}" in str(
+        exc.value
+    )

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bosun.api.types import POD_GROUP_LABEL, ClusterObjects, PodGroup, pod_group_key
+from bosun.api.types import POD_GROUP_LABEL, ClusterObjects, Pod, PodGroup, pod_group_key
 from bosun.errors import ProblemCollector
 from bosun.framework.config import API_VERSION, KIND, SchedulerConfiguration, parse_configuration
 
@@ -109,6 +109,61 @@ def coscheduling_configuration(
         profile["pluginConfig"] = [{"name": "Coscheduling", "args": args}]
     doc = {"apiVersion": API_VERSION, "kind": KIND, "profiles": [profile]}
     return parse_configuration(doc, "<coscheduling profile>", registry_points)
+
+
+#: the lightweight-coscheduling label (scheduler-plugins KEP-2) giving a gang's minimum
+#: in traces that carry no PodGroup objects
+MIN_AVAILABLE_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
+
+
+def infer_pod_groups(pods: Sequence[Pod], source: str = "<trace>") -> list[PodGroup]:
+    """PodGroups for a trace that marks gangs only on its pods (the generic schema's
+    ``labels`` column): pods with ``scheduling.x-k8s.io/pod-group=<name>`` form the group
+    ``<namespace>/<name>``; its ``minMember`` is the members' label
+    ``pod-group.scheduling.sigs.k8s.io/min-available`` when set (all members must agree),
+    else the number of members (the whole gang).
+
+    Raises:
+        InputError: a min-available label that is not a positive integer, members that
+            disagree on it, or a value above the number of members (field
+            ``metadata.labels[...]`` of the first offending pod).
+    """
+    members: dict[str, list[Pod]] = {}
+    for pod in pods:
+        key = pod_group_key(pod)
+        if key:
+            members.setdefault(key, []).append(pod)
+    problems = ProblemCollector()
+    out: list[PodGroup] = []
+    field_name = f"metadata.labels[{MIN_AVAILABLE_LABEL}]"
+    for key, group in members.items():
+        values = {p.labels.get(MIN_AVAILABLE_LABEL) for p in group} - {None}
+        minimum = len(group)
+        if len(values) > 1:
+            problems.add(
+                source, f"Pod {group[0].key}", field_name,
+                f"members of PodGroup {key!r} disagree: {sorted(v for v in values if v)}",
+            )  # fmt: skip
+        elif values:
+            raw = next(iter(values))
+            if raw is None or not raw.isdigit() or int(raw) < 1:
+                problems.add(
+                    source,
+                    f"Pod {group[0].key}",
+                    field_name,
+                    f"must be a positive integer, got {raw!r}",
+                )
+            elif int(raw) > len(group):
+                problems.add(
+                    source, f"Pod {group[0].key}", field_name,
+                    f"is {raw} but only {len(group)} pod(s) name PodGroup {key!r}",
+                )  # fmt: skip
+            else:
+                minimum = int(raw)
+        namespace, name = key.split("/", 1)
+        out.append(PodGroup(name=name, namespace=namespace, min_member=minimum))
+    problems.raise_if_any()
+    return out
 
 
 def groups_by_key(groups: Sequence[PodGroup]) -> dict[str, PodGroup]:

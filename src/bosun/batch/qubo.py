@@ -44,7 +44,7 @@ from bosun.batch.problem import BatchProblem, PackState
 ONE_HOT_PENALTY = 1.2
 CAPACITY_PENALTY = 1.2
 #: capacity discretisation: room of a tight constraint in at most this many units
-DEFAULT_LEVELS = 15
+DEFAULT_LEVELS = 7
 #: default largest sub-QUBO (variables)
 DEFAULT_MAX_VARS = 400
 

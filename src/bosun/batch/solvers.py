@@ -280,8 +280,8 @@ class QuboSolver:
         sampler: str = "sa",
         *,
         max_vars: int = DEFAULT_MAX_VARS,
-        num_reads: int = 4,
-        num_sweeps: int = 200,
+        num_reads: int = 1,
+        num_sweeps: int = 100,
         levels: int = DEFAULT_LEVELS,
         keep_qubos: bool = False,
     ) -> None:
