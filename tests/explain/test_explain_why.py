@@ -386,6 +386,40 @@ def test_run_folder_causes(tmp_path: Path) -> None:
     ]
 
 
+def test_run_folder_names_the_fault(tmp_path: Path) -> None:
+    # the twin's own fault columns, and (for a run without them) the inference from
+    # faults.csv: pod b was bound on n2 at 10 s, before n2's zone went down at 600 s
+    faults = (
+        "fault,action,nodes,node_names,start_s,not_ready_s,end_s,disrupted_pods,evicted,"
+        "recreated,rescheduled,lost,unrecovered,recovery_s,drain_gave_up\n"
+        "zone-a-down,zone-outage,2,n1 n2,600.0,650.0,1800.0,1,1,1,1,0,0,350.0,False\n"
+        "kill,pod-kill,0,,2400.0,,,1,1,1,1,0,0,0.0,False\n"
+    )
+    (tmp_path / "faults.csv").write_text(faults)
+    header = "pod,arrival_s,bound_s,node,wait_s,attempts,decision_ms,outcome,message"
+    (tmp_path / "pods.csv").write_text(
+        header + ",fault,fault_role\n"
+        "default/a,0,5,n3,5,1,0.1,Evicted,,kill,disrupted\n"
+        "default/b,0,10,n2,10,1,0.1,Evicted,,zone-a-down,disrupted\n"
+        "default/c,0,20,n3,20,1,0.1,Preempted,,,\n"
+    )
+    rows = {r["pod"]: r["fault"] for r in explain_run(tmp_path)}
+    assert rows == {
+        "default/a": "kill (pod-kill, from 2400 s), disrupted",
+        "default/b": "zone-a-down (zone-outage on n1 n2, from 600 s), disrupted",
+        "default/c": "no fault: the workload itself",
+    }
+    # the same run without the twin's fault columns: inferred from faults.csv by node
+    (tmp_path / "pods.csv").write_text(
+        header + "\ndefault/b,0,10,n2,10,1,0.1,Evicted,\ndefault/d,0,700,n2,0,1,0.1,Evicted,\n"
+    )
+    rows = {r["pod"]: r["fault"] for r in explain_run(tmp_path)}
+    assert rows == {
+        "default/b": "zone-a-down (zone-outage on n1 n2, from 600 s)",
+        "default/d": "no fault: the workload itself",  # bound after the fault started
+    }
+
+
 runner = CliRunner()
 
 

@@ -154,7 +154,8 @@ def _emit_run(rows: list[dict[str, Any]], output: WhyFormat) -> None:
         sys.stdout.write(yaml.safe_dump({"disruptions": rows}, sort_keys=False))
         return
     t = Table(title="Disruptions in the run", header_style="bold")
-    for col in ("Pod", "Outcome", "Cause", "Fault"):
+    t.add_column("Pod", no_wrap=True)
+    for col in ("Outcome", "Cause", "Fault"):
         t.add_column(col)
     for r in rows:
         t.add_row(r["pod"], r["outcome"], escape(r["cause"]), escape(r["fault"]))
@@ -281,15 +282,15 @@ def logs_mine(
         m = mine(records, min_support=min_support, min_confidence=min_confidence)
     except BosunError as e:
         raise fail(str(e)) from None
-    why = (
-        (lambda pod: f"bosun why {pod} --snapshot {cluster}")
-        if cluster
-        else (lambda pod: f"bosun why {pod} --snapshot <cluster>")
-    )
+    where = str(cluster) if cluster else "<cluster>"
+
+    def why_cmd(pod: str) -> str:
+        return f"bosun why {pod} --snapshot {where}"
+
     if output == LogsFormat.JSON:
         doc = m.record()
         for r in doc["rules"]:
-            r["why"] = why(r["examplePod"]) if r["examplePod"] else ""
+            r["why"] = why_cmd(r["examplePod"]) if r["examplePod"] else ""
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     console = Console(highlight=False, soft_wrap=True)
@@ -309,7 +310,7 @@ def logs_mine(
             f"{r.support:.3f}",
             f"{r.confidence:.2f}",
             f"{r.mean_nodes:.1f}",
-            escape(f"{r.suggestion}: {why(r.example_pod)}" if r.example_pod else r.suggestion),
+            escape(f"{r.suggestion}: {why_cmd(r.example_pod)}" if r.example_pod else r.suggestion),
         )
     console.print(r_t)
     lt = Table(title="Line templates (top 10)", header_style="bold")

@@ -23,9 +23,11 @@ The answer is computed with the scheduler itself, not guessed:
    unblocks. When no single edit suffices, pairs of pod edits are tried.
 
 Twin runs (``--run DIR``) are read from ``pods.csv`` (see :mod:`bosun.twin.results`):
-each disruption (a pod Pending at the end, Preempted or Evicted) gets its cause from the
-recorded FailedScheduling message, and a fault, where a fault attributor (registered with
-:func:`register_fault_attributor`) names one; without one the cause is
+each disruption (a pod Pending at the end, Preempted, Evicted or lost) gets its cause from
+the recorded FailedScheduling message, and the fault behind it: the twin's own record
+(``fault``/``fault_role`` columns and ``faults.csv``, written by :mod:`bosun.twin.faults`),
+else one inferred from ``faults.csv`` by node and time (:func:`infer_fault`), else an
+attributor registered with :func:`register_fault_attributor`; with none, the cause is
 ``no fault: the workload itself``.
 """
 
@@ -1335,11 +1337,66 @@ _FAULT_ATTRIBUTORS: list[FaultAttributor] = []
 def register_fault_attributor(fn: FaultAttributor) -> None:
     """Add a function that names the fault behind a disruption in a twin run.
 
-    The hook for the twin's fault injection (built elsewhere): given the run folder and a
-    ``pods.csv`` row as a dict, it returns the fault (``node n3 failed at 120 s``) or None.
-    The first non-None answer wins.
+    Given the run folder and a ``pods.csv`` row as a dict, it returns the fault (``node
+    n3 failed at 120 s``) or None. Registered attributors run before the built-in one
+    (:func:`twin_fault`); the first non-None answer wins.
     """
     _FAULT_ATTRIBUTORS.append(fn)
+
+
+def _faults_table(run_dir: Path) -> list[dict[str, Any]]:
+    import pandas as pd
+
+    path = run_dir / "faults.csv"
+    if not path.is_file():
+        return []
+    try:
+        df = pd.read_csv(path, keep_default_na=False)
+    except (OSError, ValueError) as e:
+        raise InputError([InputProblem(str(path), "", "", f"cannot read: {e}")]) from None
+    return [{str(k): v for k, v in r.items()} for r in df.to_dict("records")]
+
+
+def _fault_words(f: Mapping[str, Any]) -> str:
+    where = f" on {f['node_names']}" if f.get("node_names") else ""
+    return f"{f['fault']} ({f['action']}{where}, from {float(f['start_s']):.0f} s)"
+
+
+def infer_fault(row: Mapping[str, Any], faults: Sequence[Mapping[str, Any]]) -> str | None:
+    """The fault behind a disruption, from ``faults.csv`` alone: the first fault that
+    started while the pod was on one of the fault's nodes (bound at or before its start,
+    on a node it names). None when no fault fits (pod-kill faults name no nodes)."""
+    node = str(row.get("node") or "")
+    try:
+        bound = float(row.get("bound_s") or "nan")
+    except (TypeError, ValueError):
+        bound = float("nan")
+    if not node or bound != bound:
+        return None
+    fits = [
+        f
+        for f in faults
+        if node in str(f.get("node_names", "")).split() and float(f["start_s"]) >= bound
+    ]
+    if not fits:
+        return None
+    return _fault_words(min(fits, key=lambda f: float(f["start_s"])))
+
+
+def twin_fault(run_dir: Path, row: Mapping[str, Any]) -> str | None:
+    """The twin's own record (``pods.csv``'s ``fault`` and ``fault_role`` columns, written by
+    :mod:`bosun.twin.faults`) joined with ``faults.csv``; without those columns, the fault
+    inferred by :func:`infer_fault`."""
+    faults = _faults_table(run_dir)
+    name = str(row.get("fault") or "")
+    if name:
+        f = next((f for f in faults if f["fault"] == name), None)
+        role = str(row.get("fault_role") or "")
+        base = _fault_words(f) if f else name
+        return f"{base}, {role}" if role else base
+    if "fault" in row:
+        return None  # the twin recorded no fault for this pod
+    return infer_fault(row, faults)
 
 
 def explain_run(run_dir: Path, pod: str | None = None) -> list[dict[str, Any]]:
@@ -1373,12 +1430,13 @@ def explain_run(run_dir: Path, pod: str | None = None) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         outcome = str(r["outcome"])
-        if pod is None and outcome not in ("Pending", "Preempted", "Evicted"):
+        role = str(r.get("fault_role") or "")
+        if pod is None and outcome not in ("Pending", "Preempted", "Evicted") and role != "lost":
             continue
         reasons = parse_fit_message(str(r["message"]))
         top = max(reasons.items(), key=lambda kv: (kv[1], kv[0]))[0] if reasons else ""
         fault = None
-        for fn in _FAULT_ATTRIBUTORS:
+        for fn in (*_FAULT_ATTRIBUTORS, twin_fault):
             fault = fn(run_dir, r)
             if fault:
                 break
