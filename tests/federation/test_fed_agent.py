@@ -76,7 +76,7 @@ async def until(pred: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 async def raw_send(agent: Agent, payload: bytes, with_length: bool = True) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", agent.cfg.port + 1)
+    _reader, writer = await asyncio.open_connection("127.0.0.1", agent.cfg.port + 1)
     writer.write((struct.pack(">I", len(payload)) if with_length else b"") + payload)
     await writer.drain()
     writer.close()

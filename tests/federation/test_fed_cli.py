@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import subprocess
@@ -12,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_fed_agent import free_port_pair
 from typer.testing import CliRunner
 
 from bosun.cli.main import app
-
-from test_fed_agent import free_port_pair  # noqa: E402  (tests/ has no packages)
 
 runner = CliRunner()
 
@@ -117,10 +117,8 @@ def test_two_agent_processes_gossip_a_marker(tmp_path: Path) -> None:
         end = time.monotonic() + 40
         marked = False
         while time.monotonic() < end:
-            try:
+            with contextlib.suppress(queue.Empty):
                 seen.append(events.get(timeout=0.2))
-            except queue.Empty:
-                pass
             started = sum(1 for e in seen if e.get("ev") == "started")
             if started == 2 and not marked:
                 time.sleep(1.0)
