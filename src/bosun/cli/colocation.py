@@ -279,7 +279,9 @@ def simulate(
     ] = 3.0,
     nodes: Annotated[int, typer.Option(help="Nodes.")] = 8,
     node_cores: Annotated[int, typer.Option(help="CPU cores per node.")] = 96,
-    threshold: Annotated[int, typer.Option(help="Reclaim threshold percent (both policies).")] = 90,
+    threshold: Annotated[int, typer.Option(help="Reclaim threshold percent (both policies).")] = 95,
+    horizon: Annotated[str, typer.Option(help="bosun's forecast horizon, e.g. 10m.")] = "10m",
+    quantile: Annotated[float, typer.Option(help="bosun's forecast peak quantile.")] = 0.95,
     bench_json: Annotated[
         Path | None, typer.Option("--bench", help="A `colocate bench --json` file to fit.")
     ] = None,
@@ -303,6 +305,12 @@ def simulate(
         raise fail("--nodes must be 1..1000 and --node-cores 1..1024")
     if not 1 <= threshold <= 100:
         raise fail(f"--threshold: {threshold} is outside 1..100")
+    if not 0 < quantile < 1:
+        raise fail(f"--quantile: {quantile} is outside (0, 1)")
+    try:
+        horizon_s = parse_duration(horizon)
+    except ValueError as exc:
+        raise fail(f"--horizon: {exc}") from exc
     model = Interference()
     if bench_json is not None:
         try:
@@ -322,6 +330,8 @@ def simulate(
         nodes=nodes,
         node_milli=node_cores * 1000,
         threshold_percent=threshold,
+        horizon_s=horizon_s,
+        quantile=quantile,
         steps=int(days * 288),
         seed=seed,
     )

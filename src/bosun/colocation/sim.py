@@ -65,8 +65,9 @@ class Interference:
         k: interference per unit of BE utilisation.
     """
 
-    p99_0_s: float = 0.0225
-    k: float = 11.5
+    #: fitted to ``bosun colocate bench`` on this machine (docs/colocation.md, "Measured")
+    p99_0_s: float = 0.00706
+    k: float = 0.36
 
     def p99(self, u_on: FloatArray, u_be: FloatArray) -> FloatArray:
         """(…) p99 seconds; ``u_on`` is capped at 0.99 (the queue would not drain)."""
@@ -126,10 +127,10 @@ class SimConfig:
     nodes: int = 8
     node_milli: int = 96_000
     online_request_fraction: float = 0.9
-    threshold_percent: int = 90
+    threshold_percent: int = 95
     steps: int = 864
     history: int = 288
-    horizon_s: float = 1800.0
+    horizon_s: float = 600.0
     quantile: float = 0.95
     slo_s: float = 0.1
     seed: int = 1
