@@ -100,6 +100,7 @@ _FACILITY = (
     "outsideTemperature",
 )
 KELVIN = 273.15
+_ON, _OFF, _BOOTING = 0, 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,6 +455,7 @@ class EnergyController:
         self.faults = faults
         self._sim: Simulator | None = None
         self._key: tuple[int, int] | None = None
+        self._names: list[str] = []
         self._tables = np.zeros((0, SPECPOWER_POINTS))
         self._gpu_idle = np.zeros(0)
         self._gpu_dyn = np.zeros(0)
@@ -464,11 +466,14 @@ class EnergyController:
         self._node_w = np.zeros(0)
         self.it_j = 0.0
         self.facility_j = 0.0
-        self._state: dict[str, str] = {}  # node -> "off" | "booting" (absent: on)
+        self._state: dict[str, int] = {}  # node -> _OFF | _BOOTING (absent: on)
+        self._pstate = np.zeros(0, dtype=np.int8)  # the same by row
         self._state_version = 0
         self._claims: dict[str, Any] = {}  # booting node -> requests of pods waiting for it
-        self._empty_since: dict[str, float] = {}
+        self._empty_since = np.zeros(0)  # by row: since when empty (NaN: not empty / off)
         self._empty_gen = -1
+        self._crash_key = -1
+        self._crashed = np.zeros(0, dtype=bool)
         self.power_ons = 0
         self.power_offs = 0
         self._on_time = 0.0  # integral of nodes_on over time (node-seconds)
@@ -476,13 +481,20 @@ class EnergyController:
     # ----------------------------------------------------------------- model
 
     def _refresh_nodes(self) -> None:
+        """Per-row tables, GPU figures and power states, rebuilt when nodes are added or
+        removed (rows move); power states and idle clocks carry over by node name."""
         sim = self._sim
         assert sim is not None
-        key = (sim.node_epoch, sim.snapshot.num_nodes)
+        key = (sim.node_set_epoch, sim.snapshot.num_nodes)
         if key == self._key:
             return
-        self._key = key
         snap = sim.snapshot
+        since = {
+            name: float(self._empty_since[i])
+            for i, name in enumerate(self._names)
+            if i < len(self._empty_since) and not math.isnan(self._empty_since[i])
+        }
+        self._key = key
         spec = self.config.spec
         cpu = snap.resource_index[CPU]
         n = snap.num_nodes
@@ -499,12 +511,29 @@ class EnergyController:
                 if gp is not None:
                     gpu_idle[row] = g * gp.idle_w
                     gpu_dyn[row] = (gp.board_w - gp.idle_w) / 1000.0
+        self._names = list(snap.node_names)
         self._tables = tables
         self._gpu_idle = gpu_idle
         self._gpu_dyn = gpu_dyn
         self._cpu_alloc = np.maximum(snap.allocatable[:, cpu].astype(np.float64), 1.0)
         self._idle_w = tables[:, 0] + gpu_idle
+        self._pstate = np.array([self._state.get(x, _ON) for x in self._names], dtype=np.int8)
+        self._empty_since = np.array([since.get(x, math.nan) for x in self._names])
+        self._crash_key = -1
+        self._empty_gen = -1
         self._power_key = None
+
+    def _crash_mask(self) -> npt.NDArray[np.bool_]:
+        """Rows whose kubelet is down now (a fault), cached by the faults' version."""
+        version = self.faults.version if self.faults is not None else 0
+        if version != self._crash_key or len(self._crashed) != len(self._names):
+            self._crashed = np.zeros(len(self._names), dtype=bool)
+            if self.faults is not None:
+                index = self._sim.snapshot.node_index if self._sim is not None else {}
+                rows = [index[x] for x in self.faults.crashed_nodes if x in index]
+                self._crashed[rows] = True
+            self._crash_key = version
+        return self._crashed
 
     def node_power_w(self) -> FloatArray:
         """(N,) watts per node row now (cached until the snapshot or power states change)."""
@@ -513,12 +542,7 @@ class EnergyController:
         self._refresh_nodes()
         snap = sim.snapshot
         fault_version = self.faults.version if self.faults is not None else 0
-        key = (
-            snap.generation,
-            self._key[0] if self._key else 0,
-            self._state_version,
-            fault_version,
-        )
+        key = (snap.generation, sim.node_set_epoch, self._state_version, fault_version)
         if key == self._power_key:
             return self._node_w
         cpu = snap.resource_index[CPU]
@@ -529,15 +553,11 @@ class EnergyController:
             watts = watts + self._gpu_dyn * snap.requested[:, gcol]
         if self._state:
             off_w = self.config.power_down.off_w if self.config.power_down else 0.0
-            for name, state in self._state.items():
-                row = snap.node_index.get(name)
-                if row is not None:
-                    watts[row] = off_w if state == "off" else self._idle_w[row]
-        if self.faults is not None:
-            for name in self.faults.crashed_nodes:
-                row = snap.node_index.get(name)
-                if row is not None:
-                    watts[row] = 0.0
+            watts[self._pstate == _OFF] = off_w
+            boot = self._pstate == _BOOTING
+            watts[boot] = self._idle_w[boot]
+        if self.faults is not None and fault_version:
+            watts[self._crash_mask()] = 0.0
         self._node_w = watts
         self._it_w = float(watts.sum())
         self._power_key = key
@@ -549,10 +569,12 @@ class EnergyController:
         return self._it_w
 
     def _nodes_on(self) -> int:
-        sim = self._sim
-        assert sim is not None
-        crashed = len(self.faults.crashed_nodes) if self.faults is not None else 0
-        return sim.snapshot.num_nodes - sum(1 for s in self._state.values() if s == "off") - crashed
+        """Nodes neither switched off nor crashed."""
+        self._refresh_nodes()
+        down = self._pstate == _OFF
+        if self.faults is not None and self.faults.version:
+            down = down | self._crash_mask()
+        return len(self._names) - int(np.count_nonzero(down))
 
     # ----------------------------------------------------------------- hooks
 
@@ -594,27 +616,28 @@ class EnergyController:
 
     def _watch_empty(self, t: float) -> None:
         """Nodes that just became empty start their idle timer (checked when the
-        snapshot changed; ``t`` is when the new state begins)."""
+        snapshot changed; ``t`` is when the new state begins). Vectorized over rows."""
         sim = self._sim
         assert sim is not None
         pd_ = self.config.power_down
         assert pd_ is not None
+        self._refresh_nodes()
         snap = sim.snapshot
         if snap.generation == self._empty_gen:
             return
         self._empty_gen = snap.generation
         slots = snap.pods.node[: snap.pods.size]
         counts = np.bincount(slots[slots >= 0], minlength=snap.num_nodes)
-        empty = np.flatnonzero(counts == 0)
-        names = snap.node_names
-        now_empty = {names[r] for r in empty.tolist()}
-        for name in list(self._empty_since):
-            if name not in now_empty:
-                del self._empty_since[name]
-        for name in now_empty:
-            if name not in self._empty_since and name not in self._state:
-                self._empty_since[name] = t
-                sim.at(t + pd_.idle_after_s, partial(self._maybe_off, name, t), EventKind.TIMER)
+        empty = (counts == 0) & (self._pstate == _ON)
+        since = self._empty_since
+        since[~empty] = math.nan
+        new = np.flatnonzero(empty & np.isnan(since))
+        if len(new) == 0:
+            return
+        since[new] = t
+        names = self._names
+        for row in new.tolist():
+            sim.at(t + pd_.idle_after_s, partial(self._maybe_off, names[row], t), EventKind.TIMER)
 
     def _under_fault(self, name: str) -> bool:
         return self.faults is not None and name in self.faults.down_nodes
@@ -623,18 +646,28 @@ class EnergyController:
         sim = self._sim
         assert sim is not None
         self._watch_empty(t)
-        if self._empty_since.get(name) != since or name in self._state or self._under_fault(name):
+        row = sim.snapshot.node_index.get(name)
+        if row is None or self._empty_since[row] != since or name in self._state:
             return False
-        node = sim.node(name)
-        if node is None or node.unschedulable:
+        if self._under_fault(name):
+            return False
+        node = sim.snapshot.nodes[row]
+        if node.unschedulable:
             return False
         taint = Taint(POWER_OFF_TAINT, "off", TaintEffect.NO_SCHEDULE)
-        self._state[name] = "off"
-        self._state_version += 1
-        del self._empty_since[name]
+        self._set_state(name, row, _OFF)
+        self._empty_since[row] = math.nan
         self.power_offs += 1
         sim.update_node(replace(node, unschedulable=True, taints=(*node.taints, taint)))
         return True
+
+    def _set_state(self, name: str, row: int, state: int) -> None:
+        if state == _ON:
+            self._state.pop(name, None)
+        else:
+            self._state[name] = state
+        self._pstate[row] = state
+        self._state_version += 1
 
     def _fits(
         self, pod: Pod, rows: npt.NDArray[np.intp], claims: npt.NDArray[np.int64]
@@ -660,27 +693,25 @@ class EnergyController:
         snap = sim.snapshot
         self._refresh_nodes()
         width = len(snap.resource_names)
-        booting = [n for n, s in self._state.items() if s == "booting" and n in snap.node_index]
-        if booting:
-            rows = np.array([snap.node_index[n] for n in booting], dtype=np.intp)
-            claims = np.array([_pad(self._claims[n], width) for n in booting], dtype=np.int64)
-            ok = self._fits(pod, rows, claims)
+        boot_rows = np.flatnonzero(self._pstate == _BOOTING)
+        if len(boot_rows):
+            names = [self._names[r] for r in boot_rows.tolist()]
+            claims = np.array([_pad(self._claims[n], width) for n in names], dtype=np.int64)
+            ok = self._fits(pod, boot_rows, claims)
             if ok.any():
-                name = booting[int(np.flatnonzero(ok)[0])]
+                name = names[int(np.flatnonzero(ok)[0])]
                 self._claims[name] = _pad(self._claims[name], width) + snap.request_vector(pod)
                 return
-        off = [n for n, s in self._state.items() if s == "off" and n in snap.node_index]
-        if not off:
+        off_rows = np.flatnonzero(self._pstate == _OFF)
+        if not len(off_rows):
             return
-        rows = np.array([snap.node_index[n] for n in off], dtype=np.intp)
-        ok = self._fits(pod, rows, np.zeros((len(off), width), dtype=np.int64))
+        ok = self._fits(pod, off_rows, np.zeros((len(off_rows), width), dtype=np.int64))
         if not ok.any():
             return
-        cand = np.flatnonzero(ok)
-        best = cand[np.lexsort((rows[cand], self._idle_w[rows[cand]]))[0]]
-        name = off[int(best)]
-        self._state[name] = "booting"
-        self._state_version += 1
+        cand = off_rows[ok]
+        row = int(cand[np.lexsort((cand, self._idle_w[cand]))[0]])
+        name = self._names[row]
+        self._set_state(name, row, _BOOTING)
         self._claims[name] = snap.request_vector(pod)
         self.power_ons += 1
         sim.at(t + pd_.boot_delay_s, partial(self._booted, name), EventKind.CONTROL_UP)
@@ -688,12 +719,14 @@ class EnergyController:
     def _booted(self, name: str, t: float) -> bool:
         sim = self._sim
         assert sim is not None
-        self._state.pop(name, None)
         self._claims.pop(name, None)
-        self._state_version += 1
-        node = sim.node(name)
-        if node is None:
+        row = sim.snapshot.node_index.get(name)
+        if row is None:
+            self._state.pop(name, None)
+            self._state_version += 1
             return False
+        self._set_state(name, row, _ON)
+        node = sim.snapshot.nodes[row]
         kept = tuple(x for x in node.taints if x.key != POWER_OFF_TAINT)
         sim.update_node(replace(node, unschedulable=False, taints=kept))
         self._empty_gen = -1  # it is empty: its idle timer starts now

@@ -599,6 +599,8 @@ class Simulator:
         self.on_advance: list[Callable[[float, float], None]] = []
         #: bumped on every node change (added, removed, updated): caches keyed on it
         self.node_epoch = 0
+        #: bumped when nodes are added or removed (rows move): caches keyed on rows
+        self.node_set_epoch = 0
 
     def _controller_values(self, time_s: float) -> tuple[float, ...]:
         return tuple(v for ctl in self.controllers for v in ctl.values(time_s))
@@ -1001,6 +1003,7 @@ class Simulator:
     def _node_up(self, ev: NodeEvent) -> None:
         self.metrics.nodes_changed()
         self.node_epoch += 1
+        self.node_set_epoch += 1
         snap = self.snapshot
         queue = self.scheduler.queue
         row = snap.node_index.get(ev.node_name)
@@ -1020,6 +1023,7 @@ class Simulator:
     def _node_down(self, t: float, ev: NodeEvent) -> None:
         self.metrics.nodes_changed()
         self.node_epoch += 1
+        self.node_set_epoch += 1
         snap = self.snapshot
         row = snap.node_index[ev.node_name]
         node = snap.nodes[row]

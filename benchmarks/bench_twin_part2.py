@@ -1,0 +1,229 @@
+"""Twin part 2: the cost of faults and the energy model, a zone outage's recovery time, and
+EnergyAware against LeastAllocated and MostAllocated.
+
+Targets (issue 22):
+
+1. **Overhead**: the openb ``default`` replay with a zone outage and the energy model on
+   takes at most 1.3 x the same replay without them, measured side by side in this run
+   (best of ``--repeat``; timings as a ratio against the baseline run here).
+2. **Recovery**: a zone outage with the default grace (50 s) and toleration (300 s)
+   settings re-creates and reschedules every owned pod; the reported recovery time is
+   compared with the value worked out by hand: ``grace + tolerationSeconds = 350 s`` when
+   the rest of the cluster has room for every evicted pod at once.
+3. **Energy**: with node power-down, EnergyAware models at least 15 % fewer facility kWh
+   than LeastAllocated on openb ``default`` for the same completed pods. Each policy runs
+   the single-scorer profile of the fragmentation experiment (kube's default filters, one
+   Score plugin, no preemption) with the same power file.
+
+Usage::
+
+    python benchmarks/bench_twin_part2.py [--trace openb] [--repeat 2]
+        [--faults examples/faults.yaml] [--power examples/power.yaml] [--skip-energy]
+
+Needs the shared traces (``BOSUN_DATA_DIR``). Prints three tables; exit code 2 when a
+target is missed (each miss is named).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bosun.framework.config import SchedulerConfiguration, default_configuration
+from bosun.plugins.registry import in_tree_registry, registry_points
+from bosun.twin.data import DataNotFoundError
+from bosun.twin.energy import EnergyConfig, EnergyController, load_energy, with_power_model
+from bosun.twin.engine import Controller, Simulator
+from bosun.twin.experiments.fragmentation import policy_configuration, single_scorer_configuration
+from bosun.twin.faults import FaultSchedule, parse_faults, prepare
+from bosun.twin.results import SimulationResult
+from bosun.twin.trace import Trace
+from bosun.twin.traces import load_trace
+
+OVERHEAD_TARGET = 1.3
+ENERGY_TARGET = 0.15
+HAND_RECOVERY_S = 50.0 + 300.0
+
+ZONE_OUTAGE = {
+    "settings": {"podsWithoutOwner": "owned"},
+    "faults": [
+        {
+            "name": "zone-a-outage",
+            "action": "zone-outage",
+            "selector": {"zone": "zone-a"},
+            "at": "48h",
+            "duration": "6h",
+        }
+    ],
+}
+
+
+def timed(
+    trace: Trace,
+    cfg: SchedulerConfiguration,
+    schedule: FaultSchedule | None,
+    energy: EnergyConfig | None,
+) -> tuple[float, SimulationResult]:
+    """One replay; wall seconds of building and running the simulator."""
+    t0 = time.perf_counter()
+    controllers: list[Controller] = []
+    fault_ctl = None
+    run_trace = trace
+    if schedule is not None:
+        run_trace, fault_ctl = prepare(trace, schedule)
+        controllers.append(fault_ctl)
+    if energy is not None:
+        controllers.append(EnergyController(energy, fault_ctl))
+        cfg = with_power_model(cfg, energy)
+    res = Simulator(run_trace, cfg, controllers=controllers).run()
+    return time.perf_counter() - t0, res
+
+
+def overhead(console: Console, trace: Trace, energy: EnergyConfig, repeat: int) -> list[str]:
+    cfg = default_configuration(registry_points(in_tree_registry()))
+    schedule = parse_faults(ZONE_OUTAGE, "bench zone outage")
+    base, full = [], []
+    res_full: SimulationResult | None = None
+    for _ in range(repeat):
+        t, _res = timed(trace, cfg, None, None)
+        base.append(t)
+        t, res_full = timed(trace, cfg, schedule, energy)
+        full.append(t)
+    assert res_full is not None
+    table = Table(title=f"Overhead on {trace.name}: zone outage + energy model vs plain replay")
+    for col in ("run", "wall s (best)", "all repeats", "ratio"):
+        table.add_column(col, justify="right" if col != "run" else "left")
+    ratio = min(full) / min(base)
+    table.add_row("plain replay", f"{min(base):.2f}", " ".join(f"{x:.2f}" for x in base), "1.00")
+    table.add_row(
+        "zone outage + energy",
+        f"{min(full):.2f}",
+        " ".join(f"{x:.2f}" for x in full),
+        f"{ratio:.2f}",
+    )
+    console.print(table)
+    misses = []
+    if ratio > OVERHEAD_TARGET:
+        misses.append(f"overhead {ratio:.2f} x > {OVERHEAD_TARGET} x")
+    f = res_full.tables["faults"].iloc[0]
+    rec = Table(title="Zone outage recovery (default grace 50 s, toleration 300 s)")
+    for col in (
+        "fault",
+        "nodes",
+        "evicted",
+        "recreated",
+        "rescheduled",
+        "lost",
+        "not back",
+        "recovery s",
+        "by hand s",
+    ):
+        rec.add_column(col, justify="right")
+    rec.add_row(
+        str(f["fault"]),
+        str(f["nodes"]),
+        str(f["evicted"]),
+        str(f["recreated"]),
+        str(f["rescheduled"]),
+        str(f["lost"]),
+        str(f["unrecovered"]),
+        f"{f['recovery_s']:.1f}",
+        f"{HAND_RECOVERY_S:.1f}",
+    )
+    console.print(rec)
+    if f["unrecovered"] or f["rescheduled"] != f["recreated"]:
+        misses.append(f"{int(f['unrecovered'])} owned pods not rescheduled")
+    if f["recovery_s"] != HAND_RECOVERY_S:
+        misses.append(f"recovery {f['recovery_s']} s != {HAND_RECOVERY_S} s by hand")
+    return misses
+
+
+def energy_comparison(console: Console, trace: Trace, energy: EnergyConfig) -> list[str]:
+    configs: dict[str, SchedulerConfiguration] = {
+        "LeastAllocated": policy_configuration("leastallocated"),
+        "MostAllocated": policy_configuration("mostallocated"),
+        "EnergyAware": single_scorer_configuration("EnergyAware", [], None, "bench", "energyaware"),
+    }
+    rows: dict[str, dict[str, Any]] = {}
+    for name, cfg in configs.items():
+        t, res = timed(trace, cfg, None, energy)
+        s = res.summary
+        rows[name] = {"wall": t, **s}
+    base = rows["LeastAllocated"]
+    table = Table(title=f"Energy on {trace.name} with power-down ({energy.source})")
+    for col in (
+        "policy",
+        "facility kWh",
+        "vs LeastAllocated",
+        "IT kWh",
+        "PUE",
+        "kWh / completed pod",
+        "completed",
+        "unsched. at end",
+        "nodes on (mean)",
+        "boots",
+        "wait p99 s",
+    ):
+        table.add_column(col, justify="right" if col != "policy" else "left")
+    for name, s in rows.items():
+        table.add_row(
+            name,
+            f"{s['energy_facility_kwh']:,.0f}",
+            f"{s['energy_facility_kwh'] / base['energy_facility_kwh'] - 1:+.1%}",
+            f"{s['energy_it_kwh']:,.0f}",
+            f"{s['pue']:.3f}",
+            f"{s['energy_per_completed_pod_kwh']:.2f}",
+            f"{int(s['completed'])}",
+            f"{int(s['unschedulable_at_end'])}",
+            f"{s['nodes_on_mean']:.0f}",
+            f"{int(s['power_ons'])}",
+            f"{s['queue_wait_p99_s']:.0f}",
+        )
+    console.print(table)
+    saving = 1 - rows["EnergyAware"]["energy_facility_kwh"] / base["energy_facility_kwh"]
+    misses = []
+    if saving < ENERGY_TARGET:
+        misses.append(
+            f"EnergyAware saves {saving:.1%} < {ENERGY_TARGET:.0%} of LeastAllocated's kWh"
+        )
+    if rows["EnergyAware"]["completed"] != base["completed"]:
+        misses.append(
+            f"completed pods differ: {int(rows['EnergyAware']['completed'])} vs {int(base['completed'])}"
+        )
+    return misses
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", default="openb")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--power", default="examples/power.yaml")
+    ap.add_argument(
+        "--skip-energy", action="store_true", help="only the overhead and recovery tables"
+    )
+    args = ap.parse_args()
+    console = Console()
+    try:
+        trace = load_trace(args.trace)
+    except DataNotFoundError as e:
+        console.print(f"[red]{e}[/]")
+        return 1
+    energy = load_energy(Path(args.power))
+    misses = overhead(console, trace, energy, args.repeat)
+    if not args.skip_energy:
+        misses += energy_comparison(console, trace, energy)
+    for m in misses:
+        console.print(f"[red]missed:[/] {m}")
+    if not misses:
+        console.print("[green]all targets met[/]")
+    return 2 if misses else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
