@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bosun.colocation.agent import AgentConfig, FeedbackLoop, read_pressure
 from bosun.colocation.cgroups import (
@@ -359,3 +361,37 @@ def test_feedback_loop_cuts_within_one_tick_and_releases(tmp_path: Path) -> None
 def test_agent_config_validation() -> None:
     with pytest.raises(InputError, match="target"):
         AgentConfig(node_milli=1000, target=1.5)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.sampled_from(list(QoSClass)),
+    st.integers(0, 8000),
+    st.integers(0, 8000),
+    st.integers(0, 4 * Gi),
+    st.integers(0, 4 * Gi),
+    st.data(),
+)
+def test_failed_step_leaves_no_file_changed(
+    tmp_path_factory: pytest.TempPathFactory,
+    qos: QoSClass,
+    req: int,
+    lim: int,
+    mreq: int,
+    mlim: int,
+    data: st.DataObject,
+) -> None:
+    # whatever the settings and whichever file fails, every file reads as before
+    root = tmp_path_factory.mktemp("cg")
+    ex = CgroupExecutor(make_v2(root, "pod"))
+    settings_ = pod_settings(qos, PodResources(req, lim, mreq, mlim), Version.V2)
+    keys = list(settings_)
+    bad = data.draw(st.sampled_from(keys))
+    before = {k: ex.read(k[0], "pod", k[1]) for k in keys if k != bad}
+    (root / "pod" / bad[1]).unlink()
+    (root / "pod" / bad[1]).symlink_to("/dev/full")
+    with pytest.raises(CgroupError, match=bad[1].replace(".", r"\.")):
+        ex.apply("pod", settings_)
+    assert {k: ex.read(k[0], "pod", k[1]) for k in before} == before

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bosun.api.build import make_node, make_pod
 from bosun.colocation.batch import (
@@ -134,3 +136,36 @@ def test_apply_to_snapshot_keeps_filter_in_step() -> None:
     assert f.mask.tolist() == [True, False]
     with pytest.raises(InputError):
         apply_to_snapshot(snap, np.zeros((3, 2), dtype=np.int64))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 256_000),
+            st.integers(0, 2**40),
+            st.floats(0, 300_000, allow_nan=False),
+            st.floats(0, 2.0**41, allow_nan=False),
+            st.floats(0, 10_000, allow_nan=False),
+        ),
+        min_size=1,
+        max_size=20,
+    ),
+    st.integers(0, 100),
+    st.integers(0, 100),
+)
+def test_batch_formula_invariants(
+    rows: list[tuple[int, int, float, float, float]], tc: int, tm: int
+) -> None:
+    # never negative; never more than threshold * allocatable - usage (rounded up);
+    # more usage never gives more room
+    alloc = np.array([[r[0], r[1]] for r in rows], dtype=np.int64)
+    used = np.array([[r[2], r[3]] for r in rows])
+    system = np.array([[r[4], 0.0] for r in rows])
+    pol = ReclaimPolicy(cpu_threshold_percent=tc, memory_threshold_percent=tm)
+    out = batch_allocatable(alloc, used, system, pol)
+    assert (out >= 0).all()
+    cap = alloc - reservation(alloc, pol) - np.ceil(used) - np.ceil(system)
+    assert (out <= np.maximum(cap, 0)).all()
+    more = batch_allocatable(alloc, used * 1.5 + 1, system, pol)
+    assert (more <= out).all()
