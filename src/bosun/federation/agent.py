@@ -99,9 +99,9 @@ class AgentConfig:
     port: int = 7946
     join: list[str] = field(default_factory=list)
     sync: SyncConfig = field(default_factory=SyncConfig)
-    probe_interval_s: float = 0.5
-    probe_timeout_s: float = 0.25
-    suspicion_mult: int = 5
+    probe_interval_s: float = 0.4
+    probe_timeout_s: float = 0.2
+    suspicion_mult: int = 6
     delay_ms: float = 0.0
     escrow_chunk: float = 0.05
     reservation_ttl_s: float = 5.0
@@ -461,8 +461,8 @@ class Agent:
                 raise WireError(f"peer {peer}: field t: unknown message type {kind!r}")
         except (WireError, EscrowError) as e:
             self._drop(e)
-        except (OSError, TimeoutError, asyncio.IncompleteReadError):
-            pass
+        except (OSError, TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            pass  # the peer went away mid-exchange (a timeout on its side): nothing to use
         finally:
             writer.close()
             with contextlib.suppress(Exception):

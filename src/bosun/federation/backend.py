@@ -31,7 +31,7 @@ def synthetic(
 ) -> TwinCluster:
     """``nodes`` openb-shaped nodes (:func:`bosun.twin.traces.synthetic.synthetic_trace`),
     filled with the trace's pods, placed one by one, until CPU usage reaches ``fill``."""
-    pods = max(10, int(nodes * 40 * fill))
+    pods = max(10, int(nodes * 8 * fill) + 10)
     trace = synthetic_trace(seed=seed, nodes=nodes, pods=pods, hours=1.0)
     cluster = TwinCluster(name, trace.nodes, group_size=group_size)
     for arrival in trace.arrivals:

@@ -244,10 +244,9 @@ table inet bosunpart {{
 
 
 def _bosun_command() -> list[str]:
-    script = Path(sys.executable).parent / "bosun"
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from bosun.cli.main import app; sys.exit(app())"]
+    """``bosun federate`` as a command line: the federation sub-app alone (the whole ``bosun``
+    app imports every capability, seconds per process on a loaded machine)."""
+    return [sys.executable, "-c", "from bosun.cli.federation import federate; federate()"]
 
 
 class Proc:
