@@ -103,6 +103,35 @@ def apply(
         typer.echo(f"{ex.path(ctl, group) / file} = {value}")
 
 
+def reconcile(
+    paths: Annotated[list[Path], typer.Argument(help="Pod manifests (files or folders).")],
+    node: Annotated[str | None, typer.Option(help="Only pods bound to this node.")] = None,
+    driver: Annotated[
+        str, typer.Option(help="kubelet cgroup driver: cgroupfs or systemd.")
+    ] = "cgroupfs",
+    root: RootOption = "/sys/fs/cgroup",
+) -> None:
+    """Write kubelet's QoS roots and every pod's cgroup settings for its class (koordlet's
+    reconcile); a missing pod cgroup is an error naming the pod, and nothing is written."""
+    from bosun.api.manifest import load_manifests
+    from bosun.colocation.cgroups import CgroupError, CgroupExecutor, detect
+    from bosun.colocation.reconcile import DRIVERS
+    from bosun.colocation.reconcile import reconcile as do_reconcile
+    from bosun.errors import InputError
+
+    if driver not in DRIVERS:
+        raise fail(f"--driver: {driver!r} is not one of {', '.join(DRIVERS)}")
+    try:
+        objs = load_manifests(paths)
+        pods = [p for p in objs.pods if node is None or p.node_name == node]
+        applied = do_reconcile(pods, CgroupExecutor(detect(root)), driver)
+    except (InputError, CgroupError) as exc:
+        raise fail(str(exc)) from exc
+    for a in applied:
+        values = ", ".join(f"{f}={v}" for (_, f), v in a.settings.items())
+        typer.echo(f"{a.pod or '(QoS root)'} {a.group}: {values}")
+
+
 def run(
     ls: Annotated[list[str], typer.Option("--ls", help="An online group (repeatable).")],
     be: Annotated[list[str], typer.Option("--be", help="A BE group (repeatable).")],
@@ -367,10 +396,12 @@ def simulate(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``bosun agent probe|apply|run|resctrl`` and ``bosun colocate qos|bench|simulate``."""
+    """Add ``bosun agent probe|apply|reconcile|run|resctrl`` and
+    ``bosun colocate qos|bench|simulate``."""
     agent_app.command(name="probe")(probe)
     agent_app.command(name="apply")(apply)
     agent_app.command(name="run")(run)
+    agent_app.command(name="reconcile")(reconcile)
     agent_app.command(name="resctrl")(resctrl)
     colocate_app.command(name="qos")(qos)
     colocate_app.command(name="bench")(bench)
