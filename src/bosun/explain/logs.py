@@ -295,8 +295,12 @@ def new_miner(sim_th: float = 0.6, depth: int = 4, *, domain: bool = True) -> An
     Drain: He et al., "Drain: An Online Log Parsing Approach with Fixed Depth Tree", ICWS
     2017; ``sim_th`` is its similarity threshold, ``depth`` its parse-tree depth.
     """
+    import logging
+
     from drain3 import TemplateMiner
     from drain3.masking import MaskingInstruction
+
+    logging.getLogger("drain3").setLevel(logging.WARNING)
     from drain3.template_miner_config import TemplateMinerConfig
 
     cfg = TemplateMinerConfig()

@@ -1094,6 +1094,23 @@ class _Explainer:
         return out
 
 
+def apply_fix(docs: Sequence[DocRef], fix: Fix) -> list[dict[str, Any]]:
+    """The input documents with ``fix`` applied: its patch on its target, the objects it
+    deletes left out, the objects it creates added at the end.
+
+    Raises:
+        PatchError: the patch does not apply to its target.
+    """
+    out: list[dict[str, Any]] = []
+    for d in docs:
+        ident = f"{d.kind} {d.namespace}/{d.name}"
+        target = f"{d.kind} {d.name}" if d.kind in ("Node", "PriorityClass", "Namespace") else ident
+        if ident in fix.delete:
+            continue
+        out.append(apply_patch(d.doc, fix.patch) if fix.target and target == fix.target else d.doc)
+    return out + [copy.deepcopy(c) for c in fix.create]
+
+
 def _fmt(resource: str, amount: int) -> str:
     if resource == CPU:
         return format_milli_cpu(amount)

@@ -1,0 +1,363 @@
+"""Explain benchmarks: ``bosun why``, the policy language and ``bosun logs mine``.
+
+Run: ``.venv/bin/python benchmarks/bench_explain.py`` (no data files, no network; about a
+minute on a loaded 2-core machine). Sections:
+
+1. ``bosun why`` on pods unschedulable by construction: random clusters (seeded) where
+   every node rejects the pod for one known cause (too little CPU or memory, untolerated
+   taints, a nodeSelector or a required node-affinity value no node has, cordoned nodes,
+   a spread constraint with minDomains above the domains, a required anti-affinity every
+   node breaks, a taken hostPort). Reported: how often the top cause is the plugin of the
+   construction, and how many of the offered fixes, applied to the manifests, let the
+   whole scheduler place the pod. Timing: median ``explain_pod`` time as a ratio to a
+   plain ``Scheduler.run`` of the same inputs (measured in the same run).
+2. ``bosun why --run`` on a twin run with injected faults (synthetic trace, a zone outage
+   and a pod kill): how often the fault inferred from ``faults.csv`` alone (node and time)
+   equals the twin's own record (``pods.csv``'s ``fault`` column).
+3. Policies: exact match and silent misparses on the paraphrase sets of
+   ``tests/explain/data/policy_paraphrases.yaml``; milliseconds per sentence after
+   start-up (model load and parser build are timed apart), and as a ratio to reading the
+   cluster's manifests once.
+4. Log mining: Drain3's group accuracy against kube's reason formats on FailedScheduling
+   messages of the real framework (as Events and as kube-scheduler log lines), with and
+   without the domain masks (a twin run's ``pods.csv`` is measured in section 2); mining
+   time as a ratio to reading the records.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CAUSES = {
+    "cpu": "NodeResourcesFit",
+    "memory": "NodeResourcesFit",
+    "taint": "TaintToleration",
+    "selector": "NodeAffinity",
+    "affinity": "NodeAffinity",
+    "cordon": "NodeUnschedulable",
+    "spread": "PodTopologySpread",
+    "anti-affinity": "InterPodAffinity",
+    "host-port": "NodePorts",
+}
+
+
+def _node(name: str, cpu: int, mem: int, zone: str, **kw: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "zone": zone, **kw.pop("labels", {})},
+        },
+        "spec": kw.pop("spec", {}),
+        "status": {"allocatable": {"cpu": str(cpu), "memory": f"{mem}Gi", "pods": "110"}},
+    }
+
+
+def _pod(name: str, cpu: str, mem: str, **spec: Any) -> dict[str, Any]:
+    labels = spec.pop("labels", {})
+    ports = spec.pop("ports", None)
+    c: dict[str, Any] = {
+        "name": "c",
+        "image": "x",
+        "resources": {"requests": {"cpu": cpu, "memory": mem}},
+    }
+    if ports:
+        c["ports"] = ports
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": {"containers": [c], **spec},
+    }
+
+
+def case(rng: np.random.Generator, cause: str) -> tuple[list[dict[str, Any]], str]:
+    """Documents of one cluster whose pod ``p`` every node rejects for ``cause``."""
+    n = int(rng.integers(3, 13))
+    zones = ["a", "b", "c"][: int(rng.integers(2, 4))]
+    nodes = []
+    bound: list[dict[str, Any]] = []
+    for i in range(n):
+        spec: dict[str, Any] = {}
+        if cause == "taint":
+            key = str(rng.choice(["dedicated", "team", "spot"]))
+            spec["taints"] = [
+                {"key": key, "value": str(rng.choice(["gpu", "ml", "db"])), "effect": "NoSchedule"}
+            ]
+        if cause == "cordon":
+            spec["unschedulable"] = True
+        nodes.append(
+            _node(
+                f"n{i}",
+                int(rng.choice([2, 4, 8])),
+                int(rng.choice([4, 8, 16])),
+                zones[i % len(zones)],
+                labels={"disk": str(rng.choice(["hdd", "ssd"]))},
+                spec=spec,
+            )
+        )
+    extra: dict[str, Any] = {}
+    cpu, mem = "500m", "512Mi"
+    if cause == "cpu":
+        cpu = str(int(rng.integers(10, 17)))
+    elif cause == "memory":
+        mem = f"{int(rng.integers(20, 40))}Gi"
+    elif cause == "selector":
+        extra["nodeSelector"] = {"disk": "nvme"}
+    elif cause == "affinity":
+        extra["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z"]}]}
+                    ]
+                }
+            }
+        }
+    elif cause == "spread":
+        for j, z in enumerate(zones):
+            node = next(d for d in nodes if d["metadata"]["labels"]["zone"] == z)
+            bound.append(
+                _pod(
+                    f"w{j}", "100m", "64Mi", labels={"app": "w"}, nodeName=node["metadata"]["name"]
+                )
+            )
+        extra["labels"] = {"app": "w"}
+        extra["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "minDomains": len(zones) + 1,
+                "labelSelector": {"matchLabels": {"app": "w"}},
+            }
+        ]
+    elif cause == "anti-affinity":
+        for d in nodes:
+            name = d["metadata"]["name"]
+            bound.append(_pod(f"db-{name}", "100m", "64Mi", labels={"app": "db"}, nodeName=name))
+        extra["labels"] = {"app": "db"}
+        extra["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": "db"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }
+    elif cause == "host-port":
+        for d in nodes:
+            name = d["metadata"]["name"]
+            bound.append(
+                _pod(
+                    f"h-{name}",
+                    "100m",
+                    "64Mi",
+                    nodeName=name,
+                    ports=[{"containerPort": 80, "hostPort": 8080}],
+                )
+            )
+        extra["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    return [*nodes, *bound, _pod("p", cpu, mem, **extra)], "p"
+
+
+def bench_why(cases_per_cause: int = 6) -> None:
+    from bosun.explain.patch import dump_documents, read_documents
+    from bosun.explain.rca import apply_fix, explain_pod, load_inputs, run_schedule
+    from bosun.framework.interface import Code
+
+    rng = np.random.default_rng(26)
+    right = total = fixes = valid = 0
+    ratios = []
+    wrong: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "c.yaml"
+        for cause, plugin in CAUSES.items():
+            for _ in range(cases_per_cause):
+                docs, pod = case(rng, cause)
+                f.write_text(dump_documents(docs))
+                inputs = load_inputs([f], None)
+                t0 = time.perf_counter()
+                run_schedule(inputs)
+                base = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                ex = explain_pod(inputs, pod)
+                ratios.append((time.perf_counter() - t0) / base)
+                total += 1
+                top = ex.attribution.top_cause if ex.attribution else ""
+                if top == plugin:
+                    right += 1
+                else:
+                    wrong.append(f"{cause}: {top}")
+                refs = read_documents([f])
+                for fix in ex.fixes:
+                    fixes += 1
+                    g = Path(tmp) / "fixed.yaml"
+                    g.write_text(dump_documents(apply_fix(refs, fix)))
+                    _, results = run_schedule(load_inputs([g], None))
+                    if results[f"default/{pod}"].code == Code.SUCCESS:
+                        valid += 1
+    print("1. bosun why on pods unschedulable by construction")
+    print(f"   cases: {total} ({cases_per_cause} per cause, {len(CAUSES)} causes), seed 26")
+    print(f"   top cause right: {right}/{total} = {right / total:.1%}  {wrong or ''}")
+    print(f"   fixes offered: {fixes} ({fixes / total:.1f} per pod); applied and rescheduled, ")
+    print(f"   the pod is placed: {valid}/{fixes} = {valid / max(fixes, 1):.1%}")
+    print(
+        f"   explain time / plain schedule time: median {statistics.median(ratios):.1f}x, "
+        f"max {max(ratios):.1f}x"
+    )
+
+
+def bench_run() -> None:
+    from bosun.explain.rca import _faults_table, infer_fault
+
+    faults = """
+settings: {podsWithoutOwner: owned, zones: 3}
+faults:
+  - {name: zone-a-down, action: zone-outage, selector: {zone: zone-a}, at: 20m}
+  - {name: kill-be, action: pod-kill, selector: {podLabels: {bosun.io/qos: BE}}, mode: fixed, value: 5, at: 30m}
+  - {name: zone-b-down, action: zone-outage, selector: {zone: zone-b}, at: 40m}
+"""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from bosun.cli.main import app
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fy = Path(tmp) / "faults.yaml"
+        fy.write_text(faults)
+        out = Path(tmp) / "run"
+        t0 = time.perf_counter()
+        res = CliRunner().invoke(
+            app,
+            [
+                "simulate",
+                "--trace",
+                "synthetic:nodes=6,pods=500,hours=1",
+                "--faults",
+                str(fy),
+                "--report",
+                str(out),
+            ],
+        )
+        sim_s = time.perf_counter() - t0
+        if res.exit_code != 0:
+            print("2. twin run failed:", res.output[-500:])
+            return
+        pods = pd.read_csv(out / "pods.csv", keep_default_na=False)
+        table = _faults_table(out)
+        rows = [r for r in pods.to_dict("records") if r["fault"] and r["fault_role"] == "disrupted"]
+        node_faults = [
+            r for r in rows if any(f["fault"] == r["fault"] and f["node_names"] for f in table)
+        ]
+        hit = sum(
+            1
+            for r in node_faults
+            if (infer_fault(r, table) or "").startswith(str(r["fault"]) + " ")
+        )
+        others = [
+            r
+            for r in pods.to_dict("records")
+            if r["outcome"] in ("Evicted", "Preempted") and not r["fault"]
+        ]
+        print("2. bosun why --run on a twin run with faults (synthetic 6 nodes, 500 pods, 1 h)")
+        print(
+            f"   disruptions recorded by the twin: {len(rows)} ({len(node_faults)} by node faults)"
+        )
+        print(
+            f"   fault inferred from faults.csv alone = the twin's record: {hit}/{len(node_faults)}"
+            f" = {hit / max(len(node_faults), 1):.1%} (pod-kill faults name no node: the record only)"
+        )
+        print(
+            f"   disruptions with no fault (the workload itself): {len(others)}; simulate took {sim_s:.1f} s"
+        )
+        from bosun.explain.logs import mine, read_logs, reason_accuracy
+
+        recs = read_logs([out / "pods.csv"])
+        m = mine(recs)
+        print(
+            f"   its pods.csv for the log miner: {len(recs)} FailedScheduling messages, "
+            f"{len(m.reason_of)} reasons, group accuracy {reason_accuracy(m):.4f}"
+        )
+
+
+def bench_policy() -> None:
+    from bosun.api.manifest import load_manifests
+    from bosun.explain.evaluate import score
+    from bosun.explain.patch import read_documents
+    from bosun.explain.policy import ClusterNames, compile_policy, policy_near_miss
+
+    cluster = ROOT / "tests/explain/data/policy_cluster.yaml"
+    sets = yaml.safe_load((ROOT / "tests/explain/data/policy_paraphrases.yaml").read_text())
+    t0 = time.perf_counter()
+    names = ClusterNames(load_manifests([cluster]), read_documents([cluster]))
+    base = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    near = policy_near_miss(names.vocabulary)
+    compile_policy("minimize gpu fragmentation", names, near=near)
+    startup = time.perf_counter() - t0
+    print("3. policies (tests/explain/data/policy_paraphrases.yaml)")
+    print(f"   start-up (wordllama model, vocabulary, lark parser): {startup * 1e3:.0f} ms")
+    print(f"   baseline (reading the cluster manifests once): {base * 1e3:.1f} ms")
+    print(
+        f"   {'set':<9} {'items':>5} {'exact':>6} {'rate':>7} {'silent':>6} {'refused':>7} {'ms':>6} {'x base':>7}"
+    )
+    for part in ("train", "heldout1", "heldout2"):
+        sc = score(sets[part], names, near)
+        print(
+            f"   {part:<9} {sc.total:>5} {sc.exact:>6} {sc.accuracy:>7.1%} {sc.silent:>6} "
+            f"{sc.missed:>7} {sc.ms:>6.1f} {sc.ms / 1e3 / base:>7.2f}"
+        )
+
+
+def bench_logs() -> None:
+    from bosun.explain.logs import events_dump, mine, read_logs, reason_accuracy
+    from bosun.explain.samples import as_events, as_klog, failure_results
+
+    results = failure_results(seed=7, clusters=200)
+    with tempfile.TemporaryDirectory() as tmp:
+        ev, kl = Path(tmp) / "events.json", Path(tmp) / "scheduler.log"
+        ev.write_text(events_dump(as_events(results)))
+        kl.write_text("\n".join(as_klog(results)) + "\n")
+        t0 = time.perf_counter()
+        records = read_logs([ev, kl])
+        base = time.perf_counter() - t0
+        print("4. log mining: reason templates vs kube's formats (group accuracy)")
+        print(
+            f"   {len(results)} failures of the real framework, as Events and klog lines: {len(records)} records"
+        )
+        print(f"   {'masks':<16} {'sim_th':>6} {'GA':>7} {'templates':>9} {'x read':>7}")
+        for domain in (False, True):
+            for th in (0.4, 0.5, 0.6, 0.7):
+                t0 = time.perf_counter()
+                m = mine(records, sim_th=th, domain=domain)
+                t = time.perf_counter() - t0
+                label = "numbers+domain" if domain else "numbers only"
+                print(
+                    f"   {label:<16} {th:>6} {reason_accuracy(m):>7.4f} {len(m.reasons):>9} {t / base:>7.1f}"
+                )
+
+
+def main() -> None:
+    bench_why()
+    print()
+    bench_run()
+    print()
+    bench_policy()
+    print()
+    bench_logs()
+
+
+if __name__ == "__main__":
+    main()
