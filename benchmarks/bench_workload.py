@@ -44,6 +44,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--log-frequency", action="store_true", help="ctgan's default conditioning")
     ap.add_argument("--no-curve", action="store_true")
     ap.add_argument("--json", default="")
     ap.add_argument("--save-model", default="")
@@ -53,7 +54,12 @@ def main() -> None:
     trace = load_trace(args.trace)
     table = pod_table(trace)
     train, held = split_table(table, 0.3, args.seed)
-    settings = FitSettings(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed)
+    settings = FitSettings(
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        log_frequency=args.log_frequency,
+        seed=args.seed,
+    )
     model = fit_model(
         train,
         settings=settings,
@@ -71,7 +77,8 @@ def main() -> None:
 
     print(
         f"trace {trace.name}: {len(train)} training rows, {len(held)} held out; "
-        f"epochs {args.epochs}, batch {args.batch_size}, threads {args.threads}"
+        f"epochs {args.epochs}, batch {args.batch_size}, threads {args.threads}, "
+        f"log_frequency {args.log_frequency}"
     )
     print(f"encoding: {model.encoding}")
     print(
@@ -100,6 +107,7 @@ def main() -> None:
         "batch_size": args.batch_size,
         "seed": args.seed,
         "threads": args.threads,
+        "log_frequency": args.log_frequency,
         "fit_s": model.fit_s,
         "sample_s": sample_s,
         "rejected": rejected,

@@ -223,7 +223,7 @@ def test_written_trace_loads_back(rows: list[dict[str, object]], tmp_path: Path)
 
 def test_write_trace_needs_csv(tmp_path: Path) -> None:
     frame = pd.DataFrame([_GOOD])
-    with pytest.raises(ValueError, match=".csv"):
+    with pytest.raises(ValueError, match=r"\.csv"):
         write_trace(frame, [], tmp_path / "gen.parquet")
     assert list(tmp_path.iterdir()) == []
 

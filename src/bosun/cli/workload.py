@@ -64,6 +64,9 @@ def fit(
     max_categories: Annotated[
         int, typer.Option(help="Numeric columns with at most this many values are discrete.")
     ] = 64,
+    log_frequency: Annotated[
+        bool, typer.Option(help="Condition training on log category frequencies (ctgan's default).")
+    ] = False,
     seed: Annotated[int, typer.Option(help="Split and training seed.")] = 0,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads.")] = None,
     skip_bad_rows: Annotated[bool, typer.Option(help="Skip bad trace rows.")] = False,
@@ -76,7 +79,11 @@ def fit(
 
     problems = _check_out_file(out, "--out")
     settings = FitSettings(
-        epochs=epochs, batch_size=batch_size, max_categories=max_categories, seed=seed
+        epochs=epochs,
+        batch_size=batch_size,
+        max_categories=max_categories,
+        log_frequency=log_frequency,
+        seed=seed,
     )
     problems += [_options_problem("--epochs/--batch-size/--seed", m) for m in settings.problems()]
     if not (0.0 <= holdout < 1.0):

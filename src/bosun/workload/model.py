@@ -96,6 +96,9 @@ class FitSettings:
         learning_rate: Adam's rate for both networks (ctgan: 2e-4).
         max_categories: numeric columns with at most this many distinct training values
             are modelled as discrete (module docstring).
+        log_frequency: CTGAN's training-by-sampling draws the conditioned category by the
+            log of its frequency (ctgan's default, True) instead of its frequency. bosun's
+            default is False: see docs/workload.md "Measured" for why.
         seed: seeds numpy and torch for the fit (CTGAN's ``set_random_state``).
     """
 
@@ -107,6 +110,7 @@ class FitSettings:
     discriminator_dim: tuple[int, ...] = (256, 256)
     learning_rate: float = 2e-4
     max_categories: int = 64
+    log_frequency: bool = False
     seed: int = 0
 
     def problems(self) -> list[str]:
@@ -271,6 +275,7 @@ class WorkloadModel:
                 "discriminator_dim": list(s.discriminator_dim),
                 "learning_rate": s.learning_rate,
                 "max_categories": s.max_categories,
+                "log_frequency": s.log_frequency,
                 "seed": s.seed,
             },
             "trace": self.trace_name,
@@ -390,6 +395,7 @@ def fit_model(
         batch_size=settings.batch_size,
         pac=settings.pac,
         epochs=settings.epochs,
+        log_frequency=settings.log_frequency,
         verbose=verbose,
         enable_gpu=False,
     )
@@ -540,6 +546,7 @@ def _settings(path: Path, raw: Any) -> FitSettings:
             discriminator_dim=tuple(int(x) for x in raw["discriminator_dim"]),
             learning_rate=float(raw["learning_rate"]),
             max_categories=int(raw["max_categories"]),
+            log_frequency=bool(raw["log_frequency"]),
             seed=int(raw["seed"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
