@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_colocation_agent import V1_REASON
 from typer.testing import CliRunner
 
 from bosun.api.build import make_pod
@@ -163,3 +164,33 @@ def test_reconcile_cli(tmp_path: Path) -> None:
         app, ["agent", "reconcile", str(pods), "--root", str(root), "--driver", "x"]
     )
     assert r.exit_code == 2 and "--driver" in r.output
+
+
+def test_cgroup_root_prefix() -> None:
+    assert pod_group(_ls(), cgroup_root="/a/b/") == "a/b/kubepods/burstable/podu-ls"
+    assert qos_root(KubeQoS.BEST_EFFORT, cgroup_root="x") == "x/kubepods/besteffort"
+
+
+@pytest.mark.skipif(bool(V1_REASON), reason=f"real cgroup v1: {V1_REASON}")
+def test_reconcile_real_v1() -> None:
+    # kubelet's layout under --cgroup-root bosun-test-<pid> in this machine's v1 controllers
+    import os
+
+    from bosun.colocation.cgroups import detect
+
+    ex = CgroupExecutor(detect("/sys/fs/cgroup"))
+    top = f"bosun-test-{os.getpid()}-rec"
+    pods = [_ls(), _be()]
+    for p in pods:
+        ex.create(pod_group(p, cgroup_root=top))
+    try:
+        reconcile(pods, ex, cgroup_root=top)
+        be = pod_group(_be(), cgroup_root=top)
+        assert ex.read("cpu", be, "cpu.idle") == "1"
+        assert ex.read("cpu", be, "cpu.cfs_quota_us") == "50000"
+        assert ex.read("memory", be, "memory.limit_in_bytes") == str(Gi)
+        assert ex.read("cpu", f"{top}/kubepods/besteffort", "cpu.shares") == "2"
+        assert ex.read("cpu", f"{top}/kubepods/besteffort", "cpu.idle") == "0"
+        assert ex.read("cpu", pod_group(_ls(), cgroup_root=top), "cpu.shares") == "512"
+    finally:
+        ex.remove(top)

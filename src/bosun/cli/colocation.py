@@ -109,6 +109,7 @@ def reconcile(
     driver: Annotated[
         str, typer.Option(help="kubelet cgroup driver: cgroupfs or systemd.")
     ] = "cgroupfs",
+    cgroup_root: Annotated[str, typer.Option(help="kubelet's --cgroup-root.")] = "",
     root: RootOption = "/sys/fs/cgroup",
 ) -> None:
     """Write kubelet's QoS roots and every pod's cgroup settings for its class (koordlet's
@@ -124,7 +125,7 @@ def reconcile(
     try:
         objs = load_manifests(paths)
         pods = [p for p in objs.pods if node is None or p.node_name == node]
-        applied = do_reconcile(pods, CgroupExecutor(detect(root)), driver)
+        applied = do_reconcile(pods, CgroupExecutor(detect(root)), driver, cgroup_root=cgroup_root)
     except (InputError, CgroupError) as exc:
         raise fail(str(exc)) from exc
     for a in applied:

@@ -50,13 +50,23 @@ from bosun.plugins.batch_resources import (
 DRIVERS = ("cgroupfs", "systemd")
 
 
-def pod_group(pod: Pod, driver: str = "cgroupfs") -> str:
+def _under(prefix: str, group: str) -> str:
+    p = prefix.strip("/")
+    return f"{p}/{group}" if p else group
+
+
+def pod_group(pod: Pod, driver: str = "cgroupfs", cgroup_root: str = "") -> str:
     """kubelet's cgroup of ``pod`` (relative to the controller roots), by its Kubernetes QoS
-    class and UID (see the module docstring).
+    class and UID (see the module docstring), under kubelet's ``--cgroup-root``
+    (``cgroup_root``; default the controller root).
 
     Raises:
         CgroupError: an unknown driver or a pod without a UID.
     """
+    return _under(cgroup_root, _pod_group(pod, driver))
+
+
+def _pod_group(pod: Pod, driver: str) -> str:
     if driver not in DRIVERS:
         raise CgroupError(f"cgroup driver {driver!r} is not one of {', '.join(DRIVERS)}")
     if not pod.uid:
@@ -73,8 +83,13 @@ def pod_group(pod: Pod, driver: str = "cgroupfs") -> str:
     return f"kubepods.slice/kubepods-{q}.slice/kubepods-{q}-pod{uid}.slice"
 
 
-def qos_root(kq: KubeQoS, driver: str = "cgroupfs") -> str:
-    """kubelet's QoS-level group for ``kq`` (``kubepods`` itself for Guaranteed)."""
+def qos_root(kq: KubeQoS, driver: str = "cgroupfs", cgroup_root: str = "") -> str:
+    """kubelet's QoS-level group for ``kq`` (``kubepods`` itself for Guaranteed), under
+    ``cgroup_root``."""
+    return _under(cgroup_root, _qos_root(kq, driver))
+
+
+def _qos_root(kq: KubeQoS, driver: str) -> str:
     if driver == "cgroupfs":
         return "kubepods" if kq is KubeQoS.GUARANTEED else f"kubepods/{kq.value.lower()}"
     if kq is KubeQoS.GUARANTEED:
@@ -114,9 +129,14 @@ class Applied:
 
 
 def reconcile(
-    pods: Sequence[Pod], executor: CgroupExecutor, driver: str = "cgroupfs", source: str = ""
+    pods: Sequence[Pod],
+    executor: CgroupExecutor,
+    driver: str = "cgroupfs",
+    source: str = "",
+    cgroup_root: str = "",
 ) -> list[Applied]:
-    """Write the QoS roots and every pod's settings.
+    """Write the QoS roots and every pod's settings (groups under ``cgroup_root``, kubelet's
+    ``--cgroup-root``).
 
     Raises:
         InputError: a pod's QoS label or batch requests are bad (all pods are checked first).
@@ -124,7 +144,7 @@ def reconcile(
             write failed (that pod's step restored; earlier pods stay written).
     """
     classes = [check_pod(p, source) for p in pods]
-    groups = [pod_group(p, driver) for p in pods]
+    groups = [pod_group(p, driver, cgroup_root) for p in pods]
     missing = [
         f"Pod {p.namespace}/{p.name}: {executor.path('cpu', g)}"
         for p, g in zip(pods, groups, strict=True)
@@ -146,7 +166,7 @@ def reconcile(
     ):
         if kq not in kqs:
             continue
-        root = qos_root(kq, driver)
+        root = qos_root(kq, driver, cgroup_root)
         settings = qos_root_settings(qos, milli, v)
         executor.apply(root, settings, level=Level.QOS)
         out.append(Applied("", root, settings))
