@@ -353,3 +353,20 @@ def test_cli_energyaware_policy(tmp_path: Path) -> None:
             ]
         )
     )
+
+
+def test_idle_timer_between_sparse_events(config: SchedulerConfiguration) -> None:
+    # a node empties at 100; its power-off check (700) falls between two trace events
+    # (100 and 10,000): the check runs at 700 and the later arrival arrives exactly once
+    arrivals = [
+        PodArrival(make_pod("a", cpu="1", memory="1Gi"), 0.0, duration_s=100.0),
+        PodArrival(make_pod("b", cpu="1", memory="1Gi"), 10_000.0, duration_s=100.0),
+    ]
+    power = {**POWER, "powerDown": {"idleAfter": "10m", "bootDelay": "1m"}}
+    res = run(config, Trace("hand", [linear_node("n1")], arrivals), power)
+    assert list(res.pods["pod"]) == ["default/a", "default/b"]
+    assert res.summary["unschedulable_at_end"] == 0
+    ts = res.timeseries.set_index("time_s")
+    assert ts.loc[700.0, "nodes_on"] == 0  # off 600 s after it emptied
+    # b finds the only node off: it boots at 10,000 and is ready at 10,060
+    assert res.pods.set_index("pod").loc["default/b", "bound_s"] == 10_060.0

@@ -584,7 +584,7 @@ class EnergyController:
         sim.on_advance.append(self._advance)
         if self.config.power_down is not None:
             sim.on_unschedulable.append(self._unschedulable)
-            self._watch_empty(0.0)
+            sim.on_settle.append(self._watch_empty)
 
     def _advance(self, from_s: float, to_s: float) -> None:
         dt = to_s - from_s
@@ -593,8 +593,6 @@ class EnergyController:
         self.it_j += it_w * dt
         self.facility_j += fac.total_w(it_w, fac.outside_c(from_s)) * dt
         self._on_time += self._nodes_on() * dt
-        if self.config.power_down is not None:
-            self._watch_empty(from_s)  # the state of from_s: a node empty now is empty since
 
     def values(self, time_s: float) -> tuple[float, ...]:
         """The energy columns at ``time_s`` (module docstring)."""

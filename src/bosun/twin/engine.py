@@ -468,7 +468,7 @@ class Simulator:
             (``CONTROL_UP``/``CONTROL_DOWN`` keep the run going, ``TIMER`` does not), add
             time-series columns, pod-table columns, summary keys and tables. A controller
             may also set :attr:`bind_delay` (extra seconds before a bind lands),
-            :attr:`on_unschedulable` and :attr:`on_advance` hooks.
+            :attr:`on_unschedulable`, :attr:`on_settle` and :attr:`on_advance` hooks.
 
     Attributes:
         snapshot, scheduler, clock: the cluster state, the scheduling core and its clock,
@@ -594,9 +594,13 @@ class Simulator:
         self.bind_delay: Callable[[str, float], float] | None = None
         #: called with ``(pod, time_s)`` after every unschedulable attempt
         self.on_unschedulable: list[Callable[[Pod, float], None]] = []
-        #: ``on_advance(from_s, to_s)``: simulated time is about to move on (the state of
-        #: ``from_s`` held until ``to_s``)
+        #: ``on_settle(time_s)``: every event at ``time_s`` has been processed (called once
+        #: per time; may schedule events, even before the next one)
+        self.on_settle: list[Callable[[float], None]] = []
+        #: ``on_advance(from_s, to_s)``: simulated time is about to move on to the next
+        #: event (the state of ``from_s`` held until ``to_s``); schedules nothing
         self.on_advance: list[Callable[[float, float], None]] = []
+        self._settled_at: float | None = None
         #: bumped on every node change (added, removed, updated): caches keyed on it
         self.node_epoch = 0
         #: bumped when nodes are added or removed (rows move): caches keyed on rows
@@ -805,7 +809,14 @@ class Simulator:
                 break
             if until_s is None and t > heap.now and self._driving == 0 and self._settled():
                 break
-            if self.on_advance and t > heap.now:
+            if t > heap.now and (self.on_settle or self.on_advance):
+                if self._settled_at != heap.now:
+                    # every event of heap.now is done: controllers react to that state
+                    # (they may schedule events before t: look at the heap again)
+                    self._settled_at = heap.now
+                    for settle in self.on_settle:
+                        settle(heap.now)
+                    continue
                 for hook in self.on_advance:
                     hook(heap.now, t)
             heap.pop()
