@@ -127,6 +127,8 @@ async def read_frame(reader: asyncio.StreamReader, peer: str) -> bytes:
     try:
         head = await reader.readexactly(4)
     except asyncio.IncompleteReadError as exc:
+        if not exc.partial:  # closed before a byte: the peer gave up (its timeout), not bad
+            raise ConnectionError(f"{peer} closed the connection") from None
         raise WireError(
             f"peer {peer}: field length: truncated ({len(exc.partial)} of 4 bytes)"
         ) from None

@@ -254,11 +254,14 @@ class Proc:
 
     def __init__(self, i: int, cmd: list[str], events: queue.Queue[tuple[int, dict[str, Any]]]):
         self.i = i
+        import tempfile
+
+        self.err = tempfile.TemporaryFile(mode="w+")
         self.p = subprocess.Popen(
             cmd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self.err,
             text=True,
             bufsize=1,
         )
@@ -273,6 +276,11 @@ class Proc:
                 events.put((self.i, json.loads(line)))
             except ValueError:
                 continue
+
+    def stderr_tail(self) -> str:
+        """The last lines the agent wrote on stderr."""
+        self.err.seek(0)
+        return " | ".join(self.err.read().strip().splitlines()[-3:])
 
     def send(self, cmd: dict[str, Any]) -> None:
         if not self.alive or self.p.stdin is None:
@@ -347,7 +355,6 @@ class Run:
             cmd = [
                 *net.prefix(i),
                 *base,
-                "federate",
                 "agent",
                 "--cluster",
                 self.name(i),
@@ -430,7 +437,9 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         everyone = list(range(n))
         started = run.wait_for(lambda: len(run.events_of("started")) == n, min(60, run.left()))
         if not started:
-            raise BenchError(f"only {len(run.events_of('started'))} of {n} agents started")
+            up = {i for i, _ in run.events_of("started")}
+            why = [f"c{p.i}: {p.stderr_tail()}" for p in run.procs if p.i not in up][:2]
+            raise BenchError(f"only {len(up)} of {n} agents started; {'; '.join(why)}")
         # converged: a marker from the last agent reaches all
         conv0 = None
         for k in range(20):
