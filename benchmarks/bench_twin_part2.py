@@ -57,7 +57,7 @@ ZONE_OUTAGE = {
             "name": "zone-a-outage",
             "action": "zone-outage",
             "selector": {"zone": "zone-a"},
-            "at": "48h",
+            "at": "3480h",
             "duration": "6h",
         }
     ],
