@@ -24,6 +24,7 @@ from bosun.colocation.cgroups import (
     detect,
     milli_to_quota_us,
     milli_to_shares,
+    nested_layout,
     pod_settings,
     shares_to_weight,
 )
@@ -196,7 +197,7 @@ V1_REASON = _v1_writable()
 
 @pytest.mark.skipif(bool(V1_REASON), reason=f"real cgroup v1: {V1_REASON}")
 def test_v1_real_tree_apply_restore_and_idle() -> None:
-    layout = detect("/sys/fs/cgroup")
+    layout = nested_layout(detect("/sys/fs/cgroup"))  # inside this process's own groups
     ex = CgroupExecutor(layout)
     top = f"bosun-test-{os.getpid()}"
     pod = f"{top}/besteffort/pod-a"
@@ -395,3 +396,14 @@ def test_failed_step_leaves_no_file_changed(
     with pytest.raises(CgroupError, match=bad[1].replace(".", r"\.")):
         ex.apply("pod", settings_)
     assert {k: ex.read(k[0], "pod", k[1]) for k in before} == before
+
+
+def test_nested_layout_follows_own_groups(tmp_path: Path) -> None:
+    # v1: each controller root goes down to this process's group in it (/proc/self/cgroup)
+    from bosun.colocation.cgroups import own_groups
+
+    own = own_groups()
+    layout = Layout(Version.V1, tmp_path / "cpu", tmp_path / "memory", tmp_path / "cpuacct")
+    nested = nested_layout(layout)
+    assert nested.memory == tmp_path / "memory" / own.get("memory", "/").strip("/")
+    assert nested.cpu == (tmp_path / "cpu" / own.get("cpu", "/").strip("/"))

@@ -176,9 +176,9 @@ def test_reconcile_real_v1() -> None:
     # kubelet's layout under --cgroup-root bosun-test-<pid> in this machine's v1 controllers
     import os
 
-    from bosun.colocation.cgroups import detect
+    from bosun.colocation.cgroups import detect, nested_layout
 
-    ex = CgroupExecutor(detect("/sys/fs/cgroup"))
+    ex = CgroupExecutor(nested_layout(detect("/sys/fs/cgroup")))
     top = f"bosun-test-{os.getpid()}-rec"
     pods = [_ls(), _be()]
     for p in pods:

@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -46,6 +47,7 @@ from bosun.colocation.cgroups import (
     PodResources,
     Version,
     detect,
+    nested_layout,
     pod_settings,
     qos_root_settings,
 )
@@ -145,7 +147,9 @@ def summarize(arm: str, raws: list[_Raw], ncpu: int) -> ArmResult:
 
 
 def check_machine(root: str = "/sys/fs/cgroup") -> Layout:
-    """The cgroup layout, if this machine can run the bench.
+    """The cgroup layout, if this machine can run the bench, nested under this process's
+    own groups (:func:`bosun.colocation.cgroups.nested_layout`), so the experiment stays
+    inside the limits this process runs in.
 
     Raises:
         BenchUnavailableError: not root, no cgroup tree with cpu and memory, or not writable
@@ -154,7 +158,7 @@ def check_machine(root: str = "/sys/fs/cgroup") -> Layout:
     if os.geteuid() != 0:
         raise BenchUnavailableError("bosun colocate bench needs root (it creates cgroups)")
     try:
-        layout = detect(root)
+        layout = nested_layout(detect(root))
     except CgroupError as exc:
         raise BenchUnavailableError(f"no usable cgroups: {exc}") from exc
     for r in layout.roots():
@@ -217,6 +221,19 @@ class _Client:
                     time.sleep(think)
         finally:
             conn.close()
+
+
+def _move(group_dir: Path, pid: int) -> None:
+    try:
+        fd = os.open(group_dir / "cgroup.procs", os.O_WRONLY)
+        try:
+            os.write(fd, str(pid).encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise CgroupError(
+            f"{group_dir}/cgroup.procs: cannot move pid {pid}: {exc.strerror}"
+        ) from exc
 
 
 def _start(cmd: list[str]) -> subprocess.Popen[str]:
@@ -379,6 +396,7 @@ def run_bench(
     layout = check_machine(root)
     top = f"bosun-bench-{os.getpid()}"
     ex = CgroupExecutor(layout)
+    cpu_roots = [layout.cpu] if layout.cpuacct == layout.cpu else [layout.cpu, layout.cpuacct]
     raws: dict[str, list[_Raw]] = {a: [] for a in arms}
     me = os.getpid()
     moved = False
@@ -389,15 +407,19 @@ def run_bench(
         )
         ex.apply(top, weight, level=Level.QOS)
         # the client (this process) runs inside the experiment, at the same weight in
-        # every arm
-        ex.add_process(f"{top}/client", me)
-        moved = True
-        for r in range(cfg.rounds):
+        # every arm; only its CPU groups move (its memory group stays where it was), and
+        # they move back at the end (v1; on v2 the client stays where it is)
+        if layout.version is Version.V1:
+            moved = True
+            for r in cpu_roots:
+                _move(r / top / "client", me)
+        for rnd in range(cfg.rounds):
             for arm in arms:
-                raws[arm].append(run_arm(arm, layout, f"{top}/r{r}", cfg, log))
+                raws[arm].append(run_arm(arm, layout, f"{top}/r{rnd}", cfg, log))
     finally:
         if moved:
-            ex.add_process("", me)
+            for r in cpu_roots:
+                _move(r, me)  # the roots are this process's own groups (nested_layout)
         time.sleep(0.2)
         ex.remove(top)
     ncpu = os.cpu_count() or 1

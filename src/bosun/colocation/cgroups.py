@@ -131,6 +131,51 @@ def detect(root: Path | str = "/sys/fs/cgroup") -> Layout:
     )
 
 
+def own_groups(pid: int | str = "self") -> dict[str, str]:
+    """The cgroup path of process ``pid`` per controller (``/proc/<pid>/cgroup``): v1
+    controller names (``cpu``, ``cpuacct``, ``memory``, ...) and ``""`` for the v2 tree.
+
+    Raises:
+        CgroupError: the file cannot be read.
+    """
+    p = Path(f"/proc/{pid}/cgroup")
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise CgroupError(f"{p}: cannot read: {exc.strerror or exc}") from exc
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        for ctl in parts[1].split(",") if parts[1] else [""]:
+            out[ctl] = parts[2]
+    return out
+
+
+def nested_layout(layout: Layout, pid: int | str = "self") -> Layout:
+    """``layout`` with every controller root moved down to process ``pid``'s own group, so
+    that groups made under it stay inside whatever limits that process runs in (a
+    container's or a sandbox's memory group, say).
+
+    Raises:
+        CgroupError: ``/proc/<pid>/cgroup`` cannot be read.
+    """
+    own = own_groups(pid)
+
+    def down(root: Path, ctl: str) -> Path:
+        key = "" if layout.version is Version.V2 else ctl
+        rel = own.get(key, "/").strip("/")
+        return root / rel if rel else root
+
+    return Layout(
+        layout.version,
+        down(layout.cpu, "cpu"),
+        down(layout.memory, "memory"),
+        down(layout.cpuacct, "cpuacct"),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class PodResources:
     """A pod's resources as the agent applies them.
