@@ -226,7 +226,8 @@ def bench_run() -> None:
 settings: {podsWithoutOwner: owned, zones: 3}
 faults:
   - {name: zone-a-down, action: zone-outage, selector: {zone: zone-a}, at: 20m}
-  - {name: kill-be, action: pod-kill, selector: {podLabels: {bosun.io/qos: BE}}, mode: fixed, value: 5, at: 30m}
+  - {name: kill-be, action: pod-kill, selector: {podLabels: {bosun.io/qos: BE}},
+     mode: fixed, value: 5, at: 30m}
   - {name: zone-b-down, action: zone-outage, selector: {zone: zone-b}, at: 40m}
 """
     import pandas as pd
@@ -257,30 +258,31 @@ faults:
             return
         pods = pd.read_csv(out / "pods.csv", keep_default_na=False)
         table = _faults_table(out)
-        rows = [r for r in pods.to_dict("records") if r["fault"] and r["fault_role"] == "disrupted"]
+        records = [{str(k): v for k, v in r.items()} for r in pods.to_dict("records")]
+        rows = [r for r in records if r["fault"] and r["fault_role"] == "disrupted"]
         node_faults = [
-            r for r in rows if any(f["fault"] == r["fault"] and f["node_names"] for f in table)
+            r
+            for r in rows
+            if any(f["fault"] == r["fault"] and bool(f["node_names"]) for f in table)
         ]
         hit = sum(
             1
             for r in node_faults
             if (infer_fault(r, table) or "").startswith(str(r["fault"]) + " ")
         )
-        others = [
-            r
-            for r in pods.to_dict("records")
-            if r["outcome"] in ("Evicted", "Preempted") and not r["fault"]
-        ]
+        others = [r for r in records if r["outcome"] in ("Evicted", "Preempted") and not r["fault"]]
         print("2. bosun why --run on a twin run with faults (synthetic 6 nodes, 500 pods, 1 h)")
         print(
             f"   disruptions recorded by the twin: {len(rows)} ({len(node_faults)} by node faults)"
         )
         print(
             f"   fault inferred from faults.csv alone = the twin's record: {hit}/{len(node_faults)}"
-            f" = {hit / max(len(node_faults), 1):.1%} (pod-kill faults name no node: the record only)"
+            f" = {hit / max(len(node_faults), 1):.1%}"
+            " (pod-kill faults name no node: the record only)"
         )
         print(
-            f"   disruptions with no fault (the workload itself): {len(others)}; simulate took {sim_s:.1f} s"
+            f"   disruptions with no fault (the workload itself): {len(others)}; "
+            f"simulate took {sim_s:.1f} s"
         )
         from bosun.explain.logs import mine, read_logs, reason_accuracy
 
@@ -311,7 +313,8 @@ def bench_policy() -> None:
     print(f"   start-up (wordllama model, vocabulary, lark parser): {startup * 1e3:.0f} ms")
     print(f"   baseline (reading the cluster manifests once): {base * 1e3:.1f} ms")
     print(
-        f"   {'set':<9} {'items':>5} {'exact':>6} {'rate':>7} {'silent':>6} {'refused':>7} {'ms':>6} {'x base':>7}"
+        f"   {'set':<9} {'items':>5} {'exact':>6} {'rate':>7} {'silent':>6} {'refused':>7} "
+        f"{'ms':>6} {'x base':>7}"
     )
     for part in ("train", "heldout1", "heldout2"):
         sc = score(sets[part], names, near)
@@ -335,7 +338,8 @@ def bench_logs() -> None:
         base = time.perf_counter() - t0
         print("4. log mining: reason templates vs kube's formats (group accuracy)")
         print(
-            f"   {len(results)} failures of the real framework, as Events and klog lines: {len(records)} records"
+            f"   {len(results)} failures of the real framework, as Events and klog lines: "
+            f"{len(records)} records"
         )
         print(f"   {'masks':<16} {'sim_th':>6} {'GA':>7} {'templates':>9} {'x read':>7}")
         for domain in (False, True):
@@ -345,7 +349,8 @@ def bench_logs() -> None:
                 t = time.perf_counter() - t0
                 label = "numbers+domain" if domain else "numbers only"
                 print(
-                    f"   {label:<16} {th:>6} {reason_accuracy(m):>7.4f} {len(m.reasons):>9} {t / base:>7.1f}"
+                    f"   {label:<16} {th:>6} {reason_accuracy(m):>7.4f} {len(m.reasons):>9} "
+                    f"{t / base:>7.1f}"
                 )
 
 

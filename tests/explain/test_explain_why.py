@@ -436,3 +436,41 @@ def test_cli_json_and_bad_pod(tmp_path: Path) -> None:
     res = runner.invoke(app, ["why", "--run", str(tmp_path / "missing")])
     assert res.exit_code == 2
     assert "pods.csv" in res.output
+
+
+def test_live_cluster_through_kubeconfig(tmp_path: Path) -> None:
+    """``--kubeconfig``: the cluster is dumped as ``bosun snapshot`` does (from the fake
+    kube-apiserver of tests/live on 127.0.0.1) and explained."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from live.fakeapi import FakeApiServer  # type: ignore[import-not-found]
+
+    with FakeApiServer() as server:
+        for doc in yaml.safe_load_all(docs(node("n1", cpu="1"), pod("big", cpu="2"))):
+            server.create(doc)
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "f", "cluster": {"server": server.url}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "f", "context": {"cluster": "f", "user": "u"}}],
+            "current-context": "f",
+        }
+        kc = tmp_path / "kubeconfig"
+        kc.write_text(yaml.safe_dump(cfg))
+        res = runner.invoke(app, ["why", "big", "--kubeconfig", str(kc), "-o", "json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["topCause"] == "NodeResourcesFit"
+    assert out["fixes"][0]["patch"] == [
+        {"op": "replace", "path": "/spec/containers/0/resources/requests/cpu", "value": "1"}
+    ]
+
+
+def test_network_is_blocked() -> None:
+    """The conftest guard: a connection to a public address fails before any packet."""
+    import socket
+
+    with pytest.raises(OSError, match="network disabled"):
+        socket.create_connection(("93.184.216.34", 80), timeout=1)
