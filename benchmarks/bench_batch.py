@@ -28,18 +28,32 @@ def _median_s(fn: object, repeat: int = 20) -> float:
     return float(np.median(times))
 
 
+def _grow(prob: object, limit: int) -> object:
+    """The sub-QUBO of the first pods in block order (pods sharing candidate nodes) with
+    the most variables not above ``limit``."""
+    from bosun.batch.qubo import blocks, build_qubo
+
+    order = [p for part in blocks(prob, 10_000) for p in part]  # type: ignore[arg-type]
+    best = build_qubo(prob, order[:1])  # type: ignore[arg-type]
+    for n in range(2, len(order) + 1):
+        q = build_qubo(prob, order[:n])  # type: ignore[arg-type]
+        if q.num_vars > limit:
+            break
+        best = q
+    return best
+
+
 def main() -> None:
     from dwave.samplers import SimulatedAnnealingSampler
 
     from bosun.batch.bench import openb_instance
     from bosun.batch.problem import build_problem
-    from bosun.batch.qubo import blocks, build_qubo, embedding_report
+    from bosun.batch.qubo import embedding_report
 
     inst = openb_instance(200, 100, 0)
     prob = build_problem(inst.scheduler.profiles["default-scheduler"], inst.batch, top_k=8)
     base = _median_s(prob.greedy)
-    parts = blocks(prob, 400)
-    q = max((build_qubo(prob, p) for p in parts), key=lambda q: q.num_vars)
+    q = _grow(prob, 400)
     bqm = q.to_bqm()
     sa = SimulatedAnnealingSampler()  # type: ignore[no-untyped-call]
     ref = float(sa.sample(bqm, num_reads=20, num_sweeps=5000, seed=1).first.energy)
@@ -60,7 +74,7 @@ def main() -> None:
     print()
     print(f"{'vars':>5} {'edges':>6} {'embeds':>7} {'qubits':>7} {'max chain':>9} {'search s':>9}")
     for size in (50, 100, 200, 400):
-        sub = max((build_qubo(prob, p) for p in blocks(prob, size)), key=lambda q: q.num_vars)
+        sub = _grow(prob, size)
         rep = embedding_report(sub, timeout_s=30.0, seed=0)
         print(
             f"{rep.num_vars:>5} {rep.num_edges:>6} {rep.embeddable!s:>7} {rep.qubits:>7} "

@@ -175,6 +175,13 @@ def bench(
     time_limit: Annotated[
         float, typer.Option("--time-limit", help="Seconds per solver and instance (> 0).")
     ] = 5.0,
+    reference_time: Annotated[
+        float | None,
+        typer.Option(
+            "--reference-time",
+            help="CP-SAT's time limit for the reference (default: --time-limit).",
+        ),
+    ] = None,
     top_k: Annotated[int, typer.Option("--top-k", min=1, help="Candidates per pod.")] = 8,
     max_vars: Annotated[
         int, typer.Option("--max-vars", min=8, help="Largest sub-QUBO, variables.")
@@ -208,6 +215,13 @@ def bench(
     try:
         check_bench_args(nodes, pods, seeds, names, time_limit)
         problems = _check_output(json_out, "--json")
+        if reference_time is not None and not reference_time > 0:
+            problems.append(
+                InputProblem(
+                    "<arguments>", "batch bench", "reference-time",
+                    f"must be a positive number of seconds, got {reference_time!r}",
+                )
+            )  # fmt: skip
         if problems:
             raise InputError(problems)
     except InputError as e:
@@ -229,6 +243,7 @@ def bench(
                     top_k=top_k,
                     max_vars=max_vars,
                     embed_timeout_s=embed_timeout,
+                    reference_time_s=reference_time,
                 )
                 records.extend(recs)
                 console.print(
