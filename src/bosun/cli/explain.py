@@ -62,9 +62,14 @@ def _print_explanation(ex: Explanation) -> None:
         )
         console.print(head)
         if f.patch:
-            console.print(f"   kubectl patch {f.target.split(' ')[0].lower()} ", end="")
+            kind, _, ident = f.target.partition(" ")
+            ns, _, name = ident.rpartition("/")
+            where = f"{name} -n {ns}" if ns else name
             console.print(
-                escape(f"{f.target.split(' ', 1)[1]} --type=json -p '{patch_text(f.patch)}'")
+                escape(
+                    f"   kubectl patch {kind.lower()} {where} --type=json "
+                    f"-p '{patch_text(f.patch)}'"
+                )
             )
             if f.source:
                 console.print(f"   [dim](or edit {f.source})[/]")

@@ -336,7 +336,7 @@ spread: "SPREAD" group across topo skew?  -> spread
       | group "SPREAD"? across topo skew? -> spread
       | "KEEP" group across topo skew?    -> spread
       | "SPREAD" across topo skew?        -> spread_nogroup
-across: "ACROSS" | "OVER" | "ON"
+across: "ACROSS" | "OVER"
 skew: "SKEW" NUMBER | NUMBER "SKEW"
 !topo: "ZONES" | "NODES" | "REGIONS" | "RACKS"
 
