@@ -227,3 +227,62 @@ def test_market_rejects_duplicate_owners() -> None:
         QuotaMarket().step(
             0.0, 1, ["a", "a"], np.array([1, 1]), np.array([1.0, 1.0]), np.array([False, False])
         )
+
+
+# ------------------------------------------------------------- market properties
+
+steps_st = st.lists(
+    st.tuples(
+        st.integers(0, 60),  # capacity
+        st.lists(st.integers(0, 20), min_size=4, max_size=4),  # quantities of a, b, c, web
+        st.floats(0.0, 5.0, allow_nan=False),  # seconds to the next step
+    ),
+    min_size=1,
+    max_size=12,
+)
+BE_PRICES = np.array([3.0, 2.0, 1.0, 0.0])
+BE_ONLINE = np.array([False, False, False, True])
+OWNERS = ["a", "b", "c", "web"]
+
+
+def check_market_grace(steps: list[tuple[int, list[int], float]], grace: float) -> None:
+    m = QuotaMarket(grace_s=grace)
+    now = 0.0
+    first_short: dict[str, float] = {}  # owner -> time it first got less than it held
+    held_before: dict[str, int] = {}
+    for cap, qs, dt in steps:
+        s = m.step(now, cap, OWNERS, np.array(qs), BE_PRICES, BE_ONLINE)
+        alloc = dict(zip(OWNERS, s.clearing.allocation.tolist(), strict=True))
+        for o in OWNERS[:3]:
+            had = held_before.get(o, 0)
+            if alloc[o] < had:
+                first_short.setdefault(o, now)
+            else:
+                first_short.pop(o, None)
+            if o in s.preempted:
+                # never before its grace period ran out since it was first short
+                assert now - first_short[o] >= grace - 1e-9
+                first_short.pop(o, None)
+            # while short and not yet preempted, it keeps what it had
+            if alloc[o] < had and o not in s.preempted:
+                assert s.held.get(o, 0) == had
+            else:
+                assert s.held.get(o, 0) == alloc[o]
+        # victims are listed lowest bid first
+        prices = dict(zip(OWNERS, BE_PRICES, strict=True))
+        assert [prices[v] for v in s.preempted] == sorted(prices[v] for v in s.preempted)
+        held_before = {o: s.held.get(o, 0) for o in OWNERS}
+        now += dt
+
+
+@FAST
+@given(steps_st, st.floats(0.0, 10.0, allow_nan=False))
+def test_market_grace_fast(steps: list[tuple[int, list[int], float]], grace: float) -> None:
+    check_market_grace(steps, grace)
+
+
+@pytest.mark.slow
+@SLOW
+@given(steps_st, st.floats(0.0, 10.0, allow_nan=False))
+def test_market_grace(steps: list[tuple[int, list[int], float]], grace: float) -> None:
+    check_market_grace(steps, grace)

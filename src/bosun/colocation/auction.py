@@ -276,10 +276,8 @@ class QuotaMarket:
         )
         on = np.asarray(online, dtype=bool)
         new_held: dict[str, int] = {}
-        preempted: list[tuple[int, str]] = []
+        preempted: list[tuple[float, int, str]] = []
         notices: dict[str, Notice] = {}
-        rank = np.empty_like(c.order)
-        rank[c.order] = np.arange(c.order.shape[0])
         for i, owner in enumerate(owners):
             target = int(c.allocation[i])
             had = self._held.get(owner, 0)
@@ -293,11 +291,12 @@ class QuotaMarket:
                 notice = Notice(owner, notice.deadline_s, target)
             if now_s >= notice.deadline_s:
                 new_held[owner] = target
-                preempted.append((int(rank[i]), owner))
+                preempted.append((float(c.effective_price[i]), -i, owner))
             else:
                 new_held[owner] = had
                 notices[owner] = notice
         self._held = {k: v for k, v in new_held.items() if v > 0}
         self._notices = notices
-        victims = tuple(o for _, o in sorted(preempted, reverse=True))
+        # lowest bid per unit first; among equal bids the later bid first
+        victims = tuple(o for _, _, o in sorted(preempted))
         return MarketStep(c, dict(self._held), victims, tuple(notices.values()))
