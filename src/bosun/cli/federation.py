@@ -137,6 +137,10 @@ def bench(
     phase_s: Annotated[float, typer.Option("--phase", help="Seconds per traffic phase.")] = 8.0,
     loss: Annotated[float, typer.Option("--loss", help="Packet loss for convergence.")] = 0.05,
     budget_s: Annotated[float, typer.Option("--budget", help="Hard time limit, seconds.")] = 115.0,
+    stall_phase_s: Annotated[
+        float, typer.Option("--stall-phase", help="Seconds of 10 % loss and SIGSTOP stalls.")
+    ] = 10.0,
+    stalls: Annotated[int, typer.Option("--stalls", help="2 s SIGSTOP stalls at most.")] = 3,
 ) -> None:
     """Start one agent process per cluster, inject churn, loss, a partition, kill -9, a
     region overload, and print the results table (``--json``: the issue's keys).
@@ -153,7 +157,11 @@ def bench(
         )
     if netns not in ("auto", "on", "off"):
         raise fail(f"--netns {netns!r}: auto, on or off")
+    if stall_phase_s < 0 or stalls < 0:
+        raise fail("--stall-phase and --stalls must be >= 0")
     cfg = BenchConfig(
+        stall_phase_s=stall_phase_s,
+        stalls=stalls,
         clusters=clusters,
         nodes=nodes_per_cluster,
         netns=netns,
