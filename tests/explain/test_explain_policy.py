@@ -327,3 +327,53 @@ def test_cli_refusal_writes_nothing(tmp_path: Path) -> None:
     assert res.exit_code == 2
     assert "empty" in res.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_group_strategy_is_a_new_profile_schedule_uses(tmp_path: Path) -> None:
+    out = tmp_path / "pack.yaml"
+    res = runner.invoke(
+        app, ["policy", "bin pack the batch jobs", "--cluster", str(CLUSTER), "-o", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    cfg = yaml.safe_load((tmp_path / "pack.config.yaml").read_text())
+    # by hand: the default profile stays, a second one scores MostAllocated
+    assert cfg["profiles"] == [
+        {"schedulerName": "default-scheduler"},
+        {
+            "schedulerName": "bosun-batch-mostallocated",
+            "pluginConfig": [
+                {
+                    "name": "NodeResourcesFit",
+                    "args": {
+                        "scoringStrategy": {
+                            "type": "MostAllocated",
+                            "resources": [
+                                {"name": "cpu", "weight": 1},
+                                {"name": "memory", "weight": 1},
+                            ],
+                        }
+                    },
+                }
+            ],
+        },
+    ]
+    nodes, rest = _merge(CLUSTER, out, tmp_path / "merged.yaml")
+    res = runner.invoke(
+        app,
+        [
+            "schedule",
+            "--nodes",
+            str(nodes),
+            "--pods",
+            str(rest),
+            "--config",
+            str(tmp_path / "pack.config.yaml"),
+            "-o",
+            "json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["skipped"] == []
+    batch = [r for r in doc["results"] if r["pod"].startswith("batch/")]
+    assert len(batch) == 2 and all(r["status"] == "Scheduled" for r in batch)

@@ -341,7 +341,9 @@ skew: "SKEW" NUMBER | NUMBER "SKEW"
 !topo: "ZONES" | "NODES" | "REGIONS" | "RACKS"
 
 strategy: "PACK" (filler | "PACK")*       -> pack
+        | "PACK" group (filler | "PACK")* -> pack
         | "SPREADLOAD" (filler | "SPREADLOAD")* -> spread_load
+        | "SPREADLOAD" group (filler | "SPREADLOAD")* -> spread_load
 filler: "ON" | "NODES" | "ACROSS" | "OVER"
 
 share: "SHARE" group "GPU"? AMOUNT "GPU"?  -> share
@@ -578,7 +580,8 @@ class Intent:
         if self.form == "spread":
             return f"{how}spread pods '{g}' across {self.topology} (maxSkew {self.skew}){w}"
         if self.form == "strategy":
-            return f"score nodes {self.strategy}{w}"
+            who = f" for pods '{g}' (their own profile)" if self.pods else ""
+            return f"score nodes {self.strategy}{who}{w}"
         if self.form == "gpu-share":
             return f"pods '{g}' take {self.milli} milli-GPU each (shared GPUs){w}"
         return f"minimise GPU fragmentation (FGD score){w}"
@@ -658,9 +661,11 @@ def _intent(tree: Any, norm: Normalized) -> Intent:
         topology = str(topo.children[0]).lower()
         return Intent("spread", pods=groups[0], topology=topology, skew=skew, window=win, soft=soft)
     if kind == "pack":
-        return Intent("strategy", strategy="MostAllocated", window=win, soft=soft)
+        g = groups[0] if groups else None
+        return Intent("strategy", pods=g, strategy="MostAllocated", window=win, soft=soft)
     if kind == "spread_load":
-        return Intent("strategy", strategy="LeastAllocated", window=win, soft=soft)
+        g = groups[0] if groups else None
+        return Intent("strategy", pods=g, strategy="LeastAllocated", window=win, soft=soft)
     if kind == "share":
         return Intent("gpu-share", pods=groups[0], milli=norm.amount or 0, window=win, soft=soft)
     if kind == "frag":
@@ -1112,6 +1117,34 @@ class _Compiler:
             )
             self.annotate(ch, pods)
             ch.understood = f"spread {desc} ({len(pods)} pods) over {key}, maxSkew {it.skew}"
+        elif it.form == "strategy" and it.pods is not None:
+            desc, pods = n.pods(it.pods)
+            name = _dns(f"bosun-{it.pods.text}-{it.strategy}")
+            cfg = self.config if self.config is not None else copy.deepcopy(DEFAULT_CONFIG)
+            self.config = cfg
+            profiles = cfg.setdefault("profiles", [{"schedulerName": "default-scheduler"}])
+            new_prof = {
+                "schedulerName": name,
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {"scoringStrategy": _strategy(it.strategy)},
+                    }
+                ],
+            }
+            old_prof = next((p for p in profiles if p.get("schedulerName") == name), None)
+            if old_prof is not None and old_prof != new_prof:
+                ch.conflicts.append(f"KubeSchedulerConfiguration: would overwrite profile {name}")
+                profiles.remove(old_prof)
+            if old_prof != new_prof:
+                profiles.append(new_prof)
+            self.set_spec(ch, pods, "/schedulerName", name, "schedulerName")
+            self.annotate(ch, pods)
+            ch.config = self.config
+            ch.understood = (
+                f"{desc} ({len(pods)} pods) go to a new profile {name}: NodeResourcesFit "
+                f"scores {it.strategy}"
+            )
         elif it.form == "strategy":
             prof = self.profile()
             pcs = prof.setdefault("pluginConfig", [])
@@ -1126,10 +1159,7 @@ class _Compiler:
                     f"KubeSchedulerConfiguration profile default-scheduler: would overwrite "
                     f"NodeResourcesFit scoringStrategy {old} with {it.strategy}"
                 )
-            args["scoringStrategy"] = {
-                "type": it.strategy,
-                "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
-            }
+            args["scoringStrategy"] = _strategy(it.strategy)
             ch.config = self.config
             ch.understood = f"NodeResourcesFit scores {it.strategy} in profile default-scheduler"
         elif it.form == "gpu-share":
@@ -1176,6 +1206,14 @@ class _Compiler:
                 "bosun does not switch configurations on a clock (see docs/why.md)"
             )
         return ch
+
+
+def _strategy(kind: str) -> dict[str, Any]:
+    """NodeResourcesFit's ``scoringStrategy`` of ``kind`` over cpu and memory (weight 1)."""
+    return {
+        "type": kind,
+        "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+    }
 
 
 def _dns(text: str) -> str:
