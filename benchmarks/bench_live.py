@@ -122,7 +122,9 @@ def _create_pods(url: str, first: int, count: int, threads: int) -> None:
         for i in indexes:
             body = json.dumps(pod(i))
             conn.request(
-                "POST", "/api/v1/namespaces/default/pods", body,
+                "POST",
+                "/api/v1/namespaces/default/pods",
+                body,
                 {"Content-Type": "application/json"},
             )
             resp = conn.getresponse()
@@ -297,6 +299,9 @@ class BindWatch:
                     ev = json.loads(line)
                     obj = ev["object"]
                     if ev["type"] == "ERROR":
+                        if obj.get("code") == 410:  # e.g. after an apiserver restart
+                            self._relist()
+                            break
                         raise RuntimeError(f"pod watch: {obj.get('message')}")
                     self.rv = obj["metadata"]["resourceVersion"]
                     if obj.get("spec", {}).get("nodeName"):
@@ -310,6 +315,17 @@ class BindWatch:
                 logging.warning("pod watch: %s; re-opening", exc)
                 time.sleep(0.2)
 
+    def _relist(self) -> None:
+        """The watch's version expired: list the pods (each bound one not seen yet is
+        recorded now) and watch on from the list's version."""
+        resp = self.core.list_namespaced_pod("default", _preload_content=False)
+        page = json.loads(resp.data)
+        now = time.perf_counter()
+        for obj in page.get("items") or []:
+            if obj.get("spec", {}).get("nodeName"):
+                self.bound.setdefault(obj["metadata"]["name"], now)
+        self.rv = page["metadata"]["resourceVersion"]
+
     def stop(self) -> None:
         self.stopped.set()
         self.thread.join(35)
@@ -318,53 +334,143 @@ class BindWatch:
 def _scheduled_events(core: client.CoreV1Api) -> int:
     """Pods with a ``Scheduled`` Event. events.k8s.io/v1 Events (kube-scheduler's) and core v1
     Events (bosun's) are one stored resource served by both APIs, so the core list holds both
-    kinds; pods are counted once by ``involvedObject.name``."""
-    got = core.list_namespaced_event("default", field_selector="reason=Scheduled")
-    return len({e.involved_object.name for e in got.items})
+    kinds; pods are counted once by ``involvedObject.name``. Read as raw JSON (the client's
+    models take seconds for thousands of Events, which would blur the 2 s mark)."""
+    resp = core.list_namespaced_event(
+        "default", field_selector="reason=Scheduled", _preload_content=False
+    )
+    items = json.loads(resp.data).get("items") or []
+    return len({e["involvedObject"]["name"] for e in items})
 
 
-def run_real(which: str, n_nodes: int, n_pods: int, timeout_s: float) -> dict[str, float]:
+def _k8s() -> Any:
+    from tests.live import controlplane
+
+    missing = controlplane.missing_parts(controlplane.k8s_dir())
+    if missing:
+        raise SystemExit(
+            f"{controlplane.k8s_dir()}: missing {', '.join(missing)} (set BOSUN_K8S_DIR)"
+        )
+    return controlplane
+
+
+def _admin(cp: Any) -> client.ApiClient:
+    conf = client.Configuration()
+    config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=str(cp.kubeconfig), client_configuration=conf
+    )
+    conf.connection_pool_maxsize = 32  # the 16 creating threads and the watch
+    return client.ApiClient(conf)
+
+
+def _seed(core: client.CoreV1Api, n_nodes: int, n_pods: int, scheduler: str) -> float:
+    """Create the Ready nodes and the pending pods from 16 threads; the seconds it took."""
+    created = time.perf_counter()
+
+    def mk_node(i: int) -> None:
+        body, status = real_node_status(i)
+        core.create_node(body)
+        core.patch_node_status(body["metadata"]["name"], status)
+
+    _bulk(mk_node, range(n_nodes))
+    _bulk(lambda i: core.create_namespaced_pod("default", real_pod(i, scheduler)),
+          range(n_pods))  # fmt: skip
+    return time.perf_counter() - created
+
+
+def _start_bosun(cp: Any, tmp: Path, name: str, *flags: str) -> subprocess.Popen[bytes]:
+    cfg = Path(tmp) / "bosun.yaml"
+    cfg.write_text(SERVE_CONFIG)
+    bosun = Path(sys.executable).parent / "bosun"
+    log = open(Path(tmp) / f"{name}.log", "wb")  # noqa: SIM115
+    return subprocess.Popen(
+        [str(bosun), "serve", "--kubeconfig", str(cp.kubeconfig), "--config", str(cfg),
+         "--port", "0", "-v", *flags],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def _start_kube_replica(cp: Any, tmp: Path, name: str, port: int) -> subprocess.Popen[bytes]:
+    """A kube-scheduler of the control plane's binary, electing on kube-system/kube-scheduler
+    with kube's default Lease settings (15 s / 10 s / 2 s)."""
+    cfg = Path(tmp) / f"{name}.yaml"
+    cfg.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n"
+        f'clientConnection: {{kubeconfig: "{cp.kubeconfig}", qps: 5000, burst: 5000}}\n'
+        "leaderElection: {leaderElect: true, leaseDuration: 15s, renewDeadline: 10s, "
+        "retryPeriod: 2s, resourceName: kube-scheduler, resourceNamespace: kube-system}\n"
+        "profiles:\n- schedulerName: default-scheduler\n"
+    )
+    log = open(Path(tmp) / f"{name}.log", "wb")  # noqa: SIM115
+    return subprocess.Popen(
+        [str(cp.workdir / "bin" / "kube-scheduler"), "--bind-address=127.0.0.1",
+         f"--secure-port={port}", f"--config={cfg}"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _startup_line(log: Path) -> dict[str, float]:
+    """bosun serve's own start-up figures from its log (``LiveScheduler.startup``)."""
+    import re
+
+    text = log.read_text(errors="replace") if log.exists() else ""
+    out: dict[str, float] = {}
+    m = re.search(r"preflight \(permissions, lists, Lease\) took ([\d.]+) s", text)
+    if m:
+        out["preflight"] = float(m.group(1))
+    m = re.search(
+        r"first bind ([\d.]+) s after the process started: ([\d.]+) s to start .*?listed in "
+        r"([\d.]+) s, snapshot and queue built in ([\d.]+) s, first cycle ([\d.]+) s, "
+        r"Binding ([\d.]+) s",
+        text,
+    )
+    if m:
+        keys = ("first_bind", "created", "listed", "built", "first_cycle", "binding")
+        out.update(zip(keys, map(float, m.groups()), strict=True))
+    return out
+
+
+def run_real(
+    which: str, n_nodes: int, n_pods: int, timeout_s: float, restart: bool = False
+) -> dict[str, float]:
     """One scheduler (``kube`` or ``bosun``) on a fresh real control plane: seed ``n_nodes``
-    Ready nodes and ``n_pods`` pending pods, start the scheduler, time its binds.
+    Ready nodes and ``n_pods`` pending pods, start the scheduler, time its binds. With
+    ``restart``, the kube-apiserver is SIGKILLed once a third of the pods are bound and
+    started again (etcd keeps the data); Events still missing 150 s after the last bind
+    (client-go's recorder retries for up to 12 x 10 s) count as lost.
 
-    Returns seconds from the scheduler's start to its first and last bind, pods/s, seconds
-    from the last bind until every pod has a Scheduled Event (NaN if not within 60 s),
-    and the seconds the creates took.
+    Returns seconds from the scheduler's start to its first and last bind, pods/s, the share
+    of pods with a Scheduled Event 2 s after the last bind, seconds from the last bind until
+    every pod has one (NaN if not within the wait), Events lost, the seconds the creates
+    took, and (bosun) its start-up figures (:func:`_startup_line`).
 
     Raises:
         SystemExit: the control plane is missing, or not every pod is bound in ``timeout_s``.
     """
-    from tests.live.controlplane import ControlPlane, free_ports, k8s_dir, missing_parts
-
-    missing = missing_parts(k8s_dir())
-    if missing:
-        raise SystemExit(f"{k8s_dir()}: missing {', '.join(missing)} (set BOSUN_K8S_DIR)")
+    cplane = _k8s()
     scheduler = "default-scheduler" if which == "kube" else "bosun"
-    ports = free_ports(3)
+    ports = cplane.free_ports(3)
     serve: subprocess.Popen[bytes] | None = None
-    with tempfile.TemporaryDirectory(prefix=f"bench-{which}-") as tmp, ControlPlane(
-        Path(tmp) / "k8s", *ports
-    ) as cp:
-        conf = client.Configuration()
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(cp.kubeconfig), client_configuration=conf
-        )
-        conf.connection_pool_maxsize = 32  # the 16 creating threads and the watch
-        api = client.ApiClient(conf)
+    with (
+        tempfile.TemporaryDirectory(prefix=f"bench-{which}-") as tmp,
+        cplane.ControlPlane(Path(tmp) / "k8s", *ports) as cp,
+    ):
+        api = _admin(cp)
         core = client.CoreV1Api(api)
         watch: BindWatch | None = None
         try:
-            created = time.perf_counter()
-
-            def mk_node(i: int) -> None:
-                body, status = real_node_status(i)
-                core.create_node(body)
-                core.patch_node_status(body["metadata"]["name"], status)
-
-            _bulk(mk_node, range(n_nodes))
-            _bulk(lambda i: core.create_namespaced_pod("default", real_pod(i, scheduler)),
-                  range(n_pods))  # fmt: skip
-            create_s = time.perf_counter() - created
+            create_s = _seed(core, n_nodes, n_pods, scheduler)
             rv = core.list_namespaced_pod("default", limit=1).metadata.resource_version
             watch = BindWatch(api, rv)
             start = time.perf_counter()
@@ -372,16 +478,9 @@ def run_real(which: str, n_nodes: int, n_pods: int, timeout_s: float) -> dict[st
                 cp.with_scheduler = True
                 cp.start()  # starts only the scheduler: etcd and the apiserver are alive
             else:
-                cfg = Path(tmp) / "bosun.yaml"
-                cfg.write_text(SERVE_CONFIG)
-                bosun = Path(sys.executable).parent / "bosun"
-                log = open(Path(tmp) / "serve.log", "wb")  # noqa: SIM115
-                serve = subprocess.Popen(
-                    [str(bosun), "serve", "--kubeconfig", str(cp.kubeconfig), "--config",
-                     str(cfg), "--port", "0"],
-                    stdout=log, stderr=subprocess.STDOUT,
-                )  # fmt: skip
+                serve = _start_bosun(cp, Path(tmp), "serve")
             deadline = start + timeout_s
+            restarted = not restart
             while len(watch.bound) < n_pods:
                 if time.perf_counter() > deadline:
                     raise SystemExit(
@@ -389,59 +488,186 @@ def run_real(which: str, n_nodes: int, n_pods: int, timeout_s: float) -> dict[st
                     )
                 if serve is not None and serve.poll() is not None:
                     raise SystemExit(f"bosun serve exited {serve.returncode}: see its log")
+                if not restarted and len(watch.bound) >= n_pods // 3:
+                    cp.kill_apiserver()
+                    time.sleep(1.0)
+                    cp.restart_apiserver()
+                    restarted = True
                 time.sleep(0.05)
             times = sorted(watch.bound.values())
-            last = times[-1]
-            events_s = float("nan")
-            while time.perf_counter() < last + 60:
-                if _scheduled_events(core) >= n_pods:
-                    events_s = time.perf_counter() - last
-                    break
-                time.sleep(0.2)
-            return {
+            last = time.perf_counter() if not times else times[-1]
+            time.sleep(max(0.0, last + 2.0 - time.perf_counter()))
+            at_2s = _scheduled_events(core)
+            events_s, have = float("nan"), at_2s
+            wait_s = 150.0 if restart else 60.0
+            while have < n_pods and time.perf_counter() < last + wait_s:
+                time.sleep(0.5)
+                have = _scheduled_events(core)
+            if have >= n_pods:
+                events_s = time.perf_counter() - last
+            out = {
                 "create_s": create_s,
                 "first_s": times[0] - start,
                 "last_s": last - start,
                 "rate": n_pods / (last - start),
+                "events_2s": at_2s / n_pods,
                 "events_s": events_s,
+                "lost": float(n_pods - have),
             }
+            if which == "bosun":
+                _stop([serve] if serve is not None else [])
+                out.update(_startup_line(Path(tmp) / "serve.log"))
+            return out
         finally:
             if watch is not None:
                 watch.stop()
-            if serve is not None:
-                serve.terminate()
-                try:
-                    serve.wait(15)
-                except subprocess.TimeoutExpired:
-                    serve.kill()
-                    serve.wait()
+            _stop([serve] if serve is not None else [])
             api.close()
 
 
-def main_real(n_nodes: int, n_pods: int, timeout_s: float) -> None:
+def _lease_holder(coord: client.CoordinationV1Api, name: str) -> str:
+    try:
+        lease = coord.read_namespaced_lease(name, "kube-system")
+    except client.ApiException as e:
+        if e.status == 404:
+            return ""
+        raise
+    return str(lease.spec.holder_identity or "")
+
+
+def run_failover(which: str, n_nodes: int, n_pods: int, timeout_s: float) -> dict[str, float]:
+    """Two replicas of ``which`` electing on one Lease with kube's settings (15 s / 10 s /
+    2 s) over a backlog of ``n_pods``: replica A starts and takes the Lease, B starts as
+    standby, and once B has had 8 s to sync and A has bound pods, A is SIGKILLed. Returns
+    the seconds from the kill until the Lease names another holder, and until the first pod
+    bound after that (by B)."""
+    cplane = _k8s()
+    scheduler = "default-scheduler" if which == "kube" else "bosun"
+    lease = "kube-scheduler" if which == "kube" else "bosun-scheduler"
+    ports = cplane.free_ports(5)
+    procs: list[subprocess.Popen[bytes]] = []
+    with (
+        tempfile.TemporaryDirectory(prefix=f"failover-{which}-") as tmp,
+        cplane.ControlPlane(Path(tmp) / "k8s", *ports[:3]) as cp,
+    ):
+        api = _admin(cp)
+        core, coord = client.CoreV1Api(api), client.CoordinationV1Api(api)
+        watch: BindWatch | None = None
+        try:
+            _seed(core, n_nodes, n_pods, scheduler)
+            rv = core.list_namespaced_pod("default", limit=1).metadata.resource_version
+            watch = BindWatch(api, rv)
+
+            def replica(name: str, port: int) -> subprocess.Popen[bytes]:
+                if which == "kube":
+                    return _start_kube_replica(cp, Path(tmp), name, port)
+                return _start_bosun(cp, Path(tmp), name, "--leader-elect=true")
+
+            deadline = time.perf_counter() + timeout_s
+
+            def until(pred: Any, what: str) -> None:
+                while not pred():
+                    if time.perf_counter() > deadline:
+                        raise SystemExit(f"{which} failover: timed out waiting for {what}")
+                    if any(p.poll() is not None for p in procs):
+                        raise SystemExit(f"{which} failover: a replica exited; see {tmp}")
+                    time.sleep(0.05)
+
+            procs.append(replica("replica-a", ports[3]))
+            until(lambda: bool(_lease_holder(coord, lease)), "replica A to lead")
+            holder_a = _lease_holder(coord, lease)
+            procs.append(replica("replica-b", ports[4]))
+            b_started = time.perf_counter()
+            until(lambda: time.perf_counter() - b_started > 8.0 and len(watch.bound) > 0,
+                  "replica B to sync")  # fmt: skip
+            if len(watch.bound) >= n_pods:
+                raise SystemExit(f"{which} failover: every pod was bound before the kill")
+            procs[0].kill()
+            killed = time.perf_counter()
+            procs[0].wait()
+            procs.pop(0)
+            taken = float("nan")
+            while time.perf_counter() < killed + 60.0:
+                if _lease_holder(coord, lease) not in ("", holder_a):
+                    taken = time.perf_counter()
+                    break
+                time.sleep(0.05)
+            next_bind = float("nan")
+            while time.perf_counter() < killed + 70.0:
+                later = [t for t in watch.bound.values() if t >= taken]
+                if later:
+                    next_bind = min(later)
+                    break
+                time.sleep(0.05)
+            return {"takeover_s": taken - killed, "next_bind_s": next_bind - killed}
+        finally:
+            if watch is not None:
+                watch.stop()
+            _stop(procs)
+            api.close()
+
+
+def import_seconds(module: str) -> float:
+    """Seconds a fresh interpreter takes to import ``module`` (bosun serve's imports)."""
+    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    return float(out.strip())
+
+
+def main_real(n_nodes: int, n_pods: int, timeout_s: float, restart: bool, failover: bool) -> None:
     """Run kube-scheduler then bosun serve, each on its own fresh control plane, and print
-    the side-by-side table and the bosun/kube ratio of the rates."""
+    the side-by-side table and the bosun/kube ratio of the rates; then, with ``restart``,
+    the same through an apiserver restart, and with ``failover`` the leader failover."""
     from rich.console import Console
     from rich.table import Table
 
-    results = {which: run_real(which, n_nodes, n_pods, timeout_s) for which in ("kube", "bosun")}
-    table = Table(title=(
-        f"real kube-apiserver v1.24.0-alpha.1: {n_nodes} nodes, {n_pods} pending pods; "
-        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
-    ))  # fmt: skip
-    for col in ("scheduler", "create s", "first bind s", "last bind s", "pods/s",
-                "Events after last bind s"):  # fmt: skip
-        table.add_column(col, justify="left" if col == "scheduler" else "right")
+    console = Console(width=140)
     names = {"kube": "kube-scheduler v1.24.0-alpha.1", "bosun": "bosun serve"}
-    for which, r in results.items():
-        table.add_row(
-            names[which], f"{r['create_s']:.1f}", f"{r['first_s']:.2f}", f"{r['last_s']:.2f}",
-            f"{r['rate']:.0f}", f"{r['events_s']:.2f}",
-        )  # fmt: skip
-    console = Console(width=120)
-    console.print(table)
-    ratio = results["bosun"]["rate"] / results["kube"]["rate"]
-    console.print(f"bosun/kube rate ratio: {ratio:.2f}")
+    modes = [("backlog", False)] + ([("apiserver restart", True)] if restart else [])
+    for title, fault in modes:
+        results = {
+            which: run_real(which, n_nodes, n_pods, timeout_s, restart=fault)
+            for which in ("kube", "bosun")
+        }
+        table = Table(title=(
+            f"real kube-apiserver v1.24.0-alpha.1, {title}: {n_nodes} nodes, {n_pods} "
+            f"pending pods; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+        ))  # fmt: skip
+        for col in ("scheduler", "create s", "first bind s", "last bind s", "pods/s",
+                    "Events at +2 s", "all Events after last bind s", "Events lost"):  # fmt: skip
+            table.add_column(col, justify="left" if col == "scheduler" else "right")
+        for which, r in results.items():
+            table.add_row(
+                names[which], f"{r['create_s']:.1f}", f"{r['first_s']:.2f}",
+                f"{r['last_s']:.2f}", f"{r['rate']:.0f}", f"{100 * r['events_2s']:.1f} %",
+                f"{r['events_s']:.2f}", f"{int(r['lost'])}",
+            )  # fmt: skip
+        console.print(table)
+        ratio = results["bosun"]["rate"] / results["kube"]["rate"]
+        console.print(f"bosun/kube rate ratio: {ratio:.2f}")
+        b = results["bosun"]
+        if "first_bind" in b:
+            console.print(
+                f"bosun start-up (its log): first bind {b['first_bind']:.2f} s after the "
+                f"process started = {b['created']:.2f} s to start (imports, configuration, "
+                f"preflight {b.get('preflight', float('nan')):.2f} s) + lists "
+                f"{b['listed']:.2f} s + snapshot {b['built']:.2f} s + first cycle "
+                f"{b['first_cycle']:.3f} s + Binding {b['binding']:.3f} s"
+            )
+    console.print(
+        f"imports in a fresh interpreter: bosun.cli.main {import_seconds('bosun.cli.main'):.2f}"
+        f" s, bosun.cli.serve alone {import_seconds('bosun.cli.serve'):.2f} s"
+    )
+    if failover:
+        table = Table(title="leader failover (kill -9 of the leader; Lease 15 s / 10 s / 2 s)")
+        for col in ("scheduler", "Lease taken over s", "next bind s"):
+            table.add_column(col, justify="left" if col == "scheduler" else "right")
+        for which in ("kube", "bosun"):
+            r = run_failover(which, n_nodes, n_pods, timeout_s)
+            table.add_row(names[which], f"{r['takeover_s']:.2f}", f"{r['next_bind_s']:.2f}")
+        console.print(table)
 
 
 def main() -> None:
@@ -451,13 +677,44 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=1, help="runs of each scenario")
     ap.add_argument("--scenario", choices=("backlog", "stream", "both"), default="both")
-    ap.add_argument("--real", action="store_true",
-                    help="bosun serve beside kube-scheduler on the real control plane")
+    ap.add_argument(
+        "--real",
+        action="store_true",
+        help="bosun serve beside kube-scheduler on the real control plane",
+    )
     ap.add_argument("--timeout", type=float, default=300.0, help="--real: s until all bound")
+    ap.add_argument(
+        "--restart",
+        action="store_true",
+        help="--real: also a run with an apiserver kill and restart (Events lost)",
+    )
+    ap.add_argument(
+        "--failover",
+        action="store_true",
+        help="--real: also kill -9 the leader of two replicas (failover time)",
+    )
+    ap.add_argument(
+        "--only",
+        choices=("backlog", "failover"),
+        default="backlog",
+        help="--real --failover: skip the backlog runs with --only failover",
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.real:
-        main_real(args.nodes, args.pods or 5000, args.timeout)
+        if args.only == "failover":
+            from rich.console import Console
+            from rich.table import Table
+
+            table = Table(title="leader failover (kill -9 of the leader; Lease 15 s / 10 s / 2 s)")
+            for col in ("scheduler", "Lease taken over s", "next bind s"):
+                table.add_column(col)
+            for which in ("kube", "bosun"):
+                r = run_failover(which, args.nodes, args.pods or 5000, args.timeout)
+                table.add_row(which, f"{r['takeover_s']:.2f}", f"{r['next_bind_s']:.2f}")
+            Console(width=120).print(table)
+            return
+        main_real(args.nodes, args.pods or 5000, args.timeout, args.restart, args.failover)
         return
     args.pods = args.pods or 2000
     load = os.getloadavg()[0]

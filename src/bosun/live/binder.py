@@ -36,11 +36,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client
-
 from bosun.api.types import Pod
 from bosun.framework.interface import Status
 from bosun.live.client import ClusterError, call
+from bosun.live.rest import RawApi
 
 __all__ = ["AsyncBinder", "BindOutcome", "PostBinding"]
 
@@ -96,7 +95,7 @@ def binding_body(pod: Pod, node_name: str) -> dict[str, Any]:
 
 def api_poster(api_client: Any) -> PostBinding:
     """A :data:`PostBinding` that creates ``pods/binding`` through ``api_client``."""
-    core = client.CoreV1Api(api_client)
+    core = RawApi(api_client)
 
     def post(pod: Pod, node_name: str) -> None:
         resp: Any = call(

@@ -50,10 +50,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import urllib3
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from bosun.live.client import ClusterError, call
+from bosun.live.rest import RawApi
 
 __all__ = [
     "ADDED",
@@ -167,32 +167,31 @@ class _Kind:
 
 
 _KINDS = {
-    "Node": _Kind("Node", "nodes", lambda api: client.CoreV1Api(api).list_node),
-    "Pod": _Kind(
-        "Pod", "pods", lambda api: client.CoreV1Api(api).list_pod_for_all_namespaces
-    ),
+    "Node": _Kind("Node", "nodes", lambda api: RawApi(api).list_node),
+    "Pod": _Kind("Pod", "pods", lambda api: RawApi(api).list_pod_for_all_namespaces),
     # policy/v1, every namespace: kube-scheduler's PDB lister (DefaultPreemption)
     "PodDisruptionBudget": _Kind(
         "PodDisruptionBudget",
         "poddisruptionbudgets.policy",
-        lambda api: client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces,
+        lambda api: RawApi(api).list_pod_disruption_budget_for_all_namespaces,
     ),
     # the volume plugins' listers (PVCs of every namespace); see volume_informers
     "PersistentVolume": _Kind(
-        "PersistentVolume", "persistentvolumes",
-        lambda api: client.CoreV1Api(api).list_persistent_volume,
+        "PersistentVolume",
+        "persistentvolumes",
+        lambda api: RawApi(api).list_persistent_volume,
     ),
     "PersistentVolumeClaim": _Kind(
-        "PersistentVolumeClaim", "persistentvolumeclaims",
-        lambda api: client.CoreV1Api(api).list_persistent_volume_claim_for_all_namespaces,
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        lambda api: RawApi(api).list_persistent_volume_claim_for_all_namespaces,
     ),
     "StorageClass": _Kind(
-        "StorageClass", "storageclasses.storage.k8s.io",
-        lambda api: client.StorageV1Api(api).list_storage_class,
+        "StorageClass",
+        "storageclasses.storage.k8s.io",
+        lambda api: RawApi(api).list_storage_class,
     ),
-    "CSINode": _Kind(
-        "CSINode", "csinodes.storage.k8s.io", lambda api: client.StorageV1Api(api).list_csi_node
-    ),
+    "CSINode": _Kind("CSINode", "csinodes.storage.k8s.io", lambda api: RawApi(api).list_csi_node),
 }
 
 
@@ -503,9 +502,7 @@ class Informer:
             return
         if type_ == _ERROR:
             code, message = obj.get("code"), obj.get("message", "")
-            raise _ExpiredError(
-                f"ERROR event {code} {obj.get('reason', '')}: {message}", code
-            )
+            raise _ExpiredError(f"ERROR event {code} {obj.get('reason', '')}: {message}", code)
         rv = _rv(obj)
         if type_ == _BOOKMARK:
             if rv:

@@ -140,9 +140,7 @@ class SchedulerMetrics:
         if result not in RESULTS:
             raise ValueError(f"result {result!r}: expected one of {', '.join(RESULTS)}")
         self.schedule_attempts.labels(result=result, profile=profile).inc()
-        self.scheduling_attempt_duration.labels(result=result, profile=profile).observe(
-            duration_s
-        )
+        self.scheduling_attempt_duration.labels(result=result, profile=profile).observe(duration_s)
 
     def set_pending(self, counts: Mapping[str, int]) -> None:
         """Set ``scheduler_pending_pods`` for the queues in ``counts``.
@@ -263,8 +261,10 @@ class HealthServer:
         self._httpd = httpd
         self.port = int(httpd.server_address[1])
         self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-            name="bosun-health-server", daemon=True,
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="bosun-health-server",
+            daemon=True,
         )
         self._thread.start()
         return self.url
@@ -296,8 +296,11 @@ class HealthServer:
         """(status, content type, body) for a GET of ``path``."""
         if path == "/metrics":
             return 200, CONTENT_TYPE_LATEST, self.metrics.exposition()
-        checks = {"/healthz": self.liveness, "/livez": self.liveness,
-                  "/readyz": self.readiness}.get(path)
+        checks = {
+            "/healthz": self.liveness,
+            "/livez": self.liveness,
+            "/readyz": self.readiness,
+        }.get(path)
         if checks is None:
             return 404, "text/plain; charset=utf-8", b"404 page not found\n"
         return _run_checks(path.lstrip("/"), checks, verbose)
@@ -307,9 +310,9 @@ def _ping() -> str | None:
     return None
 
 
-def _run_checks(endpoint: str, checks: Mapping[str, Check], verbose: bool) -> tuple[
-    int, str, bytes
-]:
+def _run_checks(
+    endpoint: str, checks: Mapping[str, Check], verbose: bool
+) -> tuple[int, str, bytes]:
     """kube's ``healthz.handleRootHealth``: ``ok``, or 500 with every check listed."""
     lines: list[str] = []
     failed = False
@@ -350,4 +353,3 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Content-Type-Options", "nosniff")
         self.end_headers()
         self.wfile.write(body)
-

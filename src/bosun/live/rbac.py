@@ -23,9 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client
-
 from bosun.live.client import ClusterError, call
+from bosun.live.rest import RawApi
 
 __all__ = ["Permission", "check_permissions", "required_permissions"]
 
@@ -153,7 +152,7 @@ def check_permissions(api_client: Any, permissions: Sequence[Permission]) -> lis
             group and scope, with what bosun needs it for and the server's reason), or the
             server cannot be reached.
     """
-    api = client.AuthorizationV1Api(api_client)
+    api = RawApi(api_client)
 
     def review(perm: Permission) -> Obj:
         body = {

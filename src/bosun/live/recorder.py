@@ -69,12 +69,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes import client
-
 from bosun.api.types import Pod
 from bosun.framework.interface import Code
 from bosun.framework.scheduler import SchedulingResult
 from bosun.live.client import ClusterError, call
+from bosun.live.rest import RawApi
 
 __all__ = [
     "COMPONENT",
@@ -320,7 +319,7 @@ class Recorder:
         self.api_client = api_client
         self.correlator = correlator or EventCorrelator()
         self.instance = instance or COMPONENT
-        self._core = client.CoreV1Api(api_client)
+        self._core = RawApi(api_client)
         per_writer = -(-max_queued // writers)
         self._queues: list[queue.Queue[tuple[str, Callable[[], object]] | None]] = [
             queue.Queue(per_writer) for _ in range(writers)

@@ -65,8 +65,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kubernetes import client
-
 from bosun.errors import InputError, InputProblem
 from bosun.framework.config import SchedulerConfiguration
 from bosun.framework.interface import Code
@@ -88,6 +86,7 @@ from bosun.live.leader import LeaderElectionConfig, LeaderElector
 from bosun.live.metrics import HealthServer, Heartbeat, SchedulerMetrics, event_check
 from bosun.live.rbac import check_permissions, required_permissions
 from bosun.live.recorder import DEFAULT_WRITERS, Recorder
+from bosun.live.rest import RawApi
 from bosun.live.sync import ClusterSync
 from bosun.live.volume_binder import PreBinder
 from bosun.plugins.registry import in_tree_registry
@@ -262,7 +261,7 @@ def preflight(api_client: Any, options: ServeOptions) -> None:
             lease_name=options.lease_name,
         ),
     )
-    core, policy = client.CoreV1Api(api_client), client.PolicyV1Api(api_client)
+    core = policy = RawApi(api_client)
     for resource, fn in (
         ("nodes", core.list_node),
         ("pods", core.list_pod_for_all_namespaces),
@@ -272,7 +271,7 @@ def preflight(api_client: Any, options: ServeOptions) -> None:
         resp.read()
         resp.release_conn()
     if options.leader_elect:
-        leases = client.CoordinationV1Api(api_client)
+        leases = RawApi(api_client)
         try:
             lease: Any = call(
                 api_client,

@@ -28,13 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client
-
 from bosun.api.types import Pod
 from bosun.framework.interface import Status
 from bosun.framework.volumes import VolumeCatalog
 from bosun.live.binder import PostBinding
 from bosun.live.client import call
+from bosun.live.rest import RawApi
 
 __all__ = ["SELECTED_NODE", "PreBinder", "VolumeWrite", "volume_writes", "write_volumes"]
 
@@ -99,20 +98,30 @@ def write_volumes(api_client: Any, writes: list[VolumeWrite]) -> None:
             resource); the rest are not sent, and the pod is not bound (its binding fails,
             so the scheduler un-reserves, as after kube's failed PreBind).
     """
-    core = client.CoreV1Api(api_client)
+    core = RawApi(api_client)
     for w in writes:
         if w.kind == "PersistentVolume":
             resp: Any = call(
-                api_client, "patch", "persistentvolumes", core.patch_persistent_volume,
-                name=w.name, body=w.patch(), _content_type="application/merge-patch+json",
+                api_client,
+                "patch",
+                "persistentvolumes",
+                core.patch_persistent_volume,
+                name=w.name,
+                body=w.patch(),
+                _content_type="application/merge-patch+json",
                 _preload_content=False,
             )
         else:
             resp = call(
-                api_client, "patch", "persistentvolumeclaims",
+                api_client,
+                "patch",
+                "persistentvolumeclaims",
                 core.patch_namespaced_persistent_volume_claim,
-                name=w.name, namespace=w.namespace, body=w.patch(),
-                _content_type="application/merge-patch+json", _preload_content=False,
+                name=w.name,
+                namespace=w.namespace,
+                body=w.patch(),
+                _content_type="application/merge-patch+json",
+                _preload_content=False,
             )
         resp.release_conn()
 
