@@ -370,3 +370,21 @@ def test_idle_timer_between_sparse_events(config: SchedulerConfiguration) -> Non
     assert ts.loc[700.0, "nodes_on"] == 0  # off 600 s after it emptied
     # b finds the only node off: it boots at 10,000 and is ready at 10,060
     assert res.pods.set_index("pod").loc["default/b", "bound_s"] == 10_060.0
+
+
+def test_incremental_power_equals_a_full_recompute(config: SchedulerConfiguration) -> None:
+    from bosun.twin.traces import load_trace
+
+    trace = load_trace("synthetic:nodes=12,pods=150", seed=3)
+    ctl = EnergyController(parse_energy({}, "p"))
+    sim = Simulator(trace, config, controllers=[ctl])
+    checks: list[tuple[float, float]] = []
+
+    def check(_t: float) -> None:
+        rows = np.arange(sim.snapshot.num_nodes)
+        checks.append((float(ctl.node_power_w().sum()), float(ctl._row_load_w(rows).sum())))
+
+    sim.on_settle.append(check)
+    sim.run()
+    assert len(checks) > 100
+    assert all(a == pytest.approx(b) for a, b in checks)

@@ -462,6 +462,9 @@ class EnergyController:
         self._cpu_alloc = np.ones(0)
         self._idle_w = np.zeros(0)
         self._power_key: tuple[int, int, int, int] | None = None
+        self._structural: tuple[int, int, int] | None = None
+        self._load_w = np.zeros(0)  # by row: watts from load alone (before power states)
+        self._load_gen = -1
         self._it_w = 0.0
         self._node_w = np.zeros(0)
         self.it_j = 0.0
@@ -545,12 +548,19 @@ class EnergyController:
         key = (snap.generation, sim.node_set_epoch, self._state_version, fault_version)
         if key == self._power_key:
             return self._node_w
-        cpu = snap.resource_index[CPU]
-        util = snap.requested[:, cpu] / self._cpu_alloc
-        watts = table_power(self._tables, util) + self._gpu_idle
-        gcol = snap.resource_index.get(GPU)
-        if gcol is not None:
-            watts = watts + self._gpu_dyn * snap.requested[:, gcol]
+        structural = key[1:]
+        if structural == self._structural and len(self._load_w) == snap.num_nodes:
+            # only pods moved: recompute the rows whose requests changed since
+            rows = np.flatnonzero(snap.row_version > self._load_gen)
+        else:
+            rows = np.arange(snap.num_nodes)
+        if len(rows):
+            if len(self._load_w) != snap.num_nodes:
+                self._load_w = np.zeros(snap.num_nodes)
+            self._load_w[rows] = self._row_load_w(rows)
+        self._load_gen = snap.generation
+        self._structural = structural
+        watts = self._load_w.copy()
         if self._state:
             off_w = self.config.power_down.off_w if self.config.power_down else 0.0
             watts[self._pstate == _OFF] = off_w
@@ -562,6 +572,19 @@ class EnergyController:
         self._it_w = float(watts.sum())
         self._power_key = key
         return watts
+
+    def _row_load_w(self, rows: npt.NDArray[np.intp]) -> FloatArray:
+        """Watts of ``rows`` from their tables, CPU load and allocated milli-GPU."""
+        sim = self._sim
+        assert sim is not None
+        snap = sim.snapshot
+        cpu = snap.resource_index[CPU]
+        util = snap.requested[rows, cpu] / self._cpu_alloc[rows]
+        watts = table_power(self._tables[rows], util) + self._gpu_idle[rows]
+        gcol = snap.resource_index.get(GPU)
+        if gcol is not None:
+            watts = watts + self._gpu_dyn[rows] * snap.requested[rows, gcol]
+        return np.asarray(watts, dtype=np.float64)
 
     def it_power_w(self) -> float:
         """IT power now, W."""
