@@ -544,7 +544,9 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         total = cfg.requests
         out["cross_cluster_success"] = round(placed / total, 4) if total else None
         extra["requests_placed"] = placed
-        extra["requests_failed"] = len(run.events_of("failed", t_req))
+        extra["requests_not_placed"] = total - placed
+        # a bind whose answer was lost is reported failed first, then placed once resolved
+        extra["requests_in_doubt_first"] = len(run.events_of("failed", t_req))
 
         # phase 6: kill -9
         victim_i = n - 1
