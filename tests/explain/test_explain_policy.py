@@ -17,6 +17,10 @@ from bosun.explain.evaluate import score
 from bosun.explain.nearmiss import NearMiss
 from bosun.explain.patch import read_documents
 from bosun.explain.policy import ClusterNames, PolicyRefusedError, compile_policy, policy_near_miss
+from bosun.framework.config import load_configuration
+from bosun.framework.scheduler import Scheduler
+from bosun.framework.snapshot import Snapshot
+from bosun.plugins.registry import in_tree_registry, registry_points
 
 DATA = Path(__file__).parent / "data"
 CLUSTER = DATA / "policy_cluster.yaml"
@@ -377,3 +381,10 @@ def test_group_strategy_is_a_new_profile_schedule_uses(tmp_path: Path) -> None:
     assert doc["skipped"] == []
     batch = [r for r in doc["results"] if r["pod"].startswith("batch/")]
     assert len(batch) == 2 and all(r["status"] == "Scheduled" for r in batch)
+    # what `bosun serve` checks before it connects: the configuration and every profile
+    points = registry_points(in_tree_registry())
+    Scheduler(
+        load_configuration(tmp_path / "pack.config.yaml", points),
+        Snapshot(),
+        registry=in_tree_registry(),
+    )

@@ -43,7 +43,7 @@ import yaml
 
 from bosun.api.manifest import load_manifest_text
 from bosun.api.types import GPU, GPU_MILLI, ClusterObjects, Pod
-from bosun.errors import BosunError, InputError
+from bosun.errors import BosunError, InputError, InputProblem
 from bosun.explain.nearmiss import NearMiss
 from bosun.explain.patch import TEMPLATE_PREFIX, DocRef, apply_patch, dump_documents, get_path
 from bosun.framework.config import parse_configuration
@@ -1352,5 +1352,7 @@ def load_config_doc(path: Any) -> dict[str, Any]:
     with open(path, encoding="utf-8") as fh:
         doc = yaml.safe_load(fh)
     if not isinstance(doc, dict):
-        raise InputError([])
+        raise InputError(
+            [InputProblem(str(path), "document", "", "must be a KubeSchedulerConfiguration")]
+        )
     return doc
