@@ -11,6 +11,8 @@ minute on a loaded 2-core machine). Sections:
    construction, and how many of the offered fixes, applied to the manifests, let the
    whole scheduler place the pod. Timing: median ``explain_pod`` time as a ratio to a
    plain ``Scheduler.run`` of the same inputs (measured in the same run).
+   1b: two causes on node sets of different sizes; the top cause must be the plugin of
+   the larger set, and every fix must again place the pod.
 2. ``bosun why --run`` on a twin run with injected faults (synthetic trace, a zone outage
    and a pod kill): how often the fault inferred from ``faults.csv`` alone (node and time)
    equals the twin's own record (``pods.csv``'s ``fault`` column).
@@ -219,6 +221,74 @@ def bench_why(cases_per_cause: int = 6) -> None:
     )
 
 
+NODE_CAUSES = {
+    "cpu": "NodeResourcesFit",
+    "taint": "TaintToleration",
+    "selector": "NodeAffinity",
+    "cordon": "NodeUnschedulable",
+}
+
+
+def mixed_case(rng: np.random.Generator) -> tuple[list[dict[str, Any]], str, str]:
+    """Two node-level causes on disjoint node sets of different sizes: the top cause is
+    the plugin of the larger set (kube's message counts nodes per reason)."""
+    a, b = rng.choice(list(NODE_CAUSES), size=2, replace=False)
+    na, nb = int(rng.integers(2, 8)), 0
+    while nb in (0, na):
+        nb = int(rng.integers(1, 8))
+    nodes = []
+    for i, cause in enumerate([str(a)] * na + [str(b)] * nb):
+        spec: dict[str, Any] = {}
+        if cause == "taint":
+            spec["taints"] = [
+                {
+                    "key": "dedicated",
+                    "value": str(rng.choice(["gpu", "db"])),
+                    "effect": "NoSchedule",
+                }
+            ]
+        if cause == "cordon":
+            spec["unschedulable"] = True
+        nodes.append(
+            _node(
+                f"n{i}",
+                4 if cause == "cpu" else 16,
+                32,
+                "a",
+                labels={"disk": "hdd" if cause == "selector" else "ssd"},
+                spec=spec,
+            )
+        )
+    top = NODE_CAUSES[str(a)] if na > nb else NODE_CAUSES[str(b)]
+    return [*nodes, _pod("p", "6", "1Gi", nodeSelector={"disk": "ssd"})], "p", top
+
+
+def bench_why_mixed(cases: int = 30) -> None:
+    from bosun.explain.patch import dump_documents, read_documents
+    from bosun.explain.rca import apply_fix, explain_pod, load_inputs, run_schedule
+    from bosun.framework.interface import Code
+
+    rng = np.random.default_rng(27)
+    right = fixes = valid = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "c.yaml"
+        for _ in range(cases):
+            docs, pod, top = mixed_case(rng)
+            f.write_text(dump_documents(docs))
+            ex = explain_pod(load_inputs([f], None), pod)
+            right += int(ex.attribution is not None and ex.attribution.top_cause == top)
+            refs = read_documents([f])
+            for fix in ex.fixes:
+                fixes += 1
+                g = Path(tmp) / "fixed.yaml"
+                g.write_text(dump_documents(apply_fix(refs, fix)))
+                _, results = run_schedule(load_inputs([g], None))
+                valid += int(results[f"default/{pod}"].code == Code.SUCCESS)
+    print("1b. bosun why with two causes on node sets of different sizes")
+    print(f"   cases: {cases}, seed 27; top cause = the larger set's plugin: {right}/{cases}")
+    print(f"   fixes offered: {fixes}; applied and rescheduled, placed: {valid}/{fixes}")
+
+
 def bench_run() -> None:
     from bosun.explain.rca import _faults_table, infer_fault
 
@@ -356,6 +426,8 @@ def bench_logs() -> None:
 
 def main() -> None:
     bench_why()
+    print()
+    bench_why_mixed()
     print()
     bench_run()
     print()
