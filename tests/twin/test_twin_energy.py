@@ -388,3 +388,29 @@ def test_incremental_power_equals_a_full_recompute(config: SchedulerConfiguratio
     sim.run()
     assert len(checks) > 100
     assert all(a == pytest.approx(b) for a, b in checks)
+
+
+def test_spare_nodes_headroom(config: SchedulerConfiguration) -> None:
+    nodes = [linear_node("n1"), linear_node("n2"), linear_node("n3")]
+    arrivals = [
+        PodArrival(make_pod("a", cpu="3", memory="1Gi"), 0.0, duration_s=10_000.0),
+        PodArrival(make_pod("b", cpu="2", memory="1Gi"), 1000.0, duration_s=100.0),
+    ]
+    power = {**POWER, "powerDown": {"idleAfter": "10m", "bootDelay": "2m", "spareNodes": 1}}
+    res = run(config, Trace("hand", nodes, arrivals), power)
+    pods = res.pods.set_index("pod")
+    # at 600 two nodes are empty: one is switched off, the other kept as the spare; b
+    # binds on the spare at once, and once the step at 1000 is done (after its sample) the
+    # off node boots to be the next spare, ready at 1120. b ends at 1100: two empty nodes
+    # again, so at 1700 (1100 + 600) one goes off and the other stays as the spare.
+    assert pods.loc["default/b", "bound_s"] == 1000.0
+    assert res.summary["power_offs"] == 2 and res.summary["power_ons"] == 1
+    ts = res.timeseries.set_index("time_s")
+    assert ts.loc[600.0, "nodes_on"] == 2 and ts.loc[1100.0, "nodes_on"] == 3
+    assert ts.loc[1700.0, "nodes_on"] == 2
+
+
+def test_bad_spare_nodes() -> None:
+    with pytest.raises(InputError) as err:
+        parse_energy({"powerDown": {"spareNodes": -1}}, "power.yaml")
+    assert err.value.problems[0].field == "spareNodes"

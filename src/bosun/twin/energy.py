@@ -13,6 +13,7 @@ A power file is YAML (``examples/power.yaml``)::
       idleAfter: 10m                 # a node empty this long is switched off
       bootDelay: 3m                  # switched on when capacity is needed; ready after this
       offW: 0                        # what a switched-off node still draws
+      spareNodes: 0                  # empty nodes kept on (booted ahead) as headroom
     facility:
       upsEfficiency: 0.95            # IT power / power drawn through the UPS
       fixedW: 0                      # lighting, offices, ...
@@ -41,6 +42,10 @@ required node affinity is switched on; ``bootDelay`` later it is uncordoned and 
 (a ``NodeUpdate`` that moves the waiting pods back to the active queue). Pods waiting for
 a booting node are counted against its capacity, so one boot serves as many pods as fit.
 This is cluster-autoscaler's scale-down/scale-up loop on a fixed pool of machines.
+``spareNodes: k`` keeps ``k`` empty nodes on as headroom: an idle node is not switched off
+while it is one of the last ``k`` empty ones, and the cheapest off nodes are booted ahead
+whenever fewer than ``k`` empty nodes are on or booting (cluster-autoscaler users get
+the same from low-priority overprovisioning pods).
 
 **Facility** (W): ``P_total = P_IT / upsEfficiency + P_IT / COP(T_out) + fixedW``. The
 chiller's coefficient of performance is a fraction of Carnot's:
@@ -110,6 +115,7 @@ class PowerDown:
     idle_after_s: float = 600.0
     boot_delay_s: float = 180.0
     off_w: float = 0.0
+    spare_nodes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +216,14 @@ def _duration(
     except ValueError as e:
         problems.append(InputProblem(src, obj, key, str(e)))
         return default
+
+
+def _spare(raw: Mapping[str, Any], src: str, problems: list[InputProblem]) -> int:
+    v = raw.get("spareNodes", 0)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        problems.append(InputProblem(src, "powerDown", "spareNodes", f"an integer >= 0, got {v!r}"))
+        return 0
+    return v
 
 
 def _temperature(
@@ -325,19 +339,20 @@ def parse_energy(data: object, source: str, base: Path | None = None) -> EnergyC
             problems.append(InputProblem(source, "powerDown", "", "must be a mapping"))
         else:
             for key in pd_raw:
-                if key not in ("idleAfter", "bootDelay", "offW"):
+                if key not in ("idleAfter", "bootDelay", "offW", "spareNodes"):
                     problems.append(
                         InputProblem(
                             source,
                             "powerDown",
                             str(key),
-                            "unknown field (known: idleAfter, bootDelay, offW)",
+                            "unknown field (known: idleAfter, bootDelay, offW, spareNodes)",
                         )
                     )
             power_down = PowerDown(
                 _duration(pd_raw, "idleAfter", "powerDown", source, problems, 600.0),
                 _duration(pd_raw, "bootDelay", "powerDown", source, problems, 180.0),
                 _number(pd_raw, "offW", "powerDown", source, problems, 0.0, lo=0.0),
+                _spare(pd_raw, source, problems),
             )
     fac_raw = data.get("facility", {}) or {}
     facility = Facility()
@@ -652,6 +667,8 @@ class EnergyController:
         empty = (counts == 0) & (self._pstate == _ON)
         since = self._empty_since
         since[~empty] = math.nan
+        if pd_.spare_nodes:
+            self._keep_spares(t, int(np.count_nonzero(empty)))
         new = np.flatnonzero(empty & np.isnan(since))
         if len(new) == 0:
             return
@@ -659,6 +676,27 @@ class EnergyController:
         names = self._names
         for row in new.tolist():
             sim.at(t + pd_.idle_after_s, partial(self._maybe_off, names[row], t), EventKind.TIMER)
+
+    def _keep_spares(self, t: float, empty_on: int) -> None:
+        """Headroom (``spareNodes``): boot the cheapest off nodes while fewer than that
+        many empty nodes are on or booting (what cluster-autoscaler users get from
+        low-priority overprovisioning pods)."""
+        pd_ = self.config.power_down
+        sim = self._sim
+        assert pd_ is not None and sim is not None
+        missing = pd_.spare_nodes - empty_on - int(np.count_nonzero(self._pstate == _BOOTING))
+        if missing <= 0:
+            return
+        off_rows = np.flatnonzero(self._pstate == _OFF)
+        if not len(off_rows):
+            return
+        order = off_rows[np.lexsort((off_rows, self._idle_w[off_rows]))][:missing]
+        for row in order.tolist():
+            name = self._names[row]
+            self._set_state(name, row, _BOOTING)
+            self._claims[name] = np.zeros(0, dtype=np.int64)
+            self.power_ons += 1
+            sim.at(t + pd_.boot_delay_s, partial(self._booted, name), EventKind.CONTROL_UP)
 
     def _under_fault(self, name: str) -> bool:
         return self.faults is not None and name in self.faults.down_nodes
@@ -675,6 +713,11 @@ class EnergyController:
         node = sim.snapshot.nodes[row]
         if node.unschedulable:
             return False
+        spare = self.config.power_down.spare_nodes if self.config.power_down else 0
+        if spare:
+            idle_on = np.count_nonzero(~np.isnan(self._empty_since) & (self._pstate == _ON))
+            if idle_on <= spare:
+                return False  # kept as headroom; a later emptying starts a new clock
         taint = Taint(POWER_OFF_TAINT, "off", TaintEffect.NO_SCHEDULE)
         self._set_state(name, row, _OFF)
         self._empty_since[row] = math.nan
