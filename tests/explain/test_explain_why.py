@@ -474,3 +474,36 @@ def test_network_is_blocked() -> None:
 
     with pytest.raises(OSError, match="network disabled"):
         socket.create_connection(("93.184.216.34", 80), timeout=1)
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "kind"),
+    [
+        ({"schedulingGates": [{"name": "example.com/wait"}]}, "Gated", "remove-scheduling-gates"),
+        ({"schedulerName": "no-such-profile"}, "NoProfile", "set-scheduler-name"),
+    ],
+    ids=["gated", "no-profile"],
+)
+def test_pods_never_attempted(tmp_path: Path, spec: dict[str, Any], status: str, kind: str) -> None:
+    paths = list(write(tmp_path, node("n1"), pod("w", **spec)))
+    ex = explain_pod(load_inputs(paths, None), "w")
+    assert (ex.status, [f.kind for f in ex.fixes]) == (status, [kind])
+    results = reschedule(apply_fix(tmp_path, paths, ex.fixes[0]))
+    assert results["default/w"].code == Code.SUCCESS
+
+
+def test_world_includes_pods_placed_in_the_run(tmp_path: Path) -> None:
+    # both pending: "high" (PriorityClass high, 1000) is popped first and takes n1's two
+    # cores, so "low" fails against the world the run left, not the empty input cluster
+    paths = list(
+        write(
+            tmp_path,
+            docs(node("n1", cpu="2"), HIGH),
+            docs(pod("low", cpu="2"), pod("high", cpu="2", priorityClassName="high")),
+        )
+    )
+    ex = explain_pod(load_inputs(paths, None), "low")
+    assert ex.status == "Unschedulable"
+    assert ex.message.startswith("0/1 nodes are available: 1 Insufficient cpu.")
+    # lowering cannot help (0 cores free); a second node of n1's shape does
+    assert [f.kind for f in ex.fixes] == ["add-node"]

@@ -97,6 +97,7 @@ COST = {
     "drop-pod-affinity-term": 2.0,
     "move-host-port": 1.0,
     "remove-scheduling-gates": 1.0,
+    "set-scheduler-name": 1.0,
     "uncordon-node": 1.5,
     "preempt": 2.0,  # + 1 per victim
     "raise-priority": 2.5,  # + 1 per victim
@@ -462,7 +463,8 @@ class Explanation:
 
     Attributes:
         pod: ``namespace/name``.
-        status: ``Scheduled``, ``Unschedulable``, ``Gated`` or ``NoProfile``.
+        status: ``Scheduled``, ``Unschedulable``, ``Preempted`` (placed, then evicted by a
+            later pod), ``Gated`` or ``NoProfile``.
         node: where it was placed (Scheduled only).
         attribution: the node groups (Unschedulable only).
         fixes: checked fixes, smallest first.
@@ -502,6 +504,45 @@ class Explanation:
         return out
 
 
+def pod_document(inputs: Inputs, pod: Pod) -> tuple[DocRef | None, str, int]:
+    """The document a pod came from: ``(document, prefix of its pod template inside it,
+    the pod's index among the workload's pods)``; ``(None, "", 0)`` when there is none
+    (a trace row, or a controller kind without a pod template)."""
+    docs = inputs.docs
+    for d in docs:
+        if d.kind == "Pod" and d.name == pod.name and d.namespace == pod.namespace:
+            return d, "", 0
+    if "/" in pod.owner:
+        kind, name = pod.owner.split("/", 1)
+        prefix = TEMPLATE_PREFIX.get(kind)
+        for d in docs:
+            if (
+                prefix is not None
+                and d.kind == kind
+                and d.name == name
+                and d.namespace == pod.namespace
+            ):
+                siblings = [p.key for p in inputs.objects.pods if p.owner == pod.owner]
+                return d, prefix, siblings.index(pod.key)
+    return None, "", 0
+
+
+def _spec_fix(
+    inputs: Inputs, pod: Pod, kind: str, plugin: str, summary: str, op: dict[str, Any]
+) -> Fix:
+    """A fix made of one spec-relative operation on the pod's document."""
+    ref, prefix, _ = pod_document(inputs, pod)
+    return Fix(
+        kind,
+        plugin,
+        summary,
+        COST[kind],
+        target=f"{ref.kind} {ref.namespace}/{ref.name}" if ref else "",
+        source=ref.source if ref else "",
+        patch=[{**op, "path": prefix + "/spec" + op["path"]}] if ref else [],
+    )
+
+
 class _Explainer:
     """Builds and checks the candidate fixes for one pending pod."""
 
@@ -509,29 +550,12 @@ class _Explainer:
         self.world = world
         self.pod = pod
         self.inputs = world.inputs
-        self.ref, self.prefix, self.replica = self._pod_document()
+        self.ref, self.prefix, self.replica = pod_document(self.inputs, pod)
         self.spec_ptr = self.prefix + "/spec"
         self.fwk = world.framework(pod)
         self.base = attribute(self.fwk, pod)
 
     # ---- documents
-
-    def _pod_document(self) -> tuple[DocRef | None, str, int]:
-        pod = self.pod
-        docs = self.inputs.docs
-        for d in docs:
-            if d.kind == "Pod" and d.name == pod.name and d.namespace == pod.namespace:
-                return d, "", 0
-        if "/" in pod.owner:
-            kind, name = pod.owner.split("/", 1)
-            for d in docs:
-                if d.kind == kind and d.name == name and d.namespace == pod.namespace:
-                    siblings = [p.key for p in self.inputs.objects.pods if p.owner == pod.owner]
-                    prefix = TEMPLATE_PREFIX.get(kind)
-                    if prefix is None:
-                        return None, "", 0
-                    return d, prefix, siblings.index(pod.key)
-        return None, "", 0
 
     @property
     def target(self) -> str:
@@ -1262,37 +1286,46 @@ def explain_pod(inputs: Inputs, pod_name: str, *, seed: int = 0, max_fixes: int 
     res = results.get(pod.key)
     if res is None:
         if pod.scheduling_gates:
-            ex = _Explainer.__new__(_Explainer)
-            ex.world, ex.pod, ex.inputs = world, pod, inputs
-            ex.ref, ex.prefix, ex.replica = ex._pod_document()
-            ex.spec_ptr = ex.prefix + "/spec"
-            fix = Fix(
+            gates = list(pod.scheduling_gates)
+            fix = _spec_fix(
+                inputs,
+                pod,
                 "remove-scheduling-gates",
                 "SchedulingGates",
-                f"remove the scheduling gates {list(pod.scheduling_gates)}",
-                COST["remove-scheduling-gates"],
-                target=ex.target,
-                source=ex.ref.source if ex.ref else "",
-                patch=ex._pod_ops([{"op": "remove", "path": "/schedulingGates"}]),
+                f"remove the scheduling gates {gates}",
+                {"op": "remove", "path": "/schedulingGates"},
             )
             return Explanation(
-                pod.key,
-                "Gated",
-                message=f"waiting for scheduling gates {list(pod.scheduling_gates)}",
-                fixes=[fix],
+                pod.key, "Gated", message=f"waiting for scheduling gates {gates}", fixes=[fix]
             )
+        names = [p.scheduler_name for p in inputs.config.profiles]
+        fix = _spec_fix(
+            inputs,
+            pod,
+            "set-scheduler-name",
+            "profiles",
+            f"schedulerName {pod.scheduler_name} -> {names[0]}",
+            {"op": "add", "path": "/schedulerName", "value": names[0]},
+        )
         return Explanation(
             pod.key,
             "NoProfile",
-            message=f"no scheduler profile for schedulerName {pod.scheduler_name!r}",
+            message=f"no scheduler profile for schedulerName {pod.scheduler_name!r} "
+            f"(profiles: {', '.join(names)})",
+            fixes=[fix],
         )
-    evicted = next((b for b in world.bound if b.key == pod.key), None)
-    if res.code == Code.SUCCESS and evicted is not None:
-        return Explanation(pod.key, "Scheduled", node=evicted.node_name)
+    placed = next((b for b in world.bound if b.key == pod.key), None)
+    if res.code == Code.SUCCESS and placed is not None:
+        return Explanation(pod.key, "Scheduled", node=placed.node_name)
     if res.code == Code.ERROR:
         raise BosunError(f"scheduling {pod.key} failed: {res.message}")
-    explainer = _Explainer(world, pod)
-    return explainer.explain(max_fixes)
+    ex = _Explainer(world, pod).explain(max_fixes)
+    if res.code == Code.SUCCESS:
+        # placed, then evicted by a later pod's preemption: why it cannot go back now
+        ex.status = "Preempted"
+        victim_of = next((r.pod.key for r in results.values() if pod.key in r.victims), "")
+        ex.message = f"preempted by {victim_of or 'a higher-priority pod'}; now: {ex.message}"
+    return ex
 
 
 # ---------------------------------------------------------------------------- twin runs
