@@ -1,0 +1,250 @@
+"""Co-location inside the discrete-event twin: a controller that reclaims batch resources
+and preempts BE pods, driving :class:`bosun.twin.engine.Simulator` through its public
+controller API (``controllers=[...]``), with BatchResourceFit in the scheduler.
+
+* :func:`koordinator_profile` is the trace transform Koordinator's
+  ClusterColocationProfile webhook performs. Pods that are BE (the
+  ``koordinator.sh/qosClass`` label, or the openb loader's ``bosun.io/qos: BE``) get the
+  label, and their ``cpu`` / ``memory`` requests and limits become
+  ``kubernetes.io/batch-cpu`` / ``batch-memory``.
+* :class:`ReclaimController` runs every ``period_s`` (default 60 s) of simulated time:
+
+  1. the CPU usage of each node's high-priority pods, from the twin's usage model
+     (:meth:`bosun.twin.usage.UsageModel.shape_of`, :func:`bosun.twin.usage.cpu_fraction`;
+     memory at ``request * memory_fraction``), appended to a per-node history;
+  2. the batch room by Koordinator's formula, with the usage term of
+     :class:`bosun.colocation.batch.ForecastReclaimer` (the forecast peak, or the last
+     sample with ``forecast=False``), written with :meth:`Simulator.update_node`, which
+     keeps the snapshot's columns in step and tells the queue (``NodeUpdate``);
+  3. per node, a :class:`bosun.colocation.auction.QuotaMarket` clears the node's
+     ``batch-cpu`` among its BE pods' requests, bidding the pod's ``bosun.io/bid``
+     annotation or else ``1 / (1 + index)`` by arrival. The pods the market preempts when
+     their grace period ends are evicted (:meth:`Simulator.remove_pod`, outcome
+     ``Evicted``) and re-created pending (:meth:`Simulator.recreate`), losing their run
+     so far.
+
+  It adds the time-series columns ``batch_cpu_milli`` (the cluster's batch-cpu) and
+  ``be_preempted``, and the summary keys ``colocation_preemptions`` and
+  ``colocation_lost_milli_s`` (the BE work lost to preemption, milli-CPU seconds).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bosun.api.types import CPU, MEMORY, Container, Pod
+from bosun.colocation.auction import QuotaMarket
+from bosun.colocation.batch import ForecastReclaimer, ReclaimPolicy, batch_allocatable
+from bosun.plugins.batch_resources import (
+    BATCH_CPU,
+    BATCH_MEMORY,
+    QOS_LABEL,
+    batch_requests,
+    is_high_priority,
+)
+from bosun.twin.engine import ControllerReport, EventKind
+from bosun.twin.trace import PodArrival, Trace
+from bosun.twin.usage import UsageModel, cpu_fraction
+
+if TYPE_CHECKING:
+    from bosun.twin.engine import Simulator
+
+BID_ANNOTATION = "bosun.io/bid"
+OPENB_QOS_LABEL = "bosun.io/qos"
+
+
+def _to_batch(c: Container) -> Container:
+    def conv(m: dict[str, int] | Any) -> dict[str, int]:
+        out = {k: v for k, v in m.items() if k not in (CPU, MEMORY)}
+        if CPU in m:
+            out[BATCH_CPU] = int(m[CPU])
+        if MEMORY in m:
+            out[BATCH_MEMORY] = int(m[MEMORY])
+        return out
+
+    return replace(c, requests=conv(c.requests), limits=conv(c.limits))
+
+
+def to_be_pod(pod: Pod) -> Pod:
+    """``pod`` as Koordinator's colocation profile rewrites a BE pod: the QoS label set,
+    ``cpu``/``memory`` requests and limits moved to ``kubernetes.io/batch-*``."""
+    from bosun.api.build import finalize_pod
+
+    labels = {**pod.labels, QOS_LABEL: "BE"}
+    return finalize_pod(
+        replace(
+            pod,
+            labels=labels,
+            containers=tuple(_to_batch(c) for c in pod.containers),
+            init_containers=tuple(_to_batch(c) for c in pod.init_containers),
+        )
+    )
+
+
+def is_be(pod: Pod) -> bool:
+    """BE by the Koordinator label, or by the openb loader's ``bosun.io/qos: BE``."""
+    return pod.labels.get(QOS_LABEL) == "BE" or pod.labels.get(OPENB_QOS_LABEL) == "BE"
+
+
+def koordinator_profile(trace: Trace) -> Trace:
+    """The trace with every BE pod rewritten by :func:`to_be_pod` (GPU pods are left as
+    they are: batch resources are CPU and memory)."""
+    arrivals = [
+        replace(a, pod=to_be_pod(a.pod)) if is_be(a.pod) and not a.pod.gpu_milli else a
+        for a in trace.arrivals
+    ]
+    return replace(trace, arrivals=arrivals)
+
+
+@dataclass
+class ReclaimController:
+    """See the module docstring.
+
+    Args:
+        model: the usage model the simulator runs with (the same shapes).
+        policy: thresholds and the forecast settings (``forecast=False``: Koordinator's
+            last sample).
+        period_s: seconds between reclaims.
+        history: samples of history the forecast sees.
+        grace_s: the preemption grace period.
+    """
+
+    model: UsageModel = field(default_factory=UsageModel)
+    policy: ReclaimPolicy = field(default_factory=ReclaimPolicy)
+    period_s: float = 60.0
+    history: int = 60
+    grace_s: float = 30.0
+    columns: tuple[str, ...] = ("batch_cpu_milli", "be_preempted")
+    preemptions: int = 0
+    lost_milli_s: float = 0.0
+    _sim: Simulator | None = None
+    _hist_cpu: list[np.ndarray[Any, Any]] = field(default_factory=list)
+    _markets: dict[str, QuotaMarket] = field(default_factory=dict)
+    _batch_total: float = 0.0
+    _bids: dict[str, float] = field(default_factory=dict)
+    _reclaimer: ForecastReclaimer | None = None
+
+    def start(self, sim: Simulator) -> None:
+        """Run the first reclaim at time 0."""
+        self._sim = sim
+        self._reclaimer = ForecastReclaimer(self.policy)
+        sim.at(0.0, self._tick, EventKind.CONTROL_UP)
+
+    def values(self, time_s: float) -> tuple[float, ...]:
+        """The cluster's batch-cpu and the preemptions so far."""
+        return (self._batch_total, float(self.preemptions))
+
+    def finish(self, sim: Simulator, end_s: float) -> ControllerReport:
+        """The summary keys."""
+        return ControllerReport(
+            summary={
+                "colocation_preemptions": float(self.preemptions),
+                "colocation_lost_milli_s": self.lost_milli_s,
+            }
+        )
+
+    def _bid(self, pod: Pod) -> float:
+        if pod.key not in self._bids:
+            raw = pod.annotations.get(BID_ANNOTATION)
+            try:
+                val = float(raw) if raw is not None else 1.0 / (1 + len(self._bids))
+            except ValueError:
+                val = 0.0
+            self._bids[pod.key] = val if np.isfinite(val) and val >= 0 else 0.0
+        return self._bids[pod.key]
+
+    def _hp_usage(self, pods: Sequence[Pod], t: float) -> tuple[float, float]:
+        hp = [p for p in pods if is_high_priority(p)]
+        if not hp:
+            return 0.0, 0.0
+        shapes = [self.model.shape_of(p) for p in hp]
+        arrays: dict[str, np.ndarray[Any, Any]] = {
+            f: np.array([getattr(s, f) for s in shapes], dtype=np.float64)
+            for f in (
+                "kind",
+                "base",
+                "amplitude",
+                "period_s",
+                "phase",
+                "peak",
+                "burst_probability",
+                "burst_s",
+                "noise",
+            )
+        }
+        arrays["kind"] = arrays["kind"].astype(np.int64)
+        arrays["seed"] = np.array([s.seed for s in shapes], dtype=np.uint64)
+        frac = cpu_fraction(arrays, t, self.model.noise_s)
+        cpu = float((np.array([p.requests.get(CPU, 0) for p in hp]) * frac).sum())
+        mem = float(
+            sum(
+                p.requests.get(MEMORY, 0) * s.memory_fraction
+                for p, s in zip(hp, shapes, strict=True)
+            )
+        )
+        return cpu, mem
+
+    def _tick(self, t: float) -> bool:
+        sim = self._sim
+        assert sim is not None and self._reclaimer is not None
+        snap = sim.snapshot
+        names = list(snap.node_names)
+        usage = [self._hp_usage(sim.pods_on(n), t) for n in names]
+        cpu_now = np.array([u[0] for u in usage])
+        mem_now = np.array([u[1] for u in usage])
+        if self._hist_cpu and self._hist_cpu[-1].shape != cpu_now.shape:
+            self._hist_cpu = []  # nodes changed: start the history again
+        self._hist_cpu.append(cpu_now)
+        self._hist_cpu = self._hist_cpu[-self.history :]
+        hist = np.stack(self._hist_cpu, axis=1)
+        term, _ = self._reclaimer.usage_term(hist, self.period_s)
+        alloc = np.array(
+            [[n.allocatable.get(CPU, 0), n.allocatable.get(MEMORY, 0)] for n in snap.nodes],
+            dtype=np.int64,
+        ).reshape(-1, 2)
+        used = np.column_stack([term, mem_now])
+        batch = batch_allocatable(alloc, used, np.zeros_like(used), self.policy)
+        changed = False
+        for row, node in enumerate(list(snap.nodes)):
+            cpu, mem = int(batch[row, 0]), int(batch[row, 1])
+            if node.allocatable.get(BATCH_CPU) != cpu or node.allocatable.get(BATCH_MEMORY) != mem:
+                sim.update_node(
+                    replace(
+                        node, allocatable={**node.allocatable, BATCH_CPU: cpu, BATCH_MEMORY: mem}
+                    )
+                )
+                changed = True
+        self._batch_total = float(batch[:, 0].sum())
+        # the auction per node among its BE pods
+        for row, name in enumerate(names):
+            be = [p for p in sim.pods_on(name) if batch_requests(p).get(BATCH_CPU, 0) > 0]
+            market = self._markets.setdefault(name, QuotaMarket(grace_s=self.grace_s))
+            if not be:
+                continue
+            q = np.array([batch_requests(p)[BATCH_CPU] for p in be], dtype=np.int64)
+            prices = np.array([self._bid(p) for p in be])
+            step = market.step(
+                t, int(batch[row, 0]), [p.key for p in be], q, prices, np.zeros(len(be), dtype=bool)
+            )
+            for key in step.preempted:
+                rec = sim.record(key)
+                if rec is None or not math.isfinite(rec.bound_s):
+                    continue
+                pod = next(p for p in be if p.key == key)
+                self.lost_milli_s += batch_requests(pod)[BATCH_CPU] * max(0.0, t - rec.bound_s)
+                rec = sim.remove_pod(key, "Evicted")
+                sim.recreate(t, rec)
+                self.preemptions += 1
+                changed = True
+        sim.at(t + self.period_s, self._tick, EventKind.TIMER)
+        return changed
+
+
+def with_controller_arrivals(arrivals: Sequence[PodArrival]) -> list[PodArrival]:
+    """``arrivals`` with BE pods rewritten (:func:`to_be_pod`), for callers holding a list."""
+    return [replace(a, pod=to_be_pod(a.pod)) if is_be(a.pod) else a for a in arrivals]
