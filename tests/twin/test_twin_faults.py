@@ -599,3 +599,51 @@ def test_cli_faults_and_energy_write_everything(tmp_path: Path) -> None:
         assert f"id='{chart}'" in html
     ts = pd.read_csv(out / "timeseries.csv")
     assert {"nodes_down", "disrupted_pods", "it_power_kw", "pue"} <= set(ts.columns)
+
+
+@pytest.mark.slow
+def test_browser_draws_fault_and_energy_panels(tmp_path: Path) -> None:
+    """The report of a run with faults and energy, opened in headless Chromium: every chart
+    (the 9 of every run, the fault panel and the 3 energy panels) is drawn, no JS error."""
+    import shutil
+    import subprocess
+
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        pytest.skip("Chromium not found (Debian: apt-get install chromium)")
+    faults = tmp_path / "faults.yaml"
+    faults.write_text(
+        "settings: {podsWithoutOwner: owned}\n"
+        "faults:\n  - {name: z, action: zone-outage, selector: {zone: zone-a},\n"
+        "     at: 10m, duration: 30m}\n"
+    )
+    power = tmp_path / "power.yaml"
+    power.write_text("powerDown: {idleAfter: 5m, bootDelay: 1m}\n")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(
+        app,
+        [
+            *("simulate", "--trace", "synthetic:nodes=12,pods=60", "--faults", str(faults)),
+            *("--energy", str(power), "--report", str(out)),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    from bosun.twin.report import chart_ids
+
+    expected = chart_ids(1, faults=True, energy=True)
+    dom = subprocess.run(
+        [
+            *(binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"),
+            *(f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=15000"),
+            *("--dump-dom", (out / "report.html").resolve().as_uri()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "JS-ERROR" not in dom.stdout
+    assert f'data-charts-rendered="{len(expected)}"' in dom.stdout
+    for chart in expected:
+        assert f'id="{chart}"' in dom.stdout
