@@ -516,7 +516,10 @@ def run_real(
             }
             if which == "bosun":
                 _stop([serve] if serve is not None else [])
-                out.update(_startup_line(Path(tmp) / "serve.log"))
+                log = Path(tmp) / "serve.log"
+                out.update(_startup_line(log))
+                kept = Path(tempfile.gettempdir()) / f"bench-live-serve{'-restart' * restart}.log"
+                kept.write_bytes(log.read_bytes())
             return out
         finally:
             if watch is not None:
@@ -701,6 +704,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # the watch's retries while down
     if args.real:
         if args.only == "failover":
             from rich.console import Console

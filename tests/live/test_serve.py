@@ -93,6 +93,39 @@ def test_startup_phases_are_recorded_in_order(
     assert values[0] > 0.0
 
 
+def test_first_snapshot_holds_every_listed_node_parsed_once(
+    fake_api: FakeApiServer, serve: Callable[..., Running], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The nodes of the first list go into one snapshot at once; their ADDED events reuse
+    that parse (one parse per node); a node the loader rejects is left out and reported
+    by its event as before; pods are then placed on the nodes."""
+    import bosun.live.serve as serve_module
+    import bosun.live.sync as sync_module
+
+    for n in ("n1", "n2", "n3"):
+        fake_api.create(node(n))
+    bad = node("bad")
+    bad["status"]["allocatable"]["cpu"] = "lots"
+    fake_api.create(bad)
+    fake_api.create(pod("p0"))
+    parses: list[str] = []
+    real = sync_module.node_from_api
+
+    def counting(obj: Obj) -> Any:
+        parses.append(obj["metadata"]["name"])
+        return real(obj)
+
+    monkeypatch.setattr(serve_module, "node_from_api", counting)
+    monkeypatch.setattr(sync_module, "node_from_api", counting)
+    run = serve()
+    wait_until(run.live.ready.is_set, what="ready")
+    snap = run.live.scheduler.snapshot
+    assert sorted(snap.node_names) == ["n1", "n2", "n3"]
+    assert sorted(parses) == ["bad", "bad", "n1", "n2", "n3"]  # bad: at once, then its event
+    assert "Node bad" in run.live.sync.skipped
+    wait_until(lambda: bool(node_of(fake_api, "p0")), what="the bind")
+
+
 def test_unschedulable_pod_gets_failed_scheduling_and_condition(
     fake_api: FakeApiServer, serve: Callable[..., Running]
 ) -> None:

@@ -65,9 +65,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bosun.api.types import Node, Pod
 from bosun.errors import InputError, InputProblem
 from bosun.framework.config import SchedulerConfiguration
-from bosun.framework.interface import Code
+from bosun.framework.interface import Code, Status
 from bosun.framework.queue import WallClock
 from bosun.framework.scheduler import Scheduler, SchedulingResult
 from bosun.framework.snapshot import Snapshot, SnapshotError
@@ -87,7 +88,7 @@ from bosun.live.metrics import HealthServer, Heartbeat, SchedulerMetrics, event_
 from bosun.live.rbac import check_permissions, required_permissions
 from bosun.live.recorder import DEFAULT_WRITERS, Recorder
 from bosun.live.rest import RawApi
-from bosun.live.sync import ClusterSync
+from bosun.live.sync import ClusterSync, node_from_api
 from bosun.live.volume_binder import PreBinder
 from bosun.plugins.registry import in_tree_registry
 
@@ -328,14 +329,17 @@ class LiveScheduler:
         self.api_client = api_client
         self.options = options or ServeOptions()
         self.metrics = metrics or SchedulerMetrics()
+        self._config = config
+        self._registry = in_tree_registry()
         self.scheduler = Scheduler(
             config,
             Snapshot(),
-            registry=in_tree_registry(),
+            registry=self._registry,
             clock=WallClock(),
             seed=self.options.seed,
         )
         self.sync = ClusterSync(self.scheduler)
+        self._bind_backend: Callable[[Pod, str], Status] | None = None
         self.ready = threading.Event()
         self.stats: dict[str, int] = dict.fromkeys(
             ("attempts", "scheduled", "unschedulable", "errors", "bind_conflicts", "bind_errors"),
@@ -413,7 +417,8 @@ class LiveScheduler:
         prebind = PreBinder(self.api_client, lambda: self.scheduler.snapshot.volumes, self._post)
         binder = AsyncBinder(prebind.post, workers=opts.bind_workers, on_outcome=self._wake.set)
         recorder = Recorder(self.api_client, instance=self.identity, writers=opts.event_writers)
-        self.scheduler.use_bind_backend(prebind.backend(binder.bind_pod))
+        self._bind_backend = prebind.backend(binder.bind_pod)
+        self.scheduler.use_bind_backend(self._bind_backend)
         if opts.port is not None:
             self.health = HealthServer(
                 self.metrics,
@@ -485,6 +490,7 @@ class LiveScheduler:
             self.heartbeat.beat()
             time.sleep(0.005)
         self.startup["listed"] = self._since_start()
+        self._build_nodes_at_once(informers[0])
         self.sync.drain(self._events)
         self.startup["built"] = self._since_start()
         self.ready.set()
@@ -495,6 +501,45 @@ class LiveScheduler:
             len(self.scheduler.snapshot.pods.by_key),
             len(self.scheduler.queue),
         )
+
+    def _build_nodes_at_once(self, nodes: Informer) -> None:
+        """Start from a snapshot built with every node of the node informer's first list
+        at once (``Snapshot(nodes)``: one columnar build), instead of adding the nodes one
+        event at a time (each add re-stacks the columns and re-orders the node tree:
+        quadratic, 0.4 s at 1,000 nodes and 4.4 s at 3,000 on the development machine).
+
+        Done only while nothing has been applied yet: a new :class:`Scheduler` and
+        :class:`ClusterSync` replace the empty ones, with the binding backend; the nodes'
+        ``ADDED`` events, still queued, then find their node already there, parsed
+        (:class:`ClusterSync` reuses the parse for the same resourceVersion). A node the
+        loader rejects is left out here and skipped, with its message, by its event; if
+        the nodes cannot go in one snapshot together, they go one by one as before."""
+        if self.sync.applied or self.scheduler.snapshot.num_nodes or self._bind_backend is None:
+            return
+        parsed: dict[str, tuple[str, Node]] = {}
+        for obj in nodes.store().values():
+            try:
+                node = node_from_api(obj)
+            except InputError:
+                continue
+            meta = obj.get("metadata")
+            rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+            if rv:
+                parsed[node.name] = (str(rv), node)
+        try:
+            snapshot = Snapshot([node for _, node in parsed.values()])
+        except SnapshotError:
+            return
+        sched = Scheduler(
+            self._config,
+            snapshot,
+            registry=self._registry,
+            clock=WallClock(),
+            seed=self.options.seed,
+        )
+        sched.use_bind_backend(self._bind_backend)
+        self.scheduler = sched
+        self.sync = ClusterSync(sched, parsed_nodes=parsed)
 
     def _warn_if_no_pods_for_profiles(self, pods: Informer) -> None:
         profiles = sorted(self.scheduler.profiles)

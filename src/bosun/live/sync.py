@@ -87,7 +87,7 @@ import json
 import logging
 import queue
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -294,6 +294,8 @@ class ClusterSync:
 
     Args:
         scheduler: the scheduler; its ``snapshot``, ``queue`` and ``cache`` are updated.
+        parsed_nodes: node name -> (``metadata.resourceVersion``, the parsed Node) of
+            nodes already parsed; a node event of that version uses it (once).
 
     Attributes:
         skipped: ``"Node name"`` / ``"Pod namespace/name"`` /
@@ -304,8 +306,15 @@ class ClusterSync:
         applied: events applied so far (skipped ones not counted).
     """
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        parsed_nodes: Mapping[str, tuple[str, Node]] | None = None,
+    ) -> None:
         self.scheduler = scheduler
+        # node name -> (resourceVersion, the Node parsed from it): parses already made
+        # (LiveScheduler builds its first snapshot from the node list), used once
+        self._node_parsed: dict[str, tuple[str, Node]] = dict(parsed_nodes or {})
         self.skipped: dict[str, str] = {}
         self.applied = 0
         self._orphans: dict[str, dict[str, Pod]] = {}
@@ -510,10 +519,16 @@ class ClusterSync:
                     self.scheduler.cache.confirm(pod)
                     self._park(pod)
             return True
-        try:
-            node = node_from_api(obj)
-        except InputError as e:
-            return self._skip("Node", name, str(e))
+        cached = self._node_parsed.pop(name, None)
+        meta = obj.get("metadata")
+        rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        if cached is not None and rv and cached[0] == str(rv):
+            node = cached[1]
+        else:
+            try:
+                node = node_from_api(obj)
+            except InputError as e:
+                return self._skip("Node", name, str(e))
         row = snap.node_index.get(node.name)
         try:
             if row is not None:
