@@ -1494,7 +1494,7 @@ def explain_run(run_dir: Path, pod: str | None = None) -> list[dict[str, Any]]:
             "Pending": f"{reason_plugin(top) or '?'}: {top}" if top else str(r["message"]),
             "Preempted": "preempted by a higher-priority pod",
             "Evicted": "evicted from its node",
-        }.get(outcome, "")
+        }.get(outcome, f"{outcome}: no disruption")
         out.append(
             {
                 "pod": r["pod"],
