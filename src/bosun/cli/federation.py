@@ -179,10 +179,48 @@ def bench(
         json_out.write_text(json.dumps(result["json"], indent=2) + "\n", encoding="utf-8")
 
 
+def simulate(
+    federation: Annotated[
+        Path, typer.Option("--federation", help="Scenario file (fed.yaml, docs/federation.md).")
+    ],
+    trace: Annotated[
+        str | None, typer.Option("--trace", help="Trace spec; overrides the file's trace.")
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the results here.")] = None,
+) -> None:
+    """Replay a trace split over several clusters with one region overloaded, under no
+    federation, a central Karmada-like placer and bosun's federation; print the comparison.
+
+    Exit code 2, nothing written, on a bad scenario file or trace.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from bosun.errors import BosunError
+    from bosun.federation.scenario import load_scenario, run_scenario
+    from bosun.twin.traces import load_trace
+
+    try:
+        cfg, spec = load_scenario(federation)
+        tr = load_trace(trace or spec)
+    except BosunError as e:
+        raise fail(str(e)) from None
+    rows = [o.row() for o in run_scenario(tr, cfg)]
+    t = Table(title=f"federation scenario: {tr.name}, {cfg.clusters} clusters")
+    for k in rows[0]:
+        t.add_column(k, justify="right")
+    for r in rows:
+        t.add_row(*("n/a" if v is None else str(v) for v in r.values()))
+    Console().print(t)
+    if json_out is not None:
+        json_out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+
+
 federate.command(name="agent")(agent)
 federate.command(name="bench")(bench)
+federate.command(name="simulate")(simulate)
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``bosun federate`` (agent, bench) to the top-level ``bosun`` app."""
+    """Add ``bosun federate`` (agent, bench, simulate) to the top-level ``bosun`` app."""
     app.add_typer(federate, name="federate")

@@ -40,12 +40,15 @@ from __future__ import annotations
 import dataclasses
 import heapq
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgpack
 import numpy as np
+import yaml
 
 from bosun.api.types import Pod
+from bosun.errors import ProblemCollector
 from bosun.federation.summary import ClusterView, TwinCluster, score
 from bosun.federation.sync import bloom_size
 from bosun.twin.trace import Trace
@@ -139,6 +142,7 @@ def run_policy(trace: Trace, cfg: ScenarioConfig, policy: str) -> Outcome:
     stale_at = -1e9
     last_enc: list[dict[str, bytes]] = [{} for _ in range(k)]
     budget = 0.0
+    tried_gen = [-1] * k
     t = 0.0
     ok = 0
 
@@ -251,13 +255,19 @@ def run_policy(trace: Trace, cfg: ScenarioConfig, policy: str) -> Outcome:
             ai += 1
         # retry the waiting pods where they are; then the policy's moves
         budget = min(cfg.evac_rate_per_s, budget + cfg.evac_rate_per_s * cfg.step_s)
+        # (a cluster whose snapshot did not change since its last failed pass is skipped:
+        # nothing could fit now that did not fit then)
         still: list[_Waiting] = []
         pend_by = [0] * k
+        gen_before = [cl.snapshot.generation for cl in clusters]
         for w in waiting:
-            if start(w, w.cluster, t):
+            c = w.cluster
+            if gen_before[c] != tried_gen[c] and start(w, c, t):
                 continue
-            pend_by[w.cluster] += 1
+            pend_by[c] += 1
             still.append(w)
+        for c, cl in enumerate(clusters):
+            tried_gen[c] = cl.snapshot.generation
         waiting = still
         for c in range(k):
             if pend_by[c] > 0:
@@ -267,14 +277,19 @@ def run_policy(trace: Trace, cfg: ScenarioConfig, policy: str) -> Outcome:
         out.pending_max = max(out.pending_max, len(waiting))
         if policy != "none" and waiting:
             still = []
+            attempts = int(cfg.evac_rate_per_s * cfg.step_s)  # a compute bound per step
             for w in waiting:
                 move = False
+                if attempts <= 0:
+                    still.append(w)
+                    continue
                 if policy == "central":
                     move = t - w.ready_s >= cfg.toleration_s
                 elif policy == "bosun":
                     c = w.cluster
                     move = c in over_since and t - over_since[c] >= cfg.window_s and budget >= 1
                 if move:
+                    attempts -= 1
                     home = w.cluster
                     if place(w, t, home):
                         budget -= 1
@@ -293,3 +308,81 @@ def run_policy(trace: Trace, cfg: ScenarioConfig, policy: str) -> Outcome:
 def run_scenario(trace: Trace, cfg: ScenarioConfig) -> list[Outcome]:
     """Every policy on the same trace and split."""
     return [run_policy(trace, cfg, p) for p in POLICIES]
+
+
+#: ``fed.yaml`` keys besides the :class:`ScenarioConfig` fields.
+EXTRA_KEYS = ("trace",)
+
+
+def load_scenario(path: Path) -> tuple[ScenarioConfig, str]:
+    """Read ``fed.yaml``: the :class:`ScenarioConfig` fields and ``trace`` (a ``bosun
+    simulate --trace`` spec, e.g. ``openb`` or ``synthetic:nodes=80,pods=1500``).
+
+    Raises:
+        InputError: unreadable file, bad YAML, an unknown key, a value of the wrong type or
+            out of range (every problem, naming the file and the key).
+    """
+    problems = ProblemCollector()
+    src = str(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        problems.add(src, "file", "", f"cannot read: {e.strerror}")
+        problems.raise_if_any()
+        raise AssertionError from None
+    except yaml.YAMLError as e:
+        problems.add(src, "file", "", f"not YAML: {e}")
+        problems.raise_if_any()
+        raise AssertionError from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        problems.add(src, "document", "", "must be a mapping of settings")
+        problems.raise_if_any()
+    fields = {f.name: f for f in dataclasses.fields(ScenarioConfig)}
+    kw: dict[str, Any] = {}
+    trace = "synthetic:nodes=80,pods=1500,hours=1"
+    for key, value in raw.items():
+        if key == "trace":
+            if not isinstance(value, str) or not value:
+                problems.add(src, "federation", "trace", "must be a trace spec string")
+            else:
+                trace = value
+            continue
+        f = fields.get(str(key))
+        if f is None:
+            known = ", ".join([*fields, *EXTRA_KEYS])
+            problems.add(src, "federation", str(key), f"unknown key (known: {known})")
+            continue
+        want_int = f.type in ("int", int)
+        ok_type = isinstance(value, int) if want_int else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok_type:
+            problems.add(
+                src, "federation", str(key), f"must be {'an integer' if want_int else 'a number'}"
+            )
+            continue
+        kw[str(key)] = value
+    cfg = ScenarioConfig(**kw)
+    if cfg.clusters < 2:
+        problems.add(src, "federation", "clusters", "must be >= 2")
+    if not 0 <= cfg.overload_cluster < max(cfg.clusters, 1):
+        problems.add(src, "federation", "overload_cluster", f"must be 0..{cfg.clusters - 1}")
+    if not 0 <= cfg.lost_fraction <= 1:
+        problems.add(src, "federation", "lost_fraction", "must be in [0, 1]")
+    for name in (
+        "horizon_s",
+        "slo_s",
+        "step_s",
+        "sync_delay_s",
+        "status_period_s",
+        "evac_rate_per_s",
+    ):
+        if getattr(cfg, name) <= 0:
+            problems.add(src, "federation", name, "must be > 0")
+    for name in ("overload_at_s", "window_s", "toleration_s", "grace_s"):
+        if getattr(cfg, name) < 0:
+            problems.add(src, "federation", name, "must be >= 0")
+    if cfg.group_size < 1:
+        problems.add(src, "federation", "group_size", "must be >= 1")
+    problems.raise_if_any()
+    return cfg, trace
