@@ -386,7 +386,7 @@ def bench_policy() -> None:
         f"   {'set':<9} {'items':>5} {'exact':>6} {'rate':>7} {'silent':>6} {'refused':>7} "
         f"{'ms':>6} {'x base':>7}"
     )
-    for part in ("train", "heldout1", "heldout2"):
+    for part in ("train", "heldout1", "heldout2", "heldout3"):
         sc = score(sets[part], names, near)
         print(
             f"   {part:<9} {sc.total:>5} {sc.exact:>6} {sc.accuracy:>7.1%} {sc.silent:>6} "

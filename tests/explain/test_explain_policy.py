@@ -37,7 +37,7 @@ def near(names: ClusterNames) -> NearMiss:
     return policy_near_miss(names.vocabulary)
 
 
-@pytest.mark.parametrize("part", ["train", "heldout1", "heldout2"])
+@pytest.mark.parametrize("part", ["train", "heldout1", "heldout2", "heldout3"])
 def test_paraphrase_sets(part: str, names: ClusterNames, near: NearMiss) -> None:
     sc = score(SETS[part], names, near)
     assert sc.silent == 0, sc.failures

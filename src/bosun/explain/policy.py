@@ -238,7 +238,7 @@ LEXICON: dict[str, str] = {
     "share": "SHARE",
     "to share": "SHARE",
     "split": "SHARE",
-    "give": "SHARE",
+    "give": "SHARE",  # PRIO when the sentence has no GPU amount (see normalize)
     "gpu": "GPU",
     "gpus": "GPU",
     "graphics cards": "GPU",
@@ -262,7 +262,8 @@ FILLER = frozenset(
     containers services deployments tasks replicas cluster clusters minimize minimise
     reduce cut lower less do does can will shall could might may allowed allow allows at
     most maximum max up no-more-than by evenly equally tier tiers group groups set sets
-    class classes kind kinds type types and everything everyone use using""".split()  # noqa: SIM905
+    class classes kind kinds type types and everything everyone use using priority
+    precedence""".split()  # noqa: SIM905
 )
 #: Fractions of a GPU said in words, in milli-GPU.
 _NUMBER_WORDS = {"half": 500, "quarter": 250, "third": 333, "tenth": 100, "fifth": 200}
@@ -310,8 +311,8 @@ start: policy
 
 ?policy: prio | place | spread | strategy | share | frag
 
-prio: lead? group "OVER" group            -> prio_over
-    | lead? group "UNDER" group           -> prio_under
+prio: lead? group lead? "OVER" group      -> prio_over
+    | lead? group lead? "UNDER" group     -> prio_under
     | lead? group "FIRST"                 -> prio_first
     | "FIRST" group                       -> prio_first
 lead: "PRIO" | "KEEP" | "PREFER"
@@ -340,10 +341,10 @@ across: "ACROSS" | "OVER"
 skew: "SKEW" NUMBER | NUMBER "SKEW"
 !topo: "ZONES" | "NODES" | "REGIONS" | "RACKS"
 
-strategy: "PACK" (filler | "PACK")*       -> pack
-        | "PACK" group (filler | "PACK")* -> pack
-        | "SPREADLOAD" (filler | "SPREADLOAD")* -> spread_load
-        | "SPREADLOAD" group (filler | "SPREADLOAD")* -> spread_load
+strategy: "PREFER"? "PACK" (filler | "PACK")*       -> pack
+        | "PREFER"? "PACK" group (filler | "PACK")* -> pack
+        | "PREFER"? "SPREADLOAD" (filler | "SPREADLOAD")* -> spread_load
+        | "PREFER"? "SPREADLOAD" group (filler | "SPREADLOAD")* -> spread_load
 filler: "ON" | "NODES" | "ACROSS" | "OVER"
 
 share: "SHARE" group "GPU"? AMOUNT "GPU"?  -> share
@@ -471,6 +472,9 @@ def normalize(sentence: str, names: frozenset[str], near: NearMiss | None) -> No
             milli = n * 10 if unit.startswith(("%", "percent", "per")) else n
         out.amount = milli
         text = text[: am.start()] + " M0 " + text[am.end() :]
+    text = re.sub(r"\bgive (?:priority|precedence|preference) to\b", "prioritize", text)
+    if out.amount is None:
+        text = re.sub(r"\bgive\b", "prioritize", text)
     words = re.findall(r"[a-z0-9][a-z0-9._/=-]*|[A-Z]+\d*", text.replace(",", " "))
     keys = frozenset(w for k in LEXICON for w in k.split()) | FILLER | set(_NUMBER_WORDS)
     fixed: list[str] = []
