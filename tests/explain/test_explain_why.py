@@ -80,6 +80,16 @@ ANTI_DB = {
         ]
     }
 }
+AFF_DB = {
+    "podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {"matchLabels": {"app": "db"}},
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    }
+}
 SPREAD = [
     {
         "maxSkew": 1,
@@ -196,6 +206,23 @@ CASES = [
         "db3",
         "InterPodAffinity",
         "drop-pod-affinity-term",
+    ),
+    (
+        # web must share a node (hostname) with a db pod, and db's only node is full; n2 is
+        # in db's zone: widening the term to the zone key lets it go there
+        "pod-affinity-widen",
+        docs(
+            node("n1", cpu="1", labels={"topology.kubernetes.io/zone": "a"}),
+            node("n2", labels={"topology.kubernetes.io/zone": "a"}),
+            node("n3", labels={"topology.kubernetes.io/zone": "b"}),
+        ),
+        docs(
+            pod("db1", cpu="1", labels={"app": "db"}, nodeName="n1"),
+            pod("web", affinity=AFF_DB),
+        ),
+        "web",
+        "InterPodAffinity",
+        "widen-pod-affinity",
     ),
     (
         "host-port",

@@ -95,6 +95,7 @@ COST = {
     "relax-spread": 1.0,  # + 0.25 per extra unit of maxSkew beyond the first
     "spread-schedule-anyway": 2.0,
     "drop-pod-affinity-term": 2.0,
+    "widen-pod-affinity": 1.5,  # a wider topologyKey on a required podAffinity term
     "move-host-port": 1.0,
     "remove-scheduling-gates": 1.0,
     "set-scheduler-name": 1.0,
@@ -868,6 +869,27 @@ class _Explainer:
                         _const_ops(ops),
                     )
                 )
+                if kind != "podAffinity":
+                    continue  # a wider domain makes anti-affinity stricter, not looser
+                key = str(term.get("topologyKey", ""))
+                for wider in _wider_keys(key, self.world.nodes):
+                    out.append(
+                        _Edit(
+                            "widen-pod-affinity",
+                            "InterPodAffinity",
+                            f"widen the required podAffinity term ({what}) from {key} to {wider}",
+                            COST["widen-pod-affinity"],
+                            _const_ops(
+                                [
+                                    {
+                                        "op": "replace",
+                                        "path": f"{base}/{i}/topologyKey",
+                                        "value": wider,
+                                    }
+                                ]
+                            ),
+                        )
+                    )
         return out
 
     def _host_ports(self, group: NodeGroup) -> list[_Edit]:
@@ -1133,6 +1155,29 @@ def apply_fix(docs: Sequence[DocRef], fix: Fix) -> list[dict[str, Any]]:
             continue
         out.append(apply_patch(d.doc, fix.patch) if fix.target and target == fix.target else d.doc)
     return out + [copy.deepcopy(c) for c in fix.create]
+
+
+#: Topology keys from the narrowest domain to the widest (kube's well-known labels).
+TOPOLOGY_ORDER = (
+    "kubernetes.io/hostname",
+    "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/region",
+)
+
+
+def _wider_keys(key: str, nodes: Sequence[Node]) -> list[str]:
+    """Well-known topology keys wider than ``key`` that some node carries, narrowest
+    first; from the hostname key also plain ``zone``/``region``/``rack`` labels."""
+    have = {k for n in nodes for k in n.labels}
+    wider = TOPOLOGY_ORDER[TOPOLOGY_ORDER.index(key) + 1 :] if key in TOPOLOGY_ORDER else ()
+    out = [k for k in wider if k in have]
+    if key == "kubernetes.io/hostname":
+        out += sorted(
+            k for k in have if k not in TOPOLOGY_ORDER and k in ("zone", "region", "rack")
+        )
+    return out
 
 
 def _fmt(resource: str, amount: int) -> str:
