@@ -1267,11 +1267,12 @@ def compile_policy(
     vocab = names.vocabulary
     if near is None:
         near = policy_near_miss(vocab)
+    it = parse_intent(sentence, vocab, near)
     try:
-        it = parse_intent(sentence, vocab, near)
         ch = _Compiler(names, config).compile(it)
     except PolicyRefusedError as r:
-        raise PolicyRefusedError(sentence, r.reason, r.understood, r.not_understood) from None
+        understood = r.understood or f"the form: {it.words()}"
+        raise PolicyRefusedError(sentence, r.reason, understood, r.not_understood) from None
     ch.notes = normalize(sentence, vocab, near).notes + ch.notes
     if ch.conflicts and not overwrite:
         raise PolicyRefusedError(
