@@ -121,7 +121,9 @@ def why(
             return
         if pod is None:
             raise BosunError("give the pod to explain (namespace/name or name)")
-        manifests = [*(nodes or []), *(pods or []), *(snapshot or [])]
+        manifests = list(
+            dict.fromkeys([*(nodes or []), *(pods or []), *(snapshot or [])])
+        )  # a file given twice (--nodes f --pods f) is read once
         with tempfile.TemporaryDirectory(prefix="bosun-why-") as tmp:
             if kubeconfig is not None or (not manifests and context is not None):
                 manifests.append(_live_snapshot(kubeconfig, context, Path(tmp)))
@@ -209,7 +211,8 @@ def policy(
     )
 
     try:
-        names = ClusterNames(load_manifests(cluster), read_documents(cluster))
+        files = list(dict.fromkeys(cluster))
+        names = ClusterNames(load_manifests(files), read_documents(files))
         cfg_doc = load_config_doc(config) if config else None
         ch = compile_policy(sentence, names, cfg_doc, overwrite=overwrite)
         changed, _ = patched_documents(ch, names)
