@@ -159,7 +159,33 @@ HAND: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-@pytest.mark.parametrize(("sentence", "want"), HAND, ids=["priority", "off-gpu", "spread", "share"])
+HAND.append(
+    (
+        "set the weight of pod topology spread to 4",
+        {
+            "created": [],
+            "patches": {},
+            "config": {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [
+                    {
+                        "schedulerName": "default-scheduler",
+                        "plugins": {
+                            "score": {"enabled": [{"name": "PodTopologySpread", "weight": 4}]}
+                        },
+                    }
+                ],
+            },
+            "window": None,
+        },
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "want"), HAND, ids=["priority", "off-gpu", "spread", "share", "weight"]
+)
 def test_compiled_change_by_hand(
     sentence: str, want: dict[str, Any], names: ClusterNames, near: NearMiss
 ) -> None:

@@ -51,6 +51,8 @@ def intent_from_dict(d: Mapping[str, Any]) -> Intent:
         strategy=str(d.get("strategy", "")),
         milli=int(d.get("milli", 0)),
         window=(str(w[0]), str(w[1])) if w else None,
+        plugin=str(d.get("plugin", "")),
+        weight=int(d.get("weight", 0)),
     )
 
 

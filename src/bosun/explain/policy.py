@@ -248,6 +248,10 @@ LEXICON: dict[str, str] = {
     "fragment": "FRAG",
     "fragmenting": "FRAG",
     "fragmented": "FRAG",
+    # score plugin weights
+    "weight": "WEIGHT",
+    "weigh": "WEIGHT",
+    "score weight": "WEIGHT",
     # labels and namespaces
     "labeled": "LABEL",
     "labelled": "LABEL",
@@ -263,7 +267,7 @@ FILLER = frozenset(
     reduce cut lower less do does can will shall could might may allowed allow allows at
     most maximum max up no-more-than by evenly equally tier tiers group groups set sets
     class classes kind kinds type types and everything everyone use using priority
-    precedence""".split()  # noqa: SIM905
+    precedence set change""".split()  # noqa: SIM905
 )
 #: Fractions of a GPU said in words, in milli-GPU.
 _NUMBER_WORDS = {"half": 500, "quarter": 250, "third": 333, "tenth": 100, "fifth": 200}
@@ -309,7 +313,7 @@ _CONTRACTIONS = {
 GRAMMAR = r"""
 start: policy
 
-?policy: prio | place | spread | strategy | share | frag
+?policy: prio | place | spread | strategy | share | frag | weight
 
 prio: lead? group lead? "OVER" group      -> prio_over
     | lead? group lead? "UNDER" group     -> prio_under
@@ -351,6 +355,9 @@ share: "SHARE" group "GPU"? AMOUNT "GPU"?  -> share
      | group "SHARE" "GPU"? AMOUNT "GPU"?  -> share
      | "SHARE" "GPU" "ACROSS"? group AMOUNT -> share
 frag: "AVOID"? "GPU"? "FRAG" "GPU"?        -> frag
+weight: "WEIGHT" pname "ON"? NUMBER        -> weight
+      | pname "WEIGHT" "ON"? NUMBER        -> weight
+!pname: (WORD | "NODES" | "SPREAD" | "GPU")+
 
 group: name | "LABEL"? PAIR | "NAMESPACE" WORD
 name: WORD+
@@ -553,6 +560,8 @@ class Intent:
         strategy: ``MostAllocated`` or ``LeastAllocated``.
         milli: GPU share per pod in milli-GPU (``gpu-share``).
         window: active time window.
+        plugin: the Score plugin as written (``score-weight``).
+        weight: its new weight (``score-weight``).
     """
 
     form: str
@@ -566,6 +575,8 @@ class Intent:
     strategy: str = ""
     milli: int = 0
     window: tuple[str, str] | None = None
+    plugin: str = ""
+    weight: int = 0
 
     def words(self) -> str:
         """The intent in plain words (what was understood)."""
@@ -588,6 +599,8 @@ class Intent:
             return f"score nodes {self.strategy}{who}{w}"
         if self.form == "gpu-share":
             return f"pods '{g}' take {self.milli} milli-GPU each (shared GPUs){w}"
+        if self.form == "score-weight":
+            return f"Score plugin '{self.plugin}' gets weight {self.weight}{w}"
         return f"minimise GPU fragmentation (FGD score){w}"
 
 
@@ -674,6 +687,12 @@ def _intent(tree: Any, norm: Normalized) -> Intent:
         return Intent("gpu-share", pods=groups[0], milli=norm.amount or 0, window=win, soft=soft)
     if kind == "frag":
         return Intent("gpu-fragmentation", window=win, soft=soft)
+    if kind == "weight":
+        pname = next(c for c in subs if c.data == "pname")
+        words = {"NODES": "node", "SPREAD": "spread", "GPU": "gpu"}
+        text = " ".join(words.get(str(t), str(t)) for t in pname.children)
+        number = next(t for t in pol.children if isinstance(t, Token) and t.type == "NUMBER")
+        return Intent("score-weight", plugin=text, weight=int(number), window=win, soft=soft)
     raise PolicyRefusedError("", f"unknown form {kind}")
 
 
@@ -756,6 +775,7 @@ class ClusterNames:
         for n in o.nodes:
             out |= {str(v).lower() for v in n.labels.values()} | {n.name}
         out |= {pc.name for pc in o.priority_classes}
+        out |= _plugin_words()
         return frozenset(out)
 
     def pods(self, ref: GroupRef) -> tuple[str, list[Pod]]:
@@ -1193,6 +1213,28 @@ class _Compiler:
                             ops += _ensure(ref.doc, ops, ptr, str(it.milli))
             self.annotate(ch, gpu_pods)
             ch.understood = f"{desc}: each GPU pod takes {it.milli} milli-GPU per GPU (shared)"
+        elif it.form == "score-weight":
+            plugin = score_plugin(it.plugin)
+            if not 1 <= it.weight <= 100:
+                raise PolicyRefusedError("", "a Score weight must be 1..100", it.words())
+            prof = self.profile()
+            enabled = (
+                prof.setdefault("plugins", {}).setdefault("score", {}).setdefault("enabled", [])
+            )
+            entry = next((e for e in enabled if e.get("name") == plugin), None)
+            if entry is not None and entry.get("weight") not in (None, it.weight):
+                ch.conflicts.append(
+                    f"KubeSchedulerConfiguration profile default-scheduler: would overwrite "
+                    f"{plugin} weight {entry.get('weight')} with {it.weight}"
+                )
+            if entry is None:
+                enabled.append({"name": plugin, "weight": it.weight})
+            else:
+                entry["weight"] = it.weight
+            ch.config = self.config
+            ch.understood = (
+                f"Score plugin {plugin} gets weight {it.weight} in profile default-scheduler"
+            )
         else:
             prof = self.profile()
             plugins = prof.setdefault("plugins", {})
@@ -1210,6 +1252,47 @@ class _Compiler:
                 "bosun does not switch configurations on a clock (see docs/why.md)"
             )
         return ch
+
+
+@lru_cache(maxsize=1)
+def _plugin_words() -> frozenset[str]:
+    """Score plugin names, lower-case, whole and split at capitals (``image``,
+    ``locality``, ``imagelocality``), so that near-miss matching leaves them alone."""
+    out: set[str] = set()
+    for name, points in registry_points(in_tree_registry()).items():
+        if "score" in points:
+            out.add(name.lower())
+            out |= {w.lower() for w in re.findall(r"[A-Z][a-z]+|[A-Z]+(?![a-z])", name)}
+    return frozenset(out)
+
+
+def score_plugin(text: str) -> str:
+    """The Score plugin a phrase names: its words, joined, are part of exactly one Score
+    plugin's name (``image locality`` -> ImageLocality, ``balanced allocation`` ->
+    NodeResourcesBalancedAllocation).
+
+    Raises:
+        PolicyRefusedError: no Score plugin, or several, match.
+    """
+    points = registry_points(in_tree_registry())
+    scorers = sorted(n for n, p in points.items() if "score" in p)
+    key = text.replace(" ", "").replace("-", "").lower()
+    hits = [n for n in scorers if key and key in n.lower()]
+    exact = [n for n in hits if n.lower() == key]
+    if len(exact) == 1:
+        return exact[0]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        raise PolicyRefusedError(
+            "",
+            f"{text!r} names no Score plugin",
+            "",
+            f"{text!r} (Score plugins: {', '.join(scorers)})",
+        )
+    raise PolicyRefusedError(
+        "", f"{text!r} could mean several Score plugins", ", ".join(hits), "name one of them"
+    )
 
 
 def _strategy(kind: str) -> dict[str, Any]:
