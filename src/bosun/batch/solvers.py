@@ -273,6 +273,10 @@ class QuboSolver:
         levels: capacity discretisation (see :mod:`bosun.batch.qubo`).
         keep_qubos: keep the first sweep's sub-QUBOs in the result (for
             :func:`check_embeddings`).
+        warm_start: after the first sweep, start SA from the incumbent's placement of
+            the block (slack bits 0) on the colder half of the default schedule
+            (``beta`` from the geometric mean of dwave-samplers' default range up to its
+            cold end), a local refinement like reverse annealing; SQA ignores it.
     """
 
     def __init__(
@@ -284,6 +288,7 @@ class QuboSolver:
         num_sweeps: int = 100,
         levels: int = DEFAULT_LEVELS,
         keep_qubos: bool = False,
+        warm_start: bool = False,
     ) -> None:
         if sampler not in ("sa", "sqa"):
             raise ValueError(f"sampler must be 'sa' or 'sqa', got {sampler!r}")
@@ -293,18 +298,34 @@ class QuboSolver:
         self.num_sweeps = num_sweeps
         self.levels = levels
         self.keep_qubos = keep_qubos
+        self.warm_start = warm_start
         self._sampler: Any = None
 
-    def _sample(self, qubo: Qubo, seed: int) -> npt.NDArray[np.int8]:
-        """The lowest-energy sample of one sampler call."""
+    def _sample(
+        self, qubo: Qubo, seed: int, start: npt.NDArray[np.int8] | None = None
+    ) -> npt.NDArray[np.int8]:
+        """The lowest-energy sample of one sampler call (SA from ``start`` when given)."""
         bqm = qubo.to_bqm()
         if self.name == "sa":
             if self._sampler is None:
                 from dwave.samplers import SimulatedAnnealingSampler
 
                 self._sampler = SimulatedAnnealingSampler()  # type: ignore[no-untyped-call]
+            extra: dict[str, Any] = {}
+            if start is not None and qubo.num_interactions:
+                from dwave.samplers.sa.sampler import default_beta_range
+
+                hot, cold = default_beta_range(bqm)  # type: ignore[no-untyped-call]
+                extra = {
+                    "initial_states": (start[None, :], list(range(qubo.num_vars))),
+                    "beta_range": (float(np.sqrt(hot * cold)), float(cold)),
+                }
             ss = self._sampler.sample(
-                bqm, num_reads=self.num_reads, num_sweeps=self.num_sweeps, seed=seed % (2**31)
+                bqm,
+                num_reads=self.num_reads,
+                num_sweeps=self.num_sweeps,
+                seed=seed % (2**31),
+                **extra,
             )
         else:
             if self._sampler is None:
@@ -351,7 +372,12 @@ class QuboSolver:
                 for p in np.flatnonzero((assign >= 0) & ~inside):
                     state.take(int(p), int(problem.cand[p, assign[p]]), devices[int(p)])
                 qubo = build_qubo(problem, part, state, levels=self.levels)
-                x = self._sample(qubo, seed * 1_000_003 + call)
+                start = None
+                if self.warm_start and sweep > 0:
+                    start = np.zeros(qubo.num_vars, dtype=np.int8)
+                    for v in range(qubo.num_x):
+                        start[v] = int(assign[int(qubo.var_pod[v])] == int(qubo.var_cand[v]))
+                x = self._sample(qubo, seed * 1_000_003 + call, start)
                 choice = qubo.decode(problem, x)
                 trial = base.copy()
                 trial[part] = choice[part]
