@@ -20,9 +20,9 @@ from bosun.api.build import make_node, make_pod
 from bosun.api.types import POD_GROUP_LABEL, ContainerPort, Pod, PodGroup
 from bosun.batch.gang import coscheduling_configuration
 from bosun.batch.place import place_batch
-from bosun.batch.problem import BatchProblem, build_problem
-from bosun.batch.qubo import _slack_weights, build_qubo
-from bosun.batch.solvers import check_time_limit, make_solver
+from bosun.batch.problem import BatchProblem, build_problem, verify_placement
+from bosun.batch.qubo import _slack_weights, build_qubo, embedding_report
+from bosun.batch.solvers import QuboSolver, check_time_limit, make_solver
 from bosun.errors import InputError
 from bosun.framework.config import default_configuration
 from bosun.framework.interface import Code
@@ -222,3 +222,20 @@ def test_time_limit_must_be_positive(seconds: float) -> None:
     with pytest.raises(InputError):
         place_batch(s, [make_pod("x", cpu="1")], make_solver("greedy"), time_limit_s=seconds)
     assert len(s.snapshot.pods) == before  # nothing bound
+
+
+def test_tiny_subqubo_embeds_on_pegasus_and_is_cached() -> None:
+    _, prob = tiny_problem()
+    q = build_qubo(prob)
+    first = embedding_report(q, timeout_s=10.0)
+    # a graph this small embeds; every variable needs at least one qubit
+    assert first.embeddable and first.qubits >= len({v for e in q.edges() for v in e})
+    again = embedding_report(q, timeout_s=10.0)
+    assert again.embeddable and again.search_s == 0.0  # answered from the cache
+
+
+def test_sa_warm_start_stays_feasible() -> None:
+    s, prob = tiny_problem()
+    res = QuboSolver("sa", warm_start=True).solve(prob, 0.2, seed=3)
+    assert prob.check(res.assign, res.devices)
+    assert not verify_placement(s.profiles["default-scheduler"], prob, res.assign, res.devices)
