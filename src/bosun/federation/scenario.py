@@ -99,6 +99,7 @@ class Outcome:
     never_ran: int = 0
     bytes: int = 0
     moved: int = 0
+    evicted: int = 0
     waits: list[float] = field(default_factory=list)
 
     def row(self) -> dict[str, Any]:
@@ -108,6 +109,7 @@ class Outcome:
             "starts": self.starts,
             "within_slo": round(self.within_slo, 4),
             "recovery_s": None if self.recovery_s is None else round(self.recovery_s, 1),
+            "evicted": self.evicted,
             "pending_max": self.pending_max,
             "never_ran": self.never_ran,
             "moved": self.moved,
@@ -304,6 +306,9 @@ def run_policy(trace: Trace, cfg: ScenarioConfig, policy: str) -> Outcome:
         if evicted_keys and out.recovery_s is None and evicted_keys <= evicted_done:
             out.recovery_s = t - cfg.overload_at_s
         t += cfg.step_s
+    out.evicted = len(evicted_keys)
+    if not evicted_keys and t > cfg.overload_at_s:
+        out.recovery_s = 0.0  # the lost nodes held no pod: nothing to recover
     out.never_ran = len(waiting)
     out.within_slo = ok / max(1, out.starts + out.never_ran)
     return out
