@@ -89,7 +89,7 @@ def _cluster(frees: list[int], request: int) -> str:
     return yaml.safe_dump_all(out)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(
     frees=st.lists(st.integers(min_value=100, max_value=7900), min_size=1, max_size=5),
     extra=st.integers(min_value=1, max_value=4000),
