@@ -90,3 +90,17 @@ def test_controller_places_and_preempts() -> None:
     # be-a ran from 10 to 180: 2000m * 170 s lost
     assert ctl.lost_milli_s == pytest.approx(2000 * 170)
     assert res.summary["colocation_preemptions"] == 1
+
+
+@pytest.mark.data
+def test_openb_replay_short() -> None:
+    # a short replay on the real openb CPU pods: the meter-only arm preempts nothing and
+    # every arm measures a utilisation in [0, 1]
+    from bosun.colocation.twin import ReplayConfig, replay
+
+    out = replay(ReplayConfig(nodes=2, hours=0.25))
+    assert set(out) == {"none", "koordinator", "bosun"}
+    assert out["none"]["colocation_preemptions"] == 0
+    for s in out.values():
+        assert 0.0 <= s["colocation_cpu_util_mean"] <= 1.0
+        assert s["be_completed"] >= 0

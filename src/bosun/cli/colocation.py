@@ -396,9 +396,76 @@ def simulate(
     Console().print(table)
 
 
+def replay(
+    nodes: Annotated[int, typer.Option(help="Nodes (homogeneous).")] = 6,
+    node_cores: Annotated[int, typer.Option(help="CPU cores per node.")] = 96,
+    hours: Annotated[
+        float, typer.Option(help="openb CPU pods' arrivals compressed to hours.")
+    ] = 12.0,
+    threshold: Annotated[int, typer.Option(help="Reclaim threshold percent.")] = 90,
+    horizon: Annotated[str, typer.Option(help="bosun's forecast horizon, e.g. 10m.")] = "10m",
+    quantile: Annotated[float, typer.Option(help="bosun's forecast peak quantile.")] = 0.95,
+    seed: Annotated[int, typer.Option(help="Usage model seed.")] = 0,
+) -> None:
+    """Co-location in the discrete-event twin on the CPU-only openb pods: no co-location vs
+    Koordinator-style reclaim vs bosun's forecast reclaim, BatchResourceFit scheduling BE
+    pods and the quota market preempting them."""
+    from bosun.colocation.twin import REPLAY_POLICIES, ReplayConfig
+    from bosun.colocation.twin import replay as run_replay
+    from bosun.errors import BosunError
+
+    if not 1 <= nodes <= 200 or not 1 <= node_cores <= 1024:
+        raise fail("--nodes must be 1..200 and --node-cores 1..1024")
+    if not 0.1 <= hours <= 72:
+        raise fail(f"--hours: {hours} is outside 0.1..72")
+    if not 1 <= threshold <= 100:
+        raise fail(f"--threshold: {threshold} is outside 1..100")
+    if not 0 < quantile < 1:
+        raise fail(f"--quantile: {quantile} is outside (0, 1)")
+    try:
+        horizon_s = parse_duration(horizon)
+    except ValueError as exc:
+        raise fail(f"--horizon: {exc}") from exc
+    cfg = ReplayConfig(
+        nodes=nodes,
+        node_cores=node_cores,
+        hours=hours,
+        threshold_percent=threshold,
+        horizon_s=horizon_s,
+        quantile=quantile,
+        seed=seed,
+    )
+    try:
+        out = run_replay(cfg)
+    except BosunError as exc:
+        raise fail(str(exc)) from exc
+    table = Table(
+        "policy",
+        "cluster CPU",
+        "BE completed",
+        "BE deleted unscheduled",
+        "preemptions",
+        "lost core-h",
+        "LS SLA pod-min",
+        title=f"co-location replay: openb CPU pods in {hours:g} h on {nodes} x {node_cores} cores",
+    )
+    for p in REPLAY_POLICIES:
+        s = out[p]
+        table.add_row(
+            p,
+            f"{s.get('colocation_cpu_util_mean', 0.0):.1%}",
+            f"{s['be_completed']:.0f}",
+            f"{s['be_deleted_pending']:.0f}",
+            f"{s.get('colocation_preemptions', 0.0):.0f}",
+            f"{s.get('colocation_lost_milli_s', 0.0) / 1000 / 3600:.1f}",
+            f"{s.get('sla_violation_pod_minutes', 0.0):.0f}",
+        )
+    Console().print(table)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``bosun agent probe|apply|reconcile|run|resctrl`` and
-    ``bosun colocate qos|bench|simulate``."""
+    ``bosun colocate qos|bench|simulate|replay``."""
     agent_app.command(name="probe")(probe)
     agent_app.command(name="apply")(apply)
     agent_app.command(name="run")(run)
@@ -407,5 +474,6 @@ def register(app: typer.Typer) -> None:
     colocate_app.command(name="qos")(qos)
     colocate_app.command(name="bench")(bench)
     colocate_app.command(name="simulate")(simulate)
+    colocate_app.command(name="replay")(replay)
     app.add_typer(agent_app, name="agent")
     app.add_typer(colocate_app, name="colocate")

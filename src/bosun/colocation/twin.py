@@ -16,16 +16,21 @@ controller API (``controllers=[...]``), with BatchResourceFit in the scheduler.
      :class:`bosun.colocation.batch.ForecastReclaimer` (the forecast peak, or the last
      sample with ``forecast=False``), written with :meth:`Simulator.update_node`, which
      keeps the snapshot's columns in step and tells the queue (``NodeUpdate``);
-  3. per node, a :class:`bosun.colocation.auction.QuotaMarket` clears the node's
-     ``batch-cpu`` among its BE pods' requests, bidding the pod's ``bosun.io/bid``
-     annotation or else ``1 / (1 + index)`` by arrival. The pods the market preempts when
-     their grace period ends are evicted (:meth:`Simulator.remove_pod`, outcome
-     ``Evicted``) and re-created pending (:meth:`Simulator.recreate`), losing their run
-     so far.
+  3. per node, a :class:`bosun.colocation.auction.QuotaMarket` clears the batch room the
+     usage needs *now* (the formula on the last sample: the forecast only stops admission
+     before a peak, it does not evict) among its BE pods' ``batch-cpu`` requests, bidding
+     the pod's ``bosun.io/bid`` annotation or else ``1 / (1 + index)`` by arrival. The
+     pods the market preempts when their grace period ends are evicted
+     (:meth:`Simulator.remove_pod`, outcome ``Evicted``) and re-created pending
+     (:meth:`Simulator.recreate`), losing their run so far.
 
   It adds the time-series columns ``batch_cpu_milli`` (the cluster's batch-cpu) and
-  ``be_preempted``, and the summary keys ``colocation_preemptions`` and
-  ``colocation_lost_milli_s`` (the BE work lost to preemption, milli-CPU seconds).
+  ``be_preempted``, and the summary keys ``colocation_preemptions``,
+  ``colocation_lost_milli_s`` (the BE work lost to preemption, milli-CPU seconds) and
+  ``colocation_cpu_util_mean``: the mean over ticks of the cluster's CPU use, high-priority
+  plus BE pods, each at its request (``cpu``, or ``batch-cpu`` for BE) times its usage
+  fraction. The twin's own usage tracker counts ``cpu`` requests only, so it misses BE
+  pods once they ask for batch resources.
 """
 
 from __future__ import annotations
@@ -128,6 +133,7 @@ class ReclaimController:
     _batch_total: float = 0.0
     _bids: dict[str, float] = field(default_factory=dict)
     _reclaimer: ForecastReclaimer | None = None
+    _util: list[float] = field(default_factory=list)
 
     def start(self, sim: Simulator) -> None:
         """Run the first reclaim at time 0."""
@@ -145,6 +151,7 @@ class ReclaimController:
             summary={
                 "colocation_preemptions": float(self.preemptions),
                 "colocation_lost_milli_s": self.lost_milli_s,
+                "colocation_cpu_util_mean": float(np.mean(self._util)) if self._util else 0.0,
             }
         )
 
@@ -159,7 +166,9 @@ class ReclaimController:
         return self._bids[pod.key]
 
     def _hp_usage(self, pods: Sequence[Pod], t: float) -> tuple[float, float]:
-        hp = [p for p in pods if is_high_priority(p)]
+        return self._usage([p for p in pods if is_high_priority(p)], t, CPU)
+
+    def _usage(self, hp: Sequence[Pod], t: float, cpu_name: str) -> tuple[float, float]:
         if not hp:
             return 0.0, 0.0
         shapes = [self.model.shape_of(p) for p in hp]
@@ -180,10 +189,11 @@ class ReclaimController:
         arrays["kind"] = arrays["kind"].astype(np.int64)
         arrays["seed"] = np.array([s.seed for s in shapes], dtype=np.uint64)
         frac = cpu_fraction(arrays, t, self.model.noise_s)
-        cpu = float((np.array([p.requests.get(CPU, 0) for p in hp]) * frac).sum())
+        cpu = float((np.array([p.requests.get(cpu_name, 0) for p in hp]) * frac).sum())
+        mem_name = MEMORY if cpu_name == CPU else BATCH_MEMORY
         mem = float(
             sum(
-                p.requests.get(MEMORY, 0) * s.memory_fraction
+                p.requests.get(mem_name, 0) * s.memory_fraction
                 for p, s in zip(hp, shapes, strict=True)
             )
         )
@@ -209,6 +219,23 @@ class ReclaimController:
         ).reshape(-1, 2)
         used = np.column_stack([term, mem_now])
         batch = batch_allocatable(alloc, used, np.zeros_like(used), self.policy)
+        # what the usage needs now (the last sample): the market preempts only for that;
+        # the forecast only stops admitting BE pods before a peak
+        now_used = np.column_stack([cpu_now, mem_now])
+        room_now = batch_allocatable(alloc, now_used, np.zeros_like(now_used), self.policy)
+        be_used = np.array(
+            [
+                self._usage(
+                    [p for p in sim.pods_on(n) if batch_requests(p).get(BATCH_CPU, 0) > 0],
+                    t,
+                    BATCH_CPU,
+                )[0]
+                for n in names
+            ]
+        )
+        cap = float(alloc[:, 0].sum())
+        if cap > 0:
+            self._util.append(float(np.minimum(cpu_now + be_used, alloc[:, 0]).sum() / cap))
         changed = False
         for row, node in enumerate(list(snap.nodes)):
             cpu, mem = int(batch[row, 0]), int(batch[row, 1])
@@ -229,7 +256,12 @@ class ReclaimController:
             q = np.array([batch_requests(p)[BATCH_CPU] for p in be], dtype=np.int64)
             prices = np.array([self._bid(p) for p in be])
             step = market.step(
-                t, int(batch[row, 0]), [p.key for p in be], q, prices, np.zeros(len(be), dtype=bool)
+                t,
+                int(room_now[row, 0]),
+                [p.key for p in be],
+                q,
+                prices,
+                np.zeros(len(be), dtype=bool),
             )
             for key in step.preempted:
                 rec = sim.record(key)
@@ -248,3 +280,120 @@ class ReclaimController:
 def with_controller_arrivals(arrivals: Sequence[PodArrival]) -> list[PodArrival]:
     """``arrivals`` with BE pods rewritten (:func:`to_be_pod`), for callers holding a list."""
     return [replace(a, pod=to_be_pod(a.pod)) if is_be(a.pod) else a for a in arrivals]
+
+
+REPLAY_POLICIES = ("none", "koordinator", "bosun")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayConfig:
+    """The openb co-location replay (:func:`replay`).
+
+    Attributes:
+        nodes, node_cores, node_memory_gib: a homogeneous cluster.
+        hours: the CPU-only openb pods' arrivals (spread over about 117 days) are
+            compressed to this many hours, in order; run times are kept.
+        threshold_percent: the reclaim threshold of both reclaim policies.
+        horizon_s, quantile: bosun's forecast.
+        period_s: the reclaim period.
+        seed: the usage model's seed.
+    """
+
+    nodes: int = 6
+    node_cores: int = 96
+    node_memory_gib: int = 384
+    hours: float = 12.0
+    threshold_percent: int = 90
+    horizon_s: float = 600.0
+    quantile: float = 0.95
+    period_s: float = 60.0
+    seed: int = 0
+
+
+def openb_cpu_trace(cfg: ReplayConfig) -> Trace:
+    """The CPU-only openb pods with a run time (default list), arrivals compressed into
+    ``cfg.hours``, on ``cfg.nodes`` homogeneous nodes. LS and BE come from openb's qos
+    column (the loader's ``bosun.io/qos`` label).
+
+    Raises:
+        DataNotFoundError: the openb data is missing.
+    """
+    from bosun.api.build import make_node
+    from bosun.twin.traces.openb import load_openb
+
+    t = load_openb("default")
+    cpu = [
+        a
+        for a in t.arrivals
+        if a.pod.gpu_milli == 0 and a.departure_s is not None and a.departure_s > a.arrival_s
+    ]
+    t0 = cpu[0].arrival_s
+    span = max(1.0, cpu[-1].arrival_s - t0)
+    k = span / (cfg.hours * 3600.0)
+    arrivals = []
+    for a in cpu:
+        assert a.departure_s is not None
+        start = (a.arrival_s - t0) / k
+        arrivals.append(
+            replace(a, arrival_s=start, departure_s=start + a.departure_s - a.arrival_s)
+        )
+    nodes = [
+        make_node(f"n{i}", cpu=str(cfg.node_cores), memory=f"{cfg.node_memory_gib}Gi")
+        for i in range(cfg.nodes)
+    ]
+    return Trace(f"openb-cpu/{cfg.hours:g}h", nodes, arrivals)
+
+
+def replay(cfg: ReplayConfig, trace: Trace | None = None) -> dict[str, dict[str, float]]:
+    """Run the three policies in the discrete-event twin; policy -> summary (the twin's
+    keys plus the controller's and ``be_completed``, ``be_deleted_pending``).
+
+    ``none`` runs the trace as it is (BE pods request ``cpu``), with a controller at
+    threshold 0 that reclaims nothing and only measures ``colocation_cpu_util_mean`` (all
+    pods then count as high priority), so the three rows use one measure; ``koordinator``
+    and ``bosun`` run it through :func:`koordinator_profile` with a
+    :class:`ReclaimController` (``forecast`` off / on), the scheduler's profile adding
+    BatchResourceFit.
+
+    Raises:
+        DataNotFoundError: no trace given and the openb data is missing.
+    """
+    from bosun.framework.config import API_VERSION, KIND, parse_configuration
+    from bosun.plugins.registry import in_tree_registry, registry_points
+    from bosun.twin.engine import Simulator
+    from bosun.twin.usage import UsageConfig
+
+    base = trace or openb_cpu_trace(cfg)
+    reg = in_tree_registry()
+    doc = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "BatchResourceFit"}]}}}],
+    }
+    sched_cfg = parse_configuration(doc, "colocation replay", registry_points(reg))
+    model = UsageModel(seed=cfg.seed)
+    out: dict[str, dict[str, float]] = {}
+    for policy in REPLAY_POLICIES:
+        meter = ReclaimPolicy(cpu_threshold_percent=0, memory_threshold_percent=0, forecast=False)
+        controllers = [ReclaimController(model=model, policy=meter, period_s=cfg.period_s)]
+        tr = base
+        if policy != "none":
+            tr = koordinator_profile(base)
+            pol = ReclaimPolicy(
+                cpu_threshold_percent=cfg.threshold_percent,
+                memory_threshold_percent=cfg.threshold_percent,
+                forecast=(policy == "bosun"),
+                horizon_s=cfg.horizon_s,
+                quantile=cfg.quantile,
+            )
+            controllers = [ReclaimController(model=model, policy=pol, period_s=cfg.period_s)]
+        sim = Simulator(tr, sched_cfg, usage=UsageConfig(model=model), controllers=controllers)
+        res = sim.run(until_s=cfg.hours * 3600.0)
+        summary = dict(res.summary)
+        be = res.pods[res.pods["pod"].isin([a.pod.key for a in base.arrivals if is_be(a.pod)])]
+        summary["be_completed"] = float((be["outcome"] == "Completed").sum())
+        summary["be_deleted_pending"] = float(
+            ((be["outcome"] == "Deleted") & be["bound_s"].isna()).sum()
+        )
+        out[policy] = summary
+    return out
