@@ -228,3 +228,32 @@ def test_overload_moves_pods_new_copy_first(factor: float) -> None:
             await a.stop()
 
     run(main)
+
+
+def test_unused_rights_go_back_to_the_owner(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bosun.federation import agent as agent_mod
+
+    monkeypatch.setattr(agent_mod, "RETURN_INTERVAL_S", 0.2)
+    events: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        a = make_agent("a", [], events)
+        await a.start()
+        b = make_agent("b", [f"127.0.0.1:{a.cfg.port}"], events)
+        await b.start()
+        try:
+            await until(lambda: "b" in a.members and "a" in b.members)
+            cap = b.capacity[CPU]  # 4 nodes x 8 CPU = 32,000 milli-CPU
+            assert cap == 32000
+            # b hands a 20,000 milli-CPU of rights; a keeps 2 chunks (2 x 5 % = 3,200)
+            b.ledger.grant("b", "a", {CPU: 20000})
+            a.ledger.merge_wire(b.ledger.to_wire(["b"]), peer="b")
+            assert a.ledger.rights("b")[CPU] == 20000
+            await until(lambda: b.ledger.rights("b")[CPU] == 32000 - 3200, 10)
+            assert a.ledger.rights("b")[CPU] == 3200
+            assert b.ledger.pool("b", CPU).value() == 32000  # nothing spent, nothing lost
+        finally:
+            await b.stop()
+            await a.stop()
+
+    run(main)

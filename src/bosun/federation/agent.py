@@ -66,6 +66,8 @@ RPC_TIMEOUT_S = 2.0
 SYNC_TIMEOUT_S = 1.5
 #: Peers each agent starts an exchange with per round, and most exchanges in flight.
 FANOUT, MAX_INFLIGHT = 2, 4
+#: Seconds between two returns of unused rights to their owners.
+RETURN_INTERVAL_S = 2.0
 #: Most binds sent to one owner in one message.
 MAX_BIND_BATCH = 500
 
@@ -232,6 +234,7 @@ class Agent:
             self._summary_loop(),
             self._overload_loop(),
             self._doubt_loop(),
+            self._return_loop(),
             self._member_events(),
         ):
             self._tasks.append(asyncio.create_task(coro))
@@ -459,6 +462,9 @@ class Agent:
                 await self._send(writer, "bound", self._bind_remote(peer, msg))
             elif kind == "cancel":
                 await self._send(writer, "cancelled", self._cancel(msg))
+            elif kind == "ledger":
+                self.ledger.merge_wire(msg.get("ledger"), peer=peer)
+                await self._send(writer, "merged", {})
             else:
                 raise WireError(f"peer {peer}: field t: unknown message type {kind!r}")
         except (WireError, EscrowError) as e:
@@ -484,6 +490,29 @@ class Agent:
         ask = {r: max(want.get(r, 0), chunk[r]) if want.get(r, 0) else 0 for r in VECTOR}
         moved = self.ledger.grant(self.name, peer, ask)
         return {"moved": moved, "ledger": self.ledger.to_wire([self.name])}
+
+    async def _return_loop(self) -> None:
+        """Give unused rights back: rights on another owner's pool beyond two grant chunks
+        (``escrow_chunk`` of that owner's capacity, from its pool) go back to the
+        owner, which learns it from the ledger sent along (or with the next bind)."""
+        while True:
+            await asyncio.sleep(RETURN_INTERVAL_S)
+            for owner in sorted(self.members):
+                cap = self._owner_capacity(owner)
+                excess = {}
+                for r, held in self.ledger.rights(owner).items():
+                    keep = 2 * int(cap.get(r, 0) * self.cfg.escrow_chunk)
+                    if held > keep:
+                        excess[r] = held - keep
+                if not excess:
+                    continue
+                for r, a in excess.items():
+                    self.ledger.pool(owner, r).transfer(self.name, owner, a)
+                with contextlib.suppress(OSError, TimeoutError, ConnectionError, WireError):
+                    await self._rpc(owner, "ledger", {"ledger": self.ledger.to_wire([owner])})
+
+    def _owner_capacity(self, owner: str) -> dict[str, int]:
+        return {r: self.ledger.pool(owner, r).capacity() for r in VECTOR}
 
     def _parse_reservation(self, raw: Any, peer: str) -> Reservation:
         if not isinstance(raw, Mapping):
