@@ -257,3 +257,26 @@ def test_unused_rights_go_back_to_the_owner(monkeypatch: pytest.MonkeyPatch) -> 
             await a.stop()
 
     run(main)
+
+
+def test_two_agents_claiming_one_name_are_reported() -> None:
+    events: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        a = make_agent("x", [], events)
+        await a.start()
+        b = make_agent("y", [f"127.0.0.1:{a.cfg.port}"], events)
+        await b.start()
+        await until(lambda: "y" in a.members)
+        c = make_agent("x", [f"127.0.0.1:{b.cfg.port}"], events)  # a second "x"
+        await c.start()
+        try:
+            await until(lambda: any(e["ev"] == "name_conflict" for e in events), 10)
+            conflict = next(e for e in events if e["ev"] == "name_conflict")
+            assert conflict["member"] == "x" and conflict["addr"].startswith("127.0.0.1:")
+            assert "y" in a.members  # everyone keeps running
+        finally:
+            for g in (c, b, a):
+                await g.stop()
+
+    run(main)
