@@ -93,6 +93,7 @@ def test_controller_places_and_preempts() -> None:
 
 
 @pytest.mark.data
+@pytest.mark.slow  # about 15 s: loading openb and three replays
 def test_openb_replay_short() -> None:
     # a short replay on the real openb CPU pods: the meter-only arm preempts nothing and
     # every arm measures a utilisation in [0, 1]
