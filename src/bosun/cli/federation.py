@@ -90,8 +90,11 @@ def agent(
         raise fail(f"--mode {mode!r}: must be delta or full")
     if (snapshot is None) == (synthetic_nodes <= 0):
         raise fail("give exactly one of --snapshot FILE and --synthetic-nodes N")
-    if interval <= 0 or exact_every < 0 or group_size < 1 or not 0 <= fill <= 1:
-        raise fail("--interval must be > 0, --exact-every >= 0, --group-size >= 1, --fill 0..1")
+    if interval <= 0 or exact_every < 0 or group_size < 1 or not 0 <= fill <= 1 or delay_ms < 0:
+        raise fail(
+            "--interval must be > 0, --exact-every >= 0, --group-size >= 1, --fill 0..1, "
+            "--delay-ms >= 0"
+        )
     key = None
     if key_file is not None:
         try:
@@ -141,6 +144,9 @@ def bench(
         float, typer.Option("--stall-phase", help="Seconds of 10 % loss and SIGSTOP stalls.")
     ] = 10.0,
     stalls: Annotated[int, typer.Option("--stalls", help="2 s SIGSTOP stalls at most.")] = 3,
+    delay_ms: Annotated[
+        float, typer.Option("--delay-ms", help="Transport delay shim of every agent, ms.")
+    ] = 0.0,
 ) -> None:
     """Start one agent process per cluster, inject churn, loss, a partition, kill -9, a
     region overload, and print the results table (``--json``: the issue's keys).
@@ -157,11 +163,12 @@ def bench(
         )
     if netns not in ("auto", "on", "off"):
         raise fail(f"--netns {netns!r}: auto, on or off")
-    if stall_phase_s < 0 or stalls < 0:
-        raise fail("--stall-phase and --stalls must be >= 0")
+    if stall_phase_s < 0 or stalls < 0 or delay_ms < 0:
+        raise fail("--stall-phase, --stalls and --delay-ms must be >= 0")
     cfg = BenchConfig(
         stall_phase_s=stall_phase_s,
         stalls=stalls,
+        delay_ms=delay_ms,
         clusters=clusters,
         nodes=nodes_per_cluster,
         netns=netns,

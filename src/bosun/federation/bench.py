@@ -78,6 +78,7 @@ class BenchConfig:
     stalls: int = 3
     stall_phase_s: float = 10.0
     seed: int = 0
+    delay_ms: float = 0.0
 
 
 def _run(cmd: list[str], check: bool = True, stdin: str | None = None) -> str:
@@ -371,6 +372,8 @@ class Run:
                 "--interval",
                 str(cfg.interval_s),
                 "--control",
+                "--delay-ms",
+                str(cfg.delay_ms),
             ]
             if i > 0:
                 cmd += ["--join", f"{net.addr[0]}:{net.port[0]}"]
