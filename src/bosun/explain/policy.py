@@ -45,7 +45,13 @@ from bosun.api.manifest import load_manifest_text
 from bosun.api.types import GPU, GPU_MILLI, ClusterObjects, Pod
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.explain.nearmiss import NearMiss
-from bosun.explain.patch import TEMPLATE_PREFIX, DocRef, apply_patch, dump_documents, get_path
+from bosun.explain.patch import (
+    TEMPLATE_PREFIX,
+    DocRef,
+    apply_patch,
+    documents_json,
+    get_path,
+)
 from bosun.framework.config import parse_configuration
 from bosun.plugins.registry import in_tree_registry, registry_points
 
@@ -1392,14 +1398,17 @@ def patched_documents(
 
 
 def validate(ch: Change, names: ClusterNames) -> None:
-    """Read the patched cluster back with bosun's manifest loader and the configuration
-    with its parser.
+    """Read the changed objects back with bosun's manifest loader (with the cluster's
+    PriorityClasses and Namespaces) and the configuration with its parser.
 
     Raises:
         InputError: either does not validate.
     """
-    _, whole = patched_documents(ch, names)
-    load_manifest_text(dump_documents(whole), "<policy result>")
+    changed, _ = patched_documents(ch, names)
+    context = [d.doc for d in names.docs if d.kind in ("PriorityClass", "Namespace")]
+    # unchanged objects were valid already: the changed ones are read with the context
+    # they refer to (PriorityClasses, Namespaces)
+    load_manifest_text(documents_json([*context, *changed]), "<policy result>")
     if ch.config is not None:
         parse_configuration(ch.config, "<policy result>", registry_points(in_tree_registry()))
 

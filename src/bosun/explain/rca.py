@@ -63,7 +63,7 @@ from bosun.explain.patch import (
     DocRef,
     PatchError,
     apply_patch,
-    dump_documents,
+    documents_json,
     ensure_ops,
     escape_token,
     get_path,
@@ -573,7 +573,7 @@ class _Explainer:
 
     def _reparse_pod(self, doc: dict[str, Any]) -> Pod | None:
         try:
-            objs = load_manifest_text(dump_documents([*self._context_docs(), doc]), "<fix>")
+            objs = load_manifest_text(documents_json([*self._context_docs(), doc]), "<fix>")
         except InputError:
             return None
         if self.prefix == "":
@@ -930,7 +930,7 @@ class _Explainer:
 
     def _parse_node(self, doc: dict[str, Any]) -> Node | None:
         try:
-            objs = load_manifest_text(dump_documents([doc]), "<fix>")
+            objs = load_manifest_text(documents_json([doc]), "<fix>")
         except InputError:
             return None
         return objs.nodes[0] if objs.nodes else None
