@@ -36,7 +36,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import yaml
@@ -769,9 +769,9 @@ class ClusterNames:
     objects: ClusterObjects
     docs: list[DocRef]
 
-    @property
+    @cached_property
     def vocabulary(self) -> frozenset[str]:
-        """Every name a policy may use (lower-case)."""
+        """Every name a policy may use (lower-case); computed once."""
         o = self.objects
         out: set[str] = {ns.name for ns in o.namespaces} | {p.namespace for p in o.pods}
         for p in o.pods:
