@@ -57,6 +57,12 @@ def agent(
     ] = 0.5,
     exact_every: Annotated[int, typer.Option("--exact-every", help="Exact digest every N.")] = 10,
     delay_ms: Annotated[float, typer.Option("--delay-ms", help="Transport delay shim.")] = 0.0,
+    probe_interval: Annotated[
+        float, typer.Option("--probe-interval", help="SWIM probe interval, seconds.")
+    ] = 0.4,
+    suspicion_mult: Annotated[
+        int, typer.Option("--suspicion-mult", help="SWIM suspicion multiplier.")
+    ] = 6,
     duration: Annotated[
         float | None, typer.Option("--duration", help="Stop after this many seconds.")
     ] = None,
@@ -95,6 +101,8 @@ def agent(
             "--interval must be > 0, --exact-every >= 0, --group-size >= 1, --fill 0..1, "
             "--delay-ms >= 0"
         )
+    if probe_interval <= 0 or suspicion_mult < 1:
+        raise fail("--probe-interval must be > 0 and --suspicion-mult >= 1")
     key = None
     if key_file is not None:
         try:
@@ -116,6 +124,9 @@ def agent(
         sync=SyncConfig(mode=mode, exact_every=exact_every, interval_s=interval),
         delay_ms=delay_ms,
         key=key,
+        probe_interval_s=probe_interval,
+        probe_timeout_s=probe_interval / 2,
+        suspicion_mult=suspicion_mult,
     )
     try:
         asyncio.run(run_agent(Agent(cfg, twin), stdin_control=control, duration_s=duration))
@@ -147,6 +158,9 @@ def bench(
     delay_ms: Annotated[
         float, typer.Option("--delay-ms", help="Transport delay shim of every agent, ms.")
     ] = 0.0,
+    suspicion_mult: Annotated[
+        int, typer.Option("--suspicion-mult", help="Every agent's SWIM suspicion multiplier.")
+    ] = 6,
 ) -> None:
     """Start one agent process per cluster, inject churn, loss, a partition, kill -9, a
     region overload, and print the results table (``--json``: the issue's keys).
@@ -169,6 +183,7 @@ def bench(
         stall_phase_s=stall_phase_s,
         stalls=stalls,
         delay_ms=delay_ms,
+        suspicion_mult=suspicion_mult,
         clusters=clusters,
         nodes=nodes_per_cluster,
         netns=netns,

@@ -79,6 +79,7 @@ class BenchConfig:
     stall_phase_s: float = 10.0
     seed: int = 0
     delay_ms: float = 0.0
+    suspicion_mult: int = 6
 
 
 def _run(cmd: list[str], check: bool = True, stdin: str | None = None) -> str:
@@ -374,6 +375,8 @@ class Run:
                 "--control",
                 "--delay-ms",
                 str(cfg.delay_ms),
+                "--suspicion-mult",
+                str(cfg.suspicion_mult),
             ]
             if i > 0:
                 cmd += ["--join", f"{net.addr[0]}:{net.port[0]}"]
