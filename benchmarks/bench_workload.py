@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--log-frequency", action="store_true", help="ctgan's default conditioning")
+    ap.add_argument("--continuous", default="quantile", choices=("quantile", "log1p"))
     ap.add_argument("--no-curve", action="store_true")
     ap.add_argument("--json", default="")
     ap.add_argument("--save-model", default="")
@@ -58,6 +59,7 @@ def main() -> None:
         epochs=args.epochs,
         batch_size=args.batch_size,
         log_frequency=args.log_frequency,
+        continuous=args.continuous,
         seed=args.seed,
     )
     model = fit_model(
@@ -78,7 +80,7 @@ def main() -> None:
     print(
         f"trace {trace.name}: {len(train)} training rows, {len(held)} held out; "
         f"epochs {args.epochs}, batch {args.batch_size}, threads {args.threads}, "
-        f"log_frequency {args.log_frequency}"
+        f"log_frequency {args.log_frequency}, continuous {args.continuous}"
     )
     print(f"encoding: {model.encoding}")
     print(
@@ -108,6 +110,7 @@ def main() -> None:
         "seed": args.seed,
         "threads": args.threads,
         "log_frequency": args.log_frequency,
+        "continuous": args.continuous,
         "fit_s": model.fit_s,
         "sample_s": sample_s,
         "rejected": rejected,

@@ -12,15 +12,21 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import TINY
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bosun.errors import InputError
 from bosun.twin.trace import Trace
 from bosun.workload.model import (
     FORMAT_VERSION,
+    MAX_KNOTS,
     FitSettings,
     WorkloadModel,
     fit_model,
     load_model,
+    quantile_decode,
+    quantile_encode,
+    quantile_knots,
     valid_rows,
 )
 from bosun.workload.table import SCHEMA, pod_table, split_table
@@ -30,9 +36,51 @@ def test_encoding_follows_the_cardinality_rule(tiny_model: WorkloadModel) -> Non
     enc = tiny_model.encoding
     assert enc["gpu_model"] == enc["qos"] == "discrete"
     # the synthetic trace draws run times from a lognormal: every value distinct
-    assert enc["duration_s"] == "log1p"
-    assert enc["interarrival_s"] == "log1p"
+    assert enc["duration_s"] == "quantile"
+    assert enc["interarrival_s"] == "quantile"
     assert enc["gpu_count"] == "discrete"
+    assert set(tiny_model.transforms) == {"duration_s", "interarrival_s"}
+
+
+def test_log1p_encoding(small_trace: Trace) -> None:
+    from dataclasses import replace
+
+    model = fit_model(pod_table(small_trace).iloc[:120], settings=replace(TINY, continuous="log1p"))
+    assert model.encoding["duration_s"] == "log1p" and model.transforms == {}
+    rows, _ = model.sample(40, seed=0)
+    assert valid_rows(rows).all()
+
+
+def test_quantile_knots_by_hand() -> None:
+    # x = 0, 0, 1, 3: distinct values 0, 1, 3 with counts 2, 1, 1 of n = 4; mid-rank CDF
+    # (below + half of the ties) / n = (0 + 1) / 4, (2 + 0.5) / 4, (3 + 0.5) / 4
+    knots = quantile_knots(np.array([0.0, 0.0, 1.0, 3.0]))
+    assert knots == {"values": [0.0, 1.0, 3.0], "cdf": [0.25, 0.625, 0.875]}
+    z = quantile_encode(np.array([0.0, 1.0, 3.0, 2.0]), knots["values"], knots["cdf"])
+    # Phi^-1(0.25) = -0.6745, Phi^-1(0.625) = 0.3186, Phi^-1(0.875) = 1.1503; x = 2 lies
+    # half way between the knots 1 and 3: F = 0.75, Phi^-1(0.75) = 0.6745
+    assert z == pytest.approx([-0.6745, 0.3186, 1.1503, 0.6745], abs=1e-4)
+    back = quantile_decode(z, knots["values"], knots["cdf"])
+    assert back == pytest.approx([0.0, 1.0, 3.0, 2.0])
+
+
+def test_quantile_knots_are_thinned() -> None:
+    x = np.arange(10_000, dtype=np.float64)
+    knots = quantile_knots(x)
+    assert len(knots["values"]) == MAX_KNOTS
+    assert knots["values"][0] == 0.0 and knots["values"][-1] == 9999.0
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    x=st.lists(st.floats(0, 1e7), min_size=2, max_size=50),
+    z=st.lists(st.floats(-50, 50), min_size=1, max_size=20),
+)
+def test_quantile_decode_stays_in_the_training_range(x: list[float], z: list[float]) -> None:
+    knots = quantile_knots(np.array(x))
+    out = quantile_decode(np.array(z), knots["values"], knots["cdf"])
+    assert (out >= min(x)).all() and (out <= max(x)).all()
+    assert np.isnan(quantile_decode(np.array([np.nan]), knots["values"], knots["cdf"]))[0]
 
 
 def test_sample_is_valid_exact_and_seeded(tiny_model: WorkloadModel) -> None:
@@ -116,6 +164,14 @@ def _bad_settings(m: dict[str, Any]) -> None:
     del m["settings"]["epochs"]
 
 
+def _unsorted_knots(m: dict[str, Any]) -> None:
+    m["transforms"]["duration_s"]["values"][0] = 1e12
+
+
+def _no_transforms(m: dict[str, Any]) -> None:
+    del m["transforms"]
+
+
 @pytest.mark.parametrize(
     ("edit", "field", "message"),
     [
@@ -126,6 +182,8 @@ def _bad_settings(m: dict[str, Any]) -> None:
         (_drop_column, "schema[7]", "duration_s"),
         (_bad_encoding, "encoding.duration_s", "sqrt"),
         (_bad_settings, "settings", "epochs"),
+        (_unsorted_knots, "transforms.duration_s", "strictly increasing"),
+        (_no_transforms, "transforms", "missing"),
     ],
     ids=[
         "newer-version",
@@ -135,6 +193,8 @@ def _bad_settings(m: dict[str, Any]) -> None:
         "missing-column",
         "unknown-encoding",
         "settings-missing-epochs",
+        "unsorted-knots",
+        "no-transforms",
     ],
 )
 def test_load_refuses_other_versions_and_schemas(
@@ -199,8 +259,16 @@ def test_unreadable_pickle_is_named(tiny_model_file: Path, tmp_path: Path) -> No
         (FitSettings(batch_size=500, pac=3), "batch_size"),
         (FitSettings(learning_rate=0.0), "learning_rate"),
         (FitSettings(seed=-1), "seed"),
+        (FitSettings(continuous="sqrt"), "continuous"),
     ],
-    ids=["no-epochs", "odd-batch", "batch-not-multiple-of-pac", "zero-rate", "negative-seed"],
+    ids=[
+        "no-epochs",
+        "odd-batch",
+        "batch-not-multiple-of-pac",
+        "zero-rate",
+        "negative-seed",
+        "unknown-continuous",
+    ],
 )
 def test_bad_settings(small_trace: Trace, settings: FitSettings, message: str) -> None:
     with pytest.raises(InputError, match=message):

@@ -67,6 +67,9 @@ def fit(
     log_frequency: Annotated[
         bool, typer.Option(help="Condition training on log category frequencies (ctgan's default).")
     ] = False,
+    continuous: Annotated[
+        str, typer.Option(help="Continuous columns as 'quantile' (normal scores) or 'log1p'.")
+    ] = "quantile",
     seed: Annotated[int, typer.Option(help="Split and training seed.")] = 0,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads.")] = None,
     skip_bad_rows: Annotated[bool, typer.Option(help="Skip bad trace rows.")] = False,
@@ -83,9 +86,10 @@ def fit(
         batch_size=batch_size,
         max_categories=max_categories,
         log_frequency=log_frequency,
+        continuous=continuous,
         seed=seed,
     )
-    problems += [_options_problem("--epochs/--batch-size/--seed", m) for m in settings.problems()]
+    problems += [_options_problem("fit settings", m) for m in settings.problems()]
     if not (0.0 <= holdout < 1.0):
         problems.append(_options_problem("--holdout", f"must be in [0, 1), got {holdout}"))
     if threads is not None and threads < 1:

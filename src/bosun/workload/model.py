@@ -77,6 +77,12 @@ FORMAT = "bosun-workload-gan"
 FORMAT_VERSION = 1
 #: The category an empty categorical value becomes inside the GAN.
 NONE_CATEGORY = "(none)"
+#: Encodings of the continuous numeric columns (module docstring).
+CONTINUOUS_ENCODINGS = ("quantile", "log1p")
+#: At most this many (value, CDF) knots are kept per quantile-encoded column.
+MAX_KNOTS = 4096
+#: Normal scores are clipped to this many standard deviations.
+_Z_MAX = 5.0
 #: Rejection-sampling rounds before :meth:`WorkloadModel.sample` gives up.
 MAX_SAMPLE_ROUNDS = 50
 
@@ -96,6 +102,8 @@ class FitSettings:
         learning_rate: Adam's rate for both networks (ctgan: 2e-4).
         max_categories: numeric columns with at most this many distinct training values
             are modelled as discrete (module docstring).
+        continuous: how the continuous numeric columns are fed to CTGAN: ``"quantile"``
+            (normal scores of the training ECDF, the default) or ``"log1p"``.
         log_frequency: CTGAN's training-by-sampling draws the conditioned category by the
             log of its frequency (ctgan's default, True) instead of its frequency. bosun's
             default is False: see docs/workload.md "Measured" for why.
@@ -111,6 +119,7 @@ class FitSettings:
     learning_rate: float = 2e-4
     max_categories: int = 64
     log_frequency: bool = False
+    continuous: str = "quantile"
     seed: int = 0
 
     def problems(self) -> list[str]:
@@ -130,6 +139,11 @@ class FitSettings:
             out.append(f"learning_rate must be > 0, got {self.learning_rate}")
         if self.seed < 0:
             out.append(f"seed must be >= 0, got {self.seed}")
+        if self.continuous not in CONTINUOUS_ENCODINGS:
+            out.append(
+                f"continuous must be one of {', '.join(CONTINUOUS_ENCODINGS)}, "
+                f"got {self.continuous!r}"
+            )
         return out
 
 
@@ -169,8 +183,10 @@ class WorkloadModel:
 
     Attributes:
         synthesizer: the fitted ``ctgan.CTGAN``.
-        encoding: column -> ``"discrete"`` or ``"log1p"`` (numeric) / ``"discrete"``
-            (categorical).
+        encoding: column -> ``"discrete"``, ``"quantile"`` or ``"log1p"`` (numeric) /
+            ``"discrete"`` (categorical).
+        transforms: per quantile-encoded column, its knots ``{"values": [...], "cdf":
+            [...]}`` (both strictly increasing).
         settings: the fit settings.
         nodes: the training trace's node table rows (written beside every sample).
         trace_name: the training trace.
@@ -191,6 +207,7 @@ class WorkloadModel:
     fit_s: float
     source: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    transforms: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ sampling
 
@@ -206,6 +223,9 @@ class WorkloadModel:
             if self.encoding[col.name] == "log1p":
                 with np.errstate(over="ignore", invalid="ignore"):
                     x = np.expm1(np.clip(x, 0.0, None))
+            elif self.encoding[col.name] == "quantile":
+                knots = self.transforms[col.name]
+                x = quantile_decode(x, knots["values"], knots["cdf"])
             if col.integer:
                 x = np.round(x)
             out[col.name] = x
@@ -266,6 +286,7 @@ class WorkloadModel:
             "version": FORMAT_VERSION,
             "schema": _schema_json(),
             "encoding": dict(self.encoding),
+            "transforms": self.transforms,
             "settings": {
                 "epochs": s.epochs,
                 "batch_size": s.batch_size,
@@ -276,6 +297,7 @@ class WorkloadModel:
                 "learning_rate": s.learning_rate,
                 "max_categories": s.max_categories,
                 "log_frequency": s.log_frequency,
+                "continuous": s.continuous,
                 "seed": s.seed,
             },
             "trace": self.trace_name,
@@ -314,10 +336,59 @@ class WorkloadModel:
 # --------------------------------------------------------------------------- fitting
 
 
-def _encode(table: pd.DataFrame, max_categories: int) -> tuple[pd.DataFrame, dict[str, str]]:
-    """The table as CTGAN sees it, and the encoding of each column."""
+def quantile_knots(x: npt.NDArray[np.float64]) -> dict[str, list[float]]:
+    """The knots of the quantile encoding of ``x``: its distinct values and their mid-rank
+    CDF ``F(v) = (#{x < v} + #{x = v} / 2) / n`` (ties share one knot), thinned to at most
+    :data:`MAX_KNOTS` (first and last kept)."""
+    values, counts = np.unique(np.asarray(x, dtype=np.float64), return_counts=True)
+    cdf = (np.cumsum(counts) - counts / 2.0) / counts.sum()
+    if len(values) > MAX_KNOTS:
+        keep = np.unique(np.linspace(0, len(values) - 1, MAX_KNOTS).round().astype(np.int64))
+        values, cdf = values[keep], cdf[keep]
+    return {"values": values.tolist(), "cdf": cdf.tolist()}
+
+
+def quantile_encode(
+    x: npt.NDArray[np.float64], values: Sequence[float], cdf: Sequence[float]
+) -> npt.NDArray[np.float64]:
+    """Normal scores ``Phi^-1(F(x))`` (``F`` linear between the knots), clipped to +-5.
+
+    The rank-based "Gaussian normalizer" of SDV/rdt and of scikit-learn's
+    ``QuantileTransformer(output_distribution="normal")``, written here on the knots.
+    """
+    from scipy.special import ndtri  # type: ignore[import-untyped]
+
+    if len(values) < 2:
+        return np.zeros(len(x))
+    u = np.interp(np.asarray(x, dtype=np.float64), values, cdf)
+    z: npt.NDArray[np.float64] = np.clip(ndtri(u), -_Z_MAX, _Z_MAX)
+    return z
+
+
+def quantile_decode(
+    z: npt.NDArray[np.float64], values: Sequence[float], cdf: Sequence[float]
+) -> npt.NDArray[np.float64]:
+    """The inverse of :func:`quantile_encode`: ``F^-1(Phi(z))``, linear between the knots,
+    so every result lies in [min, max] of the training values (NaN stays NaN)."""
+    from scipy.special import ndtr
+
+    z = np.asarray(z, dtype=np.float64)
+    if len(values) < 2:
+        const = float(values[0]) if len(values) else np.nan
+        return np.where(np.isnan(z), np.nan, const)
+    u = ndtr(z)
+    out: npt.NDArray[np.float64] = np.interp(u, cdf, values)
+    out[np.isnan(u)] = np.nan
+    return out
+
+
+def _encode(
+    table: pd.DataFrame, max_categories: int, continuous: str = "quantile"
+) -> tuple[pd.DataFrame, dict[str, str], dict[str, dict[str, list[float]]]]:
+    """The table as CTGAN sees it, the encoding of each column and the quantile knots."""
     data: dict[str, Any] = {}
     encoding: dict[str, str] = {}
+    transforms: dict[str, dict[str, list[float]]] = {}
     for col in SCHEMA:
         values = table[col.name]
         if col.kind == "categorical":
@@ -327,10 +398,15 @@ def _encode(table: pd.DataFrame, max_categories: int) -> tuple[pd.DataFrame, dic
         elif values.nunique() <= max_categories:
             data[col.name] = values.astype(np.int64 if col.integer else np.float64)
             encoding[col.name] = "discrete"
+        elif continuous == "quantile":
+            x = values.to_numpy(dtype=np.float64)
+            knots = transforms[col.name] = quantile_knots(x)
+            data[col.name] = quantile_encode(x, knots["values"], knots["cdf"])
+            encoding[col.name] = "quantile"
         else:
             data[col.name] = np.log1p(values.to_numpy(dtype=np.float64))
             encoding[col.name] = "log1p"
-    return pd.DataFrame(data), encoding
+    return pd.DataFrame(data), encoding, transforms
 
 
 def _check_table(table: pd.DataFrame, source: str) -> list[InputProblem]:
@@ -384,7 +460,7 @@ def fit_model(
     problems += _check_table(train, trace_name or "training table")
     if problems:
         raise InputError(problems)
-    data, encoding = _encode(train, settings.max_categories)
+    data, encoding, transforms = _encode(train, settings.max_categories, settings.continuous)
     discrete = [c for c, e in encoding.items() if e == "discrete"]
     synth = CTGAN(
         embedding_dim=settings.embedding_dim,
@@ -414,6 +490,7 @@ def fit_model(
         holdout_rows=len(held),
         holdout=held.reset_index(drop=True)[[c.name for c in SCHEMA]],
         fit_s=fit_s,
+        transforms=transforms,
     )
 
 
@@ -495,6 +572,10 @@ def load_model(path: str | Path) -> WorkloadModel:
         fit_s=float(manifest.get("fit_s", math.nan)),
         source=str(path),
         meta=dict(manifest.get("meta") or {}),
+        transforms={
+            k: {"values": list(v["values"]), "cdf": list(v["cdf"])}
+            for k, v in manifest["transforms"].items()
+        },
     )
 
 
@@ -525,12 +606,37 @@ def _check_manifest(path: Path, manifest: Mapping[str, Any]) -> None:
             " (fit the model again with `bosun workload fit`)",
         )
     encoding = manifest.get("encoding")
-    allowed = {"discrete", "log1p"}
+    allowed = {"discrete", *CONTINUOUS_ENCODINGS}
     if not isinstance(encoding, dict) or set(encoding) != {c.name for c in SCHEMA}:
         raise _problem(path, "encoding", "must name every schema column")
     for name, enc in encoding.items():
         if enc not in allowed or (name in CATEGORICAL_COLUMNS and enc != "discrete"):
             raise _problem(path, f"encoding.{name}", f"{enc!r} is not a known encoding")
+    transforms = manifest.get("transforms")
+    if not isinstance(transforms, dict):
+        raise _problem(path, "transforms", "missing or not an object")
+    for name, enc in encoding.items():
+        if enc != "quantile":
+            continue
+        knots = transforms.get(name)
+        where = f"transforms.{name}"
+        if not isinstance(knots, dict) or not {"values", "cdf"} <= set(knots):
+            raise _problem(path, where, "needs values and cdf")
+        try:
+            v = np.asarray(knots["values"], dtype=np.float64)
+            f = np.asarray(knots["cdf"], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise _problem(path, where, "values and cdf must be numbers") from None
+        if v.ndim != 1 or v.shape != f.shape or len(v) < 1:
+            raise _problem(path, where, "values and cdf must be lists of one length")
+        if (
+            not (np.isfinite(v).all() and np.isfinite(f).all())
+            or (np.diff(v) <= 0).any()
+            or (np.diff(f) <= 0).any()
+            or f[0] < 0
+            or f[-1] > 1
+        ):
+            raise _problem(path, where, "values and cdf must be finite and strictly increasing")
 
 
 def _settings(path: Path, raw: Any) -> FitSettings:
@@ -547,6 +653,7 @@ def _settings(path: Path, raw: Any) -> FitSettings:
             learning_rate=float(raw["learning_rate"]),
             max_categories=int(raw["max_categories"]),
             log_frequency=bool(raw["log_frequency"]),
+            continuous=str(raw["continuous"]),
             seed=int(raw["seed"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
