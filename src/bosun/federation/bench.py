@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from bosun.errors import BosunError
-from bosun.federation.escrow import Ledger
+from bosun.federation.escrow import BoundedCounter, Ledger
 
 BASE_PORT = 17900
 RPC_OFFSET = 1
@@ -632,8 +632,6 @@ def _check_reports(reports: list[dict[str, Any]], extra: dict[str, Any]) -> dict
     pools: dict[tuple[str, str], Any] = {}
     for r in reports:
         for res, body in r.get("ledger", []):
-            from bosun.federation.escrow import BoundedCounter
-
             c = BoundedCounter.from_wire(body, peer=str(r.get("cluster")))
             key = (c.owner, res)
             pools[key] = c if key not in pools else pools[key].merged(c)
