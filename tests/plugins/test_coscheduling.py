@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bosun.api.build import make_node, make_pod
 from bosun.api.types import POD_GROUP_LABEL, Pod, PodGroup
 from bosun.batch.gang import coscheduling_configuration
-from bosun.errors import InputError
+from bosun.errors import BosunError, InputError
 from bosun.framework.interface import Code
 from bosun.framework.scheduler import Scheduler
 from bosun.framework.snapshot import Snapshot
@@ -78,45 +78,87 @@ def test_non_gang_pods_unaffected() -> None:
     assert res["default/plain"].code == Code.SUCCESS
 
 
+def fragmented() -> list:
+    """4 nodes of 1.5 CPU: one 1-CPU pod per node (0.5 CPU left on each), though the
+    aggregate room (6 CPU) would take six. Gangs a and b of 3 x 1 CPU each fit alone
+    (3 nodes), not together (6 nodes)."""
+    return [make_node(f"n{i}", cpu="1500m") for i in range(4)]
+
+
+TWO_GANGS = [PodGroup("a", min_member=3), PodGroup("b", min_member=3)]
+
+
 @pytest.mark.parametrize(
     ("post_filter", "queue_sort"),
     [(True, False), (True, True), (False, True)],
     ids=["postfilter-fifo", "postfilter-gangsort", "timeout-gangsort"],
 )
 def test_two_gangs_never_deadlock(post_filter: bool, queue_sort: bool) -> None:
-    # 2 nodes x 2 CPU = room for 4 pods of 1 CPU; gangs a and b need 3 each: each fits
-    # alone, not both. Arrivals interleave a0 b0 a1 b1 a2 b2, each scheduled on arrival,
-    # so four pods are held before either gang can complete (the classic gang deadlock).
-    nodes = [make_node("n1", cpu="2"), make_node("n2", cpu="2")]
-    s = sched(
-        nodes,
-        [PodGroup("a", min_member=3), PodGroup("b", min_member=3)],
-        post_filter=post_filter,
-        queue_sort=queue_sort,
-    )
+    # All six pods exist, queued a0 b0 a1 b1 a2 b2. In FIFO order the first four are
+    # held at Permit, one per node, before either gang can complete: the gang deadlock of
+    # one-at-a-time placement (the aggregate room check passes: 2 CPU are free, in
+    # 0.5-CPU pieces). PostFilter releases a0, a1 when a2 finds no node, and b completes.
+    # The gang queue sort pops a0 a1 a2 first, so a completes at once; b's members are
+    # then released by PostFilter or by their timeout.
+    s = sched(fragmented(), TWO_GANGS, post_filter=post_filter, queue_sort=queue_sort)
     for i in range(3):
         for g in ("a", "b"):
             s.add_pod(gang_pod(f"{g}-{i}", g))
-            s.schedule_one()
-    s.run(max_attempts=200)
+    if not queue_sort:
+        for _ in range(4):
+            assert s.schedule_one().code == Code.WAIT  # type: ignore[union-attr]
+        assert len(s.waiting_pods) == 4  # every node held, neither gang complete
+    s.run(max_attempts=300)
     a, b = bound_in(s, "a"), bound_in(s, "b")
     # exactly one gang complete, the other holds nothing: no half-placed gang
     assert sorted((a, b)) == [0, 3]
+    assert (a, b) == ((0, 3) if not queue_sort else (3, 0))
     assert not s.waiting_pods
     assert len(s.snapshot.pods) == 3
 
 
+def test_timeout_alone_with_fifo_order_livelocks_but_binds_nothing() -> None:
+    # scheduler-plugins requires Coscheduling's QueueSort; without it and without
+    # PostFilter, the four held pods time out together at 60 s, are retried in the same
+    # interleaved order and are held again: a livelock (bounded here by max_attempts).
+    # All or nothing still holds: no member of either gang is ever bound.
+    s = sched(fragmented(), TWO_GANGS, post_filter=False, queue_sort=False)
+    for i in range(3):
+        for g in ("a", "b"):
+            s.add_pod(gang_pod(f"{g}-{i}", g))
+    with pytest.raises(BosunError, match="did not settle"):
+        s.run(max_attempts=100)
+    assert bound_in(s, "a") == bound_in(s, "b") == 0
+    assert s.clock.now() >= 60.0
+
+
 @settings(max_examples=25, deadline=None)
-@given(order=st.permutations(["a-0", "a-1", "a-2", "b-0", "b-1", "b-2"]))
-def test_two_gangs_any_arrival_order(order: list[str]) -> None:
-    nodes = [make_node("n1", cpu="2"), make_node("n2", cpu="2")]
-    s = sched(nodes, [PodGroup("a", min_member=3), PodGroup("b", min_member=3)])
+@given(
+    order=st.permutations(["a-0", "a-1", "a-2", "b-0", "b-1", "b-2"]),
+    variant=st.sampled_from([(True, False), (True, True), (False, True)]),
+)
+def test_two_gangs_any_arrival_order(order: list[str], variant: tuple[bool, bool]) -> None:
+    s = sched(fragmented(), TWO_GANGS, post_filter=variant[0], queue_sort=variant[1])
     for name in order:
         s.add_pod(gang_pod(name, name[0]))
-        s.schedule_one()
-    s.run(max_attempts=200)
+    s.run(max_attempts=300)
     assert sorted((bound_in(s, "a"), bound_in(s, "b"))) == [0, 3]
     assert not s.waiting_pods
+
+
+def test_members_arriving_one_by_one_wait_in_prefilter() -> None:
+    # each member scheduled on arrival: PreFilter holds the first ones back (too few
+    # siblings), so no room is held until the gang is complete; a binds when a2 arrives
+    nodes = [make_node("n1", cpu="2"), make_node("n2", cpu="2")]
+    s = sched(nodes, [PodGroup("a", min_member=3), PodGroup("b", min_member=3)])
+    for i in range(3):
+        for g in ("a", "b"):
+            s.add_pod(gang_pod(f"{g}-{i}", g))
+            while s.schedule_one() is not None:
+                pass
+            assert len(s.waiting_pods) <= 2
+    s.run(max_attempts=200)
+    assert (bound_in(s, "a"), bound_in(s, "b")) == (3, 0)
 
 
 def test_timeout_releases_the_gang() -> None:
