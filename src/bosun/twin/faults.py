@@ -27,8 +27,15 @@ Node lifecycle (kube-controller-manager's node lifecycle and taint-eviction cont
 
 * ``node-crash``: the kubelet stops at ``at``. Nothing changes for the scheduler until the
   node-monitor grace period has passed without a heartbeat: then the node's ``Ready``
-  condition is ``Unknown`` and it gets the ``node.kubernetes.io/unreachable`` taint with
-  effects ``NoSchedule`` (TaintNodesByCondition) and ``NoExecute`` (taint-based eviction).
+  condition is ``Unknown`` and it gets the ``node.kubernetes.io/unreachable:NoSchedule``
+  taint at once (TaintNodesByCondition). The ``NoExecute`` taint (taint-based eviction)
+  goes through the controller's per-zone rate limiter (a token bucket of burst 1): one
+  node per ``1 / nodeEvictionRate`` = 10 s in a zone that is healthy or fully down; in a
+  zone with more than 2 and at least ``unhealthyZoneThreshold`` (55 %) of its nodes not
+  ready ("partial disruption"), ``secondaryNodeEvictionRate`` (0.01/s), or none at all
+  when the zone has at most ``largeClusterSizeThreshold`` (50) nodes; when every node of
+  the cluster is not ready ("master disruption"), none (``ComputeZoneState`` and
+  ``setLimiterInZone`` in ``pkg/controller/nodelifecycle``). Nodes wait in node order.
   The grace period is 50 s (the default since Kubernetes v1.32; it was 40 s before:
   ``--node-monitor-grace-period``, kube-controller-manager reference). The node-monitor
   period (5 s) is not modelled: the taint lands exactly ``grace`` after the crash. Each pod
@@ -37,7 +44,8 @@ Node lifecycle (kube-controller-manager's node lifecycle and taint-eviction cont
   ``tolerationSeconds`` of the matching tolerations; none matching: at once; only
   tolerations without seconds: never). The DefaultTolerationSeconds admission plugin gives
   every pod without its own toleration for the taint ``tolerationSeconds: 300``. So an
-  ordinary pod is evicted ``50 + 300 = 350`` s after its node crashed.
+  ordinary pod on a lone crashed node is evicted ``50 + 300 = 350`` s after the crash; in
+  a zone outage the ``k``-th node (from 0) of the zone is tainted ``10 k`` s later still.
 * Owned pods (``Pod.owner`` set, from a manifest's ``ownerReferences`` or a trace's
   ``owner`` column, or the annotation ``bosun.io/owner``; or every pod with
   ``podsWithoutOwner: owned``, which ``examples/faults.yaml`` sets for openb, whose rows are
@@ -109,6 +117,13 @@ DRAIN_RETRY_S = 5.0
 #: How long a drain keeps retrying evictions a PDB refuses (``kubectl drain --timeout``;
 #: kubectl's default, 0, waits for ever: a twin run must end, so bosun gives up after 1 h).
 DRAIN_TIMEOUT_S = 3600.0
+#: kube-controller-manager's node lifecycle rate limits (defaults of
+#: ``--node-eviction-rate``, ``--secondary-node-eviction-rate``,
+#: ``--unhealthy-zone-threshold``, ``--large-cluster-size-threshold``).
+NODE_EVICTION_RATE = 0.1
+SECONDARY_NODE_EVICTION_RATE = 0.01
+UNHEALTHY_ZONE_THRESHOLD = 0.55
+LARGE_CLUSTER_SIZE_THRESHOLD = 50
 #: Zones derived for nodes without a zone label.
 DEFAULT_ZONES = 3
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
@@ -131,6 +146,10 @@ _SETTINGS = (
     "zones",
     "drainRetry",
     "drainTimeout",
+    "nodeEvictionRate",
+    "secondaryNodeEvictionRate",
+    "unhealthyZoneThreshold",
+    "largeClusterSizeThreshold",
     "podDisruptionBudgets",
 )
 _FAULT_KEYS = ("name", "action", "selector", "mode", "value", "at", "duration", "delay")
@@ -248,6 +267,10 @@ class FaultSettings:
     zones: int = DEFAULT_ZONES
     drain_retry_s: float = DRAIN_RETRY_S
     drain_timeout_s: float = DRAIN_TIMEOUT_S
+    node_eviction_rate: float = NODE_EVICTION_RATE
+    secondary_node_eviction_rate: float = SECONDARY_NODE_EVICTION_RATE
+    unhealthy_zone_threshold: float = UNHEALTHY_ZONE_THRESHOLD
+    large_cluster_size_threshold: int = LARGE_CLUSTER_SIZE_THRESHOLD
     pdbs: tuple[PodDisruptionBudget, ...] = ()
 
 
@@ -450,6 +473,35 @@ def _settings(raw: object, src: str, problems: list[InputProblem]) -> FaultSetti
         v = _duration(raw["drainTimeout"], "settings", "drainTimeout", problems, src)
         if v is not None:
             out = replace(out, drain_timeout_s=v)
+    for key, attr, lo in (
+        ("nodeEvictionRate", "node_eviction_rate", 0.0),
+        ("secondaryNodeEvictionRate", "secondary_node_eviction_rate", 0.0),
+        ("unhealthyZoneThreshold", "unhealthy_zone_threshold", 0.0),
+    ):
+        if key in raw:
+            v_raw = raw[key]
+            if (
+                isinstance(v_raw, bool)
+                or not isinstance(v_raw, int | float)
+                or not (math.isfinite(v_raw) and v_raw >= lo)
+            ):
+                problems.append(InputProblem(src, "settings", key, f"a number >= 0, got {v_raw!r}"))
+            elif attr == "node_eviction_rate":
+                out = replace(out, node_eviction_rate=float(v_raw))
+            elif attr == "secondary_node_eviction_rate":
+                out = replace(out, secondary_node_eviction_rate=float(v_raw))
+            else:
+                out = replace(out, unhealthy_zone_threshold=float(v_raw))
+    if "largeClusterSizeThreshold" in raw:
+        v_raw = raw["largeClusterSizeThreshold"]
+        if isinstance(v_raw, bool) or not isinstance(v_raw, int) or v_raw < 0:
+            problems.append(
+                InputProblem(
+                    src, "settings", "largeClusterSizeThreshold", f"an integer >= 0, got {v_raw!r}"
+                )
+            )
+        else:
+            out = replace(out, large_cluster_size_threshold=v_raw)
     if "defaultTolerationSeconds" in raw:
         v_raw = raw["defaultTolerationSeconds"]
         if isinstance(v_raw, bool) or not isinstance(v_raw, int) or v_raw < 0:
@@ -853,6 +905,12 @@ class FaultController:
         self.no_node_s = 0.0
         #: bumped whenever a node's kubelet goes down or comes back (caches key on it)
         self.version = 0
+        self._unready: set[str] = set()  # nodes with Ready=Unknown (NoSchedule taint on)
+        self._queues: dict[str, list[str]] = {}  # zone -> nodes waiting for NoExecute
+        self._next_token: dict[str, float] = {}  # zone -> when its limiter has a token
+        self._pass_event: dict[str, Event] = {}  # zone -> its scheduled tainting pass
+        self._no_execute: set[str] = set()
+        self.master_disruption = False
 
     @property
     def crashed_nodes(self) -> frozenset[str]:
@@ -950,34 +1008,104 @@ class FaultController:
         return self._kill(f, t)
 
     def _not_ready(self, f: _Fault, t: float) -> bool:
-        """Ready=Unknown after the grace period: the unreachable taints, then each pod's
-        eviction when its toleration runs out."""
+        """Ready=Unknown after the grace period: the ``unreachable:NoSchedule`` taint at once
+        (TaintNodesByCondition), and the node joins its zone's queue for the
+        ``NoExecute`` taint (the rate-limited tainter, :meth:`_taint_pass`)."""
         sim = self._sim
         assert sim is not None
         if not f.active:
             return False
         f.not_ready_s = t
+        zones: set[str] = set()
         for name in f.nodes:
             node = sim.node(name)
             if node is None or self._down.get(name) is not f:
                 continue
-            taints = (
-                *node.taints,
-                Taint(UNREACHABLE_TAINT, "", TaintEffect.NO_SCHEDULE),
-                Taint(UNREACHABLE_TAINT, "", TaintEffect.NO_EXECUTE),
+            f.disrupted.update(p.key for p in sim.pods_on(name))
+            taint = Taint(UNREACHABLE_TAINT, "", TaintEffect.NO_SCHEDULE)
+            sim.update_node(replace(node, taints=(*node.taints, taint)))
+            self._unready.add(name)
+            zone = node.labels.get(ZONE_LABEL, "")
+            self._queues.setdefault(zone, []).append(name)
+            zones.add(zone)
+        self._reschedule_passes(t, zones)
+        return True
+
+    def _zone_rate(self, zone: str) -> float:
+        """The zone's NoExecute tainting rate (nodes per second) now: kube's
+        ``ComputeZoneState`` and ``setLimiterInZone``. Full disruption (no ready node in
+        the zone) and normal: ``nodeEvictionRate``; partial (more than 2 not ready and at
+        least ``unhealthyZoneThreshold`` of the zone): ``secondaryNodeEvictionRate``, or 0
+        in a zone of at most ``largeClusterSizeThreshold`` nodes."""
+        sim = self._sim
+        assert sim is not None
+        members = [n.name for n in sim.snapshot.nodes if n.labels.get(ZONE_LABEL, "") == zone]
+        not_ready = sum(1 for n in members if n in self._unready)
+        size = len(members)
+        st = self.settings
+        if size and not_ready == size:
+            return st.node_eviction_rate
+        if not_ready > 2 and not_ready / size >= st.unhealthy_zone_threshold:
+            return (
+                0.0 if size <= st.large_cluster_size_threshold else st.secondary_node_eviction_rate
             )
-            sim.update_node(replace(node, taints=taints))
+        return st.node_eviction_rate
+
+    def _all_zones_down(self) -> bool:
+        """Every node of the cluster is not ready: kube's "master disruption" mode, in
+        which the controller taints nothing NoExecute (it blames its own connectivity)."""
+        sim = self._sim
+        assert sim is not None
+        names = sim.snapshot.node_names
+        return bool(names) and all(n in self._unready for n in names)
+
+    def _reschedule_passes(self, t: float, zones: set[str]) -> None:
+        sim = self._sim
+        assert sim is not None
+        for zone in zones:
+            if zone in self._pass_event or not self._queues.get(zone):
+                continue
+            at = max(t, self._next_token.get(zone, t))
+            self._pass_event[zone] = sim.at(
+                at, partial(self._taint_pass, zone), EventKind.CONTROL_DOWN
+            )
+
+    def _taint_pass(self, zone: str, t: float) -> bool:
+        """One token of the zone's limiter: the first queued node still not ready gets the
+        ``unreachable:NoExecute`` taint; each of its pods is evicted when its toleration
+        runs out. Tokens come every ``1 / rate`` seconds (a token bucket of burst 1)."""
+        sim = self._sim
+        assert sim is not None
+        self._pass_event.pop(zone, None)
+        queue = self._queues.get(zone, [])
+        while queue and queue[0] not in self._unready:
+            queue.pop(0)
+        if not queue:
+            return False
+        if self._all_zones_down():
+            self.master_disruption = True
+            return False  # resumed when a node heals (_end)
+        rate = self._zone_rate(zone)
+        if rate <= 0:
+            return False  # resumed when the zone's state changes (_end, _not_ready)
+        name = queue.pop(0)
+        f = self._down.get(name)
+        node = sim.node(name)
+        changed = False
+        if f is not None and node is not None:
+            taint = Taint(UNREACHABLE_TAINT, "", TaintEffect.NO_EXECUTE)
+            sim.update_node(replace(node, taints=(*node.taints, taint)))
+            self._no_execute.add(name)
+            changed = True
             for pod in sim.pods_on(name):
                 f.disrupted.add(pod.key)
                 delay = eviction_delay_s(pod, self.settings.default_toleration_seconds)
                 if math.isfinite(delay):
-                    ev = sim.at(
-                        t + delay,
-                        partial(self._evict, f, pod.key),
-                        EventKind.CONTROL_DOWN,
-                    )
+                    ev = sim.at(t + delay, partial(self._evict, f, pod.key), EventKind.CONTROL_DOWN)
                     self._evictions[pod.key] = ev
-        return True
+        self._next_token[zone] = t + 1.0 / rate
+        self._reschedule_passes(t, {zone})
+        return changed
 
     def _mark(self, rec: PodRecord, f: _Fault, role: str) -> None:
         self._roles[id(rec)] = (f.spec.name, role)
@@ -1044,6 +1172,8 @@ class FaultController:
             node = sim.node(name)
             if node is None:
                 continue
+            self._unready.discard(name)
+            self._no_execute.discard(name)
             kept = tuple(x for x in node.taints if x.key != UNREACHABLE_TAINT)
             if kept != node.taints:
                 sim.update_node(replace(node, taints=kept))
@@ -1057,6 +1187,8 @@ class FaultController:
                     f.restart_s = t
         for rec in self._deferred.pop(id(f), []):
             self._replace(f, rec, t)
+        # a healed node changes zone states (and may end the all-zones-down mode)
+        self._reschedule_passes(t, set(self._queues))
         return True
 
     def _drain(self, f: _Fault, t: float) -> bool:
