@@ -608,6 +608,11 @@ def run_failover(which: str, n_nodes: int, n_pods: int, timeout_s: float) -> dic
                 watch.stop()
             _stop(procs)
             api.close()
+            for name in ("replica-a", "replica-b"):  # kept for a look at the election
+                log = Path(tmp) / f"{name}.log"
+                if log.exists():
+                    kept = Path(tempfile.gettempdir()) / f"bench-live-failover-{which}-{name}.log"
+                    kept.write_bytes(log.read_bytes())
 
 
 def import_seconds(module: str) -> float:

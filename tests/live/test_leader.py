@@ -542,3 +542,67 @@ def test_until_expiry_counts_from_the_last_observed_change(
     other_renews(fake_api)
     assert a.try_acquire_or_renew() is False  # changed: observed anew
     assert a.until_expiry() == pytest.approx(15.0)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param(
+            {"holderIdentity": "b", "leaseDurationSeconds": 15, "leaseTransitions": 3,
+             "acquireTime": "2025-01-01T12:00:00.500000Z",
+             "renewTime": "2025-01-01T12:00:07.000001Z"},
+            ("b", 15, T0, T0 + timedelta(seconds=6.500001), 3),
+            id="full-record",
+        ),
+        pytest.param({}, ("", 0, None, None, 0), id="empty-spec"),
+        pytest.param(None, ("", 0, None, None, 0), id="no-spec"),
+        pytest.param(
+            {"holderIdentity": "b", "leaseDurationSeconds": "15", "renewTime": "soon"},
+            ("b", 0, None, None, 0),
+            id="malformed-fields-read-as-unset",
+        ),
+    ],
+)  # fmt: skip
+def test_record_from_a_watch_events_spec(spec: object, expected: tuple[Any, ...]) -> None:
+    from bosun.live.leader import LeaderElectionRecord
+
+    r = LeaderElectionRecord.from_spec(spec)
+    assert (r.holder_identity, r.lease_duration_s, r.acquire_time, r.renew_time,
+            r.leader_transitions) == expected  # fmt: skip
+
+
+def test_the_lease_watch_observes_renewals_and_a_release_at_once(
+    fake_api: FakeApiServer, api_client: client.ApiClient
+) -> None:
+    """A standby polls every 2-4.4 s (real seconds here); its Lease watch sees a renewal
+    within a moment of it (so observedTime is the renewal's, not the next poll's), and a
+    release wakes the candidate, which takes the Lease at once instead of at its next
+    poll. Both are checked within 1.5 s and 1 s, less than the shortest poll interval."""
+    seed_lease(fake_api, "other", duration=15)
+    clk = ManualClock()
+    a = LeaderElector(api_client, cfg("a"), clock=clk.clock, now=clk.now, watch_lease=True)
+    a.start()
+    try:
+        wait_for(lambda: a.observed_record is not None, 5.0)
+        time.sleep(0.3)  # the watch is open and the first poll is asleep (>= 2 s)
+        old = a.observed_record
+        clk.advance(5.0)
+        other_renews(fake_api)
+        wait_for(lambda: a.observed_record != old, 1.5)
+        assert a.until_expiry() == pytest.approx(15.0)  # observed at the renewal's time
+        assert not a.is_leader
+        obj = lease(fake_api)
+        obj["spec"]["holderIdentity"] = ""  # the holder releases (ReleaseOnCancel)
+        obj["spec"]["leaseDurationSeconds"] = 1
+        fake_api.update(obj)
+        wait_for(lambda: a.is_leader, 1.0)
+    finally:
+        a.stop(5.0)
+    assert lease(fake_api)["spec"]["holderIdentity"] == ""  # released again on stop
+
+
+def wait_for(pred: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)

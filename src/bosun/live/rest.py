@@ -63,6 +63,9 @@ ENDPOINTS: dict[str, _Endpoint] = {
     ),
     "list_storage_class": _Endpoint("GET", "/apis/storage.k8s.io/v1/storageclasses"),
     "list_csi_node": _Endpoint("GET", "/apis/storage.k8s.io/v1/csinodes"),
+    "list_namespaced_lease": _Endpoint(
+        "GET", "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    ),
     "read_namespaced_lease": _Endpoint(
         "GET", "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
     ),

@@ -444,6 +444,7 @@ class LiveScheduler:
                     replace(opts.lease_config(), identity=self.identity),
                     on_stopped_leading=self._on_stopped_leading,
                     on_new_leader=lambda who: _LOG.info("the leader is now %r", who or "nobody"),
+                    watch_lease=True,
                 )
                 self._elector.start()
             self._loop(binder, recorder)
