@@ -73,10 +73,48 @@ def _openb(variant: str) -> tuple[tuple[Node, ...], tuple[Pod, ...]]:
     return tuple(trace.nodes), tuple(a.pod for a in trace.arrivals)
 
 
+#: bench profiles: kube's default one, or FGD as the only Score (the FGD paper's setup)
+PROFILES = ("default", "fgd")
+
+
+@lru_cache(maxsize=2)
+def _fgd_configuration(variant: str) -> Any:
+    """kube's default profile with FGD as the only Score plugin, its task classes (the
+    target workload) taken from the whole openb pod list (coverage 1)."""
+    from bosun.framework.config import API_VERSION, KIND, parse_configuration
+    from bosun.gpu.fragmentation import TaskClasses, with_task_classes
+
+    reg = in_tree_registry()
+    doc = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "plugins": {
+                    "score": {
+                        "enabled": [{"name": "FGD", "weight": 1}],
+                        "disabled": [{"name": "*"}],
+                    }
+                },
+            }
+        ],
+    }
+    cfg = parse_configuration(doc, "<fgd profile>", registry_points(reg))
+    return with_task_classes(cfg, TaskClasses.from_pods(_openb(variant)[1]))
+
+
 def openb_instance(
-    num_nodes: int, num_pods: int, seed: int, *, load: float = 0.8, variant: str = "default"
+    num_nodes: int,
+    num_pods: int,
+    seed: int,
+    *,
+    load: float = 0.8,
+    variant: str = "default",
+    profile: str = "default",
 ) -> Instance:
-    """The seeded openb instance described in the module docstring.
+    """The seeded openb instance described in the module docstring; ``profile`` picks
+    the Scores that rank the candidates (:data:`PROFILES`).
 
     Raises:
         InputError: ``num_nodes`` or ``num_pods`` out of range (field ``nodes``/``pods``).
@@ -102,6 +140,13 @@ def openb_instance(
                 f"must be 1..{len(all_pods) // 2}, got {num_pods}",
             )
         )
+    if profile not in PROFILES:
+        problems.append(
+            InputProblem(
+                "<arguments>", "batch bench", "profile",
+                f"unknown profile {profile!r}: one of {', '.join(PROFILES)}",
+            )
+        )  # fmt: skip
     if problems:
         raise InputError(problems)
     rng = np.random.default_rng(seed)
@@ -137,7 +182,11 @@ def openb_instance(
         for i in range(num_pods)
     ]
     reg = in_tree_registry()
-    sched = Scheduler(default_configuration(registry_points(reg)), snap, registry=reg, seed=seed)
+    if profile == "fgd":
+        cfg = _fgd_configuration(variant)
+    else:
+        cfg = default_configuration(registry_points(reg))
+    sched = Scheduler(cfg, snap, registry=reg, seed=seed)
     return Instance(sched, batch, placed, used / total_gpu if total_gpu else 0.0)
 
 

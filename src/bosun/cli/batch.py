@@ -195,6 +195,12 @@ def bench(
     load: Annotated[
         float, typer.Option("--load", min=0.0, max=1.0, help="Background GPU allocation.")
     ] = 0.8,
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile", help="Scores that rank candidates: default (kube's) or fgd (FGD only)."
+        ),
+    ] = "default",
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write one row per solver and size here.")
     ] = None,
@@ -215,6 +221,13 @@ def bench(
     try:
         check_bench_args(nodes, pods, seeds, names, time_limit)
         problems = _check_output(json_out, "--json")
+        if profile not in ("default", "fgd"):
+            problems.append(
+                InputProblem(
+                    "<arguments>", "batch bench", "profile",
+                    f"unknown profile {profile!r}: one of default, fgd",
+                )
+            )  # fmt: skip
         if reference_time is not None and not reference_time > 0:
             problems.append(
                 InputProblem(
@@ -233,7 +246,7 @@ def bench(
     try:
         for n in nodes:
             for seed in range(seeds):
-                inst = openb_instance(n, pods, seed, load=load)
+                inst = openb_instance(n, pods, seed, load=load, profile=profile)
                 problem, recs, build_s = run_instance(
                     inst,
                     nodes=n,
