@@ -112,8 +112,10 @@ def test_place_bad_input(
         (["--nodes", "5", "--seeds", "0"], "seeds: must be >= 1, got 0"),
         (["--nodes", "5", "--solvers", "greedy,qpu"], "unknown solver 'qpu'"),
         (["--nodes", "5", "--time-limit", "-1"], "time_limit: must be a positive number"),
+        (["--nodes", "5", "--profile", "best"], "profile: unknown profile 'best'"),
+        (["--nodes", "5", "--reference-time", "0"], "reference-time: must be a positive"),
     ],
-    ids=["nodes", "seeds", "solver", "time-limit"],
+    ids=["nodes", "seeds", "solver", "time-limit", "profile", "reference-time"],
 )
 def test_bench_bad_input(tmp_path: Path, args: list[str], expected: str) -> None:
     out = tmp_path / "b.json"
