@@ -1,7 +1,7 @@
 """Explain benchmarks: ``bosun why``, the policy language and ``bosun logs mine``.
 
-Run: ``.venv/bin/python benchmarks/bench_explain.py`` (no data files, no network; about a
-minute on a loaded 2-core machine). Sections:
+Run: ``.venv/bin/python benchmarks/bench_explain.py`` (no data files, no network; 3 to 5
+minutes on a loaded 2-core machine, most of it the twin run of section 2). Sections:
 
 1. ``bosun why`` on pods unschedulable by construction: random clusters (seeded) where
    every node rejects the pod for one known cause (too little CPU or memory, untolerated
