@@ -606,3 +606,28 @@ def wait_for(pred: Callable[[], bool], timeout_s: float) -> None:
     while not pred():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+def test_a_forbidden_lease_watch_ends_and_polling_goes_on(
+    fake_api: FakeApiServer, api_client: client.ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without `watch` on leases the watch thread says so once and ends; the candidate
+    still acquires the expired Lease by polling."""
+    import logging
+
+    fake_api.forbid("watch", "leases")
+    seed_lease(fake_api, "gone", duration=1)  # held 1 s more: the watch is tried first
+    a = LeaderElector(api_client, cfg("a", lease_duration_s=3.0, renew_deadline_s=2.0,
+                                      retry_period_s=0.2), watch_lease=True)  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="bosun.live.leader"):
+        a.start()
+        try:
+            wait_for(lambda: a.is_leader, 5.0)
+            watcher = a._watch_thread
+            assert watcher is not None
+            watcher.join(5.0)
+            assert not watcher.is_alive()
+        finally:
+            a.stop(5.0)
+    said = [r.getMessage() for r in caplog.records if "cannot watch Lease" in r.getMessage()]
+    assert len(said) == 1 and said[0].endswith("polling only")

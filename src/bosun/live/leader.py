@@ -549,7 +549,9 @@ class LeaderElector:
         """While standing by: watch the Lease (``fieldSelector=metadata.name=...``) and
         observe each record it delivers; re-opened after a failure (a retry period later),
         ended when leading or stopped. Failures are logged at debug level: the polls of
-        :meth:`_acquire` go on regardless."""
+        :meth:`_acquire` go on regardless. Without the ``watch`` permission on the Lease
+        (``403``) it says so once, at info level, and ends: polling alone is client-go's
+        way."""
         cfg = self.config
         raw = RawApi(self._api_client)
         while not self.stopping and not self.is_leader:
@@ -575,6 +577,9 @@ class LeaderElector:
             except (ClusterError, urllib3.exceptions.HTTPError, OSError, ValueError) as e:
                 if self.stopping:
                     break
+                if isinstance(e, ClusterError) and e.status in (401, 403):
+                    log.info("cannot watch Lease %s (%s): polling only", self._where(), e)
+                    return
                 log.debug("watch of Lease %s: %s", self._where(), e)
                 self._stop_event.wait(cfg.retry_period_s)
             finally:
