@@ -73,6 +73,8 @@ def _print_explanation(ex: Explanation) -> None:
             )
             if f.source:
                 console.print(f"   [dim](or edit {f.source})[/]")
+            if f.note:
+                console.print(f"   [dim]note: {escape(f.note)}[/]")
         for doc in f.create:
             console.print("   create:")
             console.print(escape(yaml.safe_dump(doc, sort_keys=False)).rstrip())

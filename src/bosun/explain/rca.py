@@ -417,6 +417,8 @@ class Fix:
         create: manifests to add (a new node).
         delete: ``Kind namespace/name`` of objects to delete (preemption victims).
         nodes: the nodes where the pod fits once the fix is applied.
+        note: what to know before applying it (a pod made by a controller is changed in
+            its template; most of a created Pod's spec is immutable in a live cluster).
     """
 
     kind: str
@@ -429,10 +431,12 @@ class Fix:
     create: list[dict[str, Any]] = field(default_factory=list)
     delete: list[str] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
+    note: str = ""
 
     def record(self) -> dict[str, Any]:
         """Plain data for JSON/YAML output."""
         return {
+            "note": self.note,
             "kind": self.kind,
             "plugin": self.plugin,
             "summary": self.summary,
@@ -615,6 +619,14 @@ class _Explainer:
         nodes = self.feasible_nodes(pod)
         if not nodes:
             return None
+        note = ""
+        if self.prefix == "" and self.pod.owner:
+            note = (
+                f"the pod belongs to {self.pod.owner}: make this change in its pod template "
+                "(a controller would re-create the pod as it was)"
+            )
+        elif self.prefix == "":
+            note = "on a live cluster most of a Pod's spec is immutable: re-create the pod"
         return Fix(
             "+".join(e.kind for e in edits),
             "+".join(e.plugin for e in edits),
@@ -624,6 +636,7 @@ class _Explainer:
             source=self.ref.source,
             patch=ops,
             nodes=nodes,
+            note=note,
         )
 
     # ---- candidate edits per plugin
