@@ -45,7 +45,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--log-frequency", action="store_true", help="ctgan's default conditioning")
-    ap.add_argument("--continuous", default="quantile", choices=("quantile", "log1p"))
+    ap.add_argument("--continuous", default="log1p", choices=("log1p", "quantile"))
     ap.add_argument("--no-curve", action="store_true")
     ap.add_argument("--json", default="")
     ap.add_argument("--save-model", default="")

@@ -36,19 +36,27 @@ def test_encoding_follows_the_cardinality_rule(tiny_model: WorkloadModel) -> Non
     enc = tiny_model.encoding
     assert enc["gpu_model"] == enc["qos"] == "discrete"
     # the synthetic trace draws run times from a lognormal: every value distinct
-    assert enc["duration_s"] == "quantile"
-    assert enc["interarrival_s"] == "quantile"
+    assert enc["duration_s"] == "log1p"
+    assert enc["interarrival_s"] == "log1p"
     assert enc["gpu_count"] == "discrete"
-    assert set(tiny_model.transforms) == {"duration_s", "interarrival_s"}
+    assert tiny_model.transforms == {}
 
 
-def test_log1p_encoding(small_trace: Trace) -> None:
+def test_quantile_encoding(small_trace: Trace, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    model = fit_model(pod_table(small_trace).iloc[:120], settings=replace(TINY, continuous="log1p"))
-    assert model.encoding["duration_s"] == "log1p" and model.transforms == {}
+    settings = replace(TINY, continuous="quantile")
+    model = fit_model(pod_table(small_trace).iloc[:120], settings=settings)
+    assert model.encoding["duration_s"] == "quantile"
+    assert set(model.transforms) == {"duration_s", "interarrival_s"}
     rows, _ = model.sample(40, seed=0)
     assert valid_rows(rows).all()
+    # decoded times stay inside the training range (the knots' ends)
+    knots = model.transforms["duration_s"]
+    assert rows["duration_s"].between(knots["values"][0], knots["values"][-1]).all()
+    loaded = load_model(model.save(tmp_path / "q.gan"))
+    assert loaded.transforms == model.transforms
+    pd.testing.assert_frame_equal(loaded.sample(40, seed=0)[0], rows)
 
 
 def test_quantile_knots_by_hand() -> None:
@@ -165,7 +173,12 @@ def _bad_settings(m: dict[str, Any]) -> None:
 
 
 def _unsorted_knots(m: dict[str, Any]) -> None:
-    m["transforms"]["duration_s"]["values"][0] = 1e12
+    m["encoding"]["duration_s"] = "quantile"
+    m["transforms"]["duration_s"] = {"values": [2.0, 1.0], "cdf": [0.25, 0.75]}
+
+
+def _quantile_without_knots(m: dict[str, Any]) -> None:
+    m["encoding"]["duration_s"] = "quantile"
 
 
 def _no_transforms(m: dict[str, Any]) -> None:
@@ -184,6 +197,7 @@ def _no_transforms(m: dict[str, Any]) -> None:
         (_bad_settings, "settings", "epochs"),
         (_unsorted_knots, "transforms.duration_s", "strictly increasing"),
         (_no_transforms, "transforms", "missing"),
+        (_quantile_without_knots, "transforms.duration_s", "needs values and cdf"),
     ],
     ids=[
         "newer-version",
@@ -195,6 +209,7 @@ def _no_transforms(m: dict[str, Any]) -> None:
         "settings-missing-epochs",
         "unsorted-knots",
         "no-transforms",
+        "quantile-without-knots",
     ],
 )
 def test_load_refuses_other_versions_and_schemas(

@@ -68,8 +68,8 @@ def fit(
         bool, typer.Option(help="Condition training on log category frequencies (ctgan's default).")
     ] = False,
     continuous: Annotated[
-        str, typer.Option(help="Continuous columns as 'quantile' (normal scores) or 'log1p'.")
-    ] = "quantile",
+        str, typer.Option(help="Continuous columns as 'log1p' or 'quantile' (normal scores).")
+    ] = "log1p",
     seed: Annotated[int, typer.Option(help="Split and training seed.")] = 0,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads.")] = None,
     skip_bad_rows: Annotated[bool, typer.Option(help="Skip bad trace rows.")] = False,

@@ -102,8 +102,9 @@ class FitSettings:
         learning_rate: Adam's rate for both networks (ctgan: 2e-4).
         max_categories: numeric columns with at most this many distinct training values
             are modelled as discrete (module docstring).
-        continuous: how the continuous numeric columns are fed to CTGAN: ``"quantile"``
-            (normal scores of the training ECDF, the default) or ``"log1p"``.
+        continuous: how the continuous numeric columns are fed to CTGAN: ``"log1p"`` (the
+            default) or ``"quantile"`` (normal scores of the training ECDF); docs/workload.md
+            "Measured" compares them.
         log_frequency: CTGAN's training-by-sampling draws the conditioned category by the
             log of its frequency (ctgan's default, True) instead of its frequency. bosun's
             default is False: see docs/workload.md "Measured" for why.
@@ -119,7 +120,7 @@ class FitSettings:
     learning_rate: float = 2e-4
     max_categories: int = 64
     log_frequency: bool = False
-    continuous: str = "quantile"
+    continuous: str = "log1p"
     seed: int = 0
 
     def problems(self) -> list[str]:
