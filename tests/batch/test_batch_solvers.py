@@ -239,3 +239,19 @@ def test_sa_warm_start_stays_feasible() -> None:
     res = QuboSolver("sa", warm_start=True).solve(prob, 0.2, seed=3)
     assert prob.check(res.assign, res.devices)
     assert not verify_placement(s.profiles["default-scheduler"], prob, res.assign, res.devices)
+
+
+def test_unbalanced_penalization_has_no_slack() -> None:
+    # tiny_problem: node a's candidates p0 + p1 ask 5 CPU of 4; node b's p0..p3 ask 8 of
+    # 4 (its GPU milli, 1500 of 2000, never binds): two tight constraints, each adding
+    # -l1 h + l2 h^2 = l2 - l1 at x = 0 (h = 1, the room untouched)
+    from bosun.batch.qubo import UNBALANCED_L1, UNBALANCED_L2
+
+    _, prob = tiny_problem()
+    q = build_qubo(prob, capacity="unbalanced")
+    assert q.num_vars == q.num_x == prob.num_variables
+    assert math.isclose(q.energy(np.zeros(q.num_vars)), 2 * (UNBALANCED_L2 - UNBALANCED_L1))
+    res = QuboSolver("sa", capacity="unbalanced").solve(prob, 0.2, seed=0)
+    assert prob.check(res.assign, res.devices)
+    with pytest.raises(ValueError, match="capacity"):
+        build_qubo(prob, capacity="penalty")

@@ -43,6 +43,10 @@ from bosun.batch.problem import BatchProblem, PackState
 #: one-hot and capacity penalty weights (objective coefficients are at most 1)
 ONE_HOT_PENALTY = 1.2
 CAPACITY_PENALTY = 1.2
+#: unbalanced penalization weights (h = room left as a share of the room): the
+#: penalty -l1 h + l2 h^2 is least at h = l1 / (2 l2) = 0.05, nearly full
+UNBALANCED_L1 = 0.2
+UNBALANCED_L2 = 2.0
 #: capacity discretisation: room of a tight constraint in at most this many units
 DEFAULT_LEVELS = 7
 #: default largest sub-QUBO (variables)
@@ -156,15 +160,30 @@ def build_qubo(
     state: PackState | None = None,
     *,
     levels: int = DEFAULT_LEVELS,
+    capacity: str = "slack",
 ) -> Qubo:
     """The QUBO of ``pods`` (default: all) on the room ``state`` leaves (default: empty).
+
+    ``capacity="unbalanced"`` replaces the slack encoding by the unbalanced penalization
+    of Montañez-Barrera, Willsch, Maldonado-Romo and Michielsen ("Unbalanced penalization:
+    a new approach to encode inequality constraints of combinatorial problems for quantum
+    optimization algorithms", Quantum Sci. Technol. 9, 2024): with ``h = 1 - sum d x / C``
+    (room left, as a share of the room) it adds ``-l1 h + l2 h^2`` (``l1`` =
+    :data:`UNBALANCED_L1`, ``l2`` = :data:`UNBALANCED_L2`): no slack variables, but a
+    violation is only discouraged, not forbidden (the repair restores feasibility).
 
     Args:
         problem: the batch.
         pods: the pod indexes of this (sub-)QUBO.
         state: room already taken by pods outside it.
         levels: capacity discretisation (units per tight constraint), at least 1.
+        capacity: ``"slack"`` or ``"unbalanced"``.
+
+    Raises:
+        ValueError: an unknown ``capacity``.
     """
+    if capacity not in ("slack", "unbalanced"):
+        raise ValueError(f"capacity must be 'slack' or 'unbalanced', got {capacity!r}")
     idx = list(range(problem.num_pods)) if pods is None else [int(p) for p in pods]
     cap = np.asarray(state.cap if state is not None else problem.cap, dtype=np.int64)
     dev = np.asarray(state.dev if state is not None else problem.dev_free, dtype=np.int64)
@@ -197,6 +216,19 @@ def build_qubo(
             if d.sum() <= room[r] or d.max(initial=0) <= 0:
                 continue  # never binding
             c_room = max(room[r], 0.0)
+            if capacity == "unbalanced":
+                # -l1 h + l2 h^2, h = 1 - sum(a x), a = d / C: expanded with x^2 = x
+                a = d / max(c_room, 1.0)
+                l1, l2 = UNBALANCED_L1, UNBALANCED_L2
+                for v, ai in zip(xv.tolist(), a.tolist(), strict=True):
+                    b.lin[v] += l1 * ai + l2 * (ai * ai - 2.0 * ai)
+                b.offset += l2 - l1
+                iu, ju = np.triu_indices(len(xv), k=1)
+                if len(iu):
+                    b.r.append(xv[iu])
+                    b.c.append(xv[ju])
+                    b.q.append(2.0 * l2 * a[iu] * a[ju])
+                continue
             unit = max(c_room / levels, 1.0)
             q = np.ceil(d / unit)
             cq = float(np.floor(c_room / unit))

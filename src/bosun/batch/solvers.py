@@ -271,6 +271,8 @@ class QuboSolver:
         max_vars: the largest sub-QUBO (variables, slack included).
         num_reads, num_sweeps: per sampler call.
         levels: capacity discretisation (see :mod:`bosun.batch.qubo`).
+        capacity: ``"slack"`` (exact, discretised) or ``"unbalanced"`` (no slack bits;
+            :func:`bosun.batch.qubo.build_qubo`).
         keep_qubos: keep the first sweep's sub-QUBOs in the result (for
             :func:`check_embeddings`).
         warm_start: after the first sweep, start SA from the incumbent's placement of
@@ -287,6 +289,7 @@ class QuboSolver:
         num_reads: int = 1,
         num_sweeps: int = 100,
         levels: int = DEFAULT_LEVELS,
+        capacity: str = "slack",
         keep_qubos: bool = False,
         warm_start: bool = False,
     ) -> None:
@@ -297,6 +300,9 @@ class QuboSolver:
         self.num_reads = num_reads
         self.num_sweeps = num_sweeps
         self.levels = levels
+        if capacity not in ("slack", "unbalanced"):
+            raise ValueError(f"capacity must be 'slack' or 'unbalanced', got {capacity!r}")
+        self.capacity = capacity
         self.keep_qubos = keep_qubos
         self.warm_start = warm_start
         self._sampler: Any = None
@@ -371,7 +377,7 @@ class QuboSolver:
                 base = assign.copy()
                 for p in np.flatnonzero((assign >= 0) & ~inside):
                     state.take(int(p), int(problem.cand[p, assign[p]]), devices[int(p)])
-                qubo = build_qubo(problem, part, state, levels=self.levels)
+                qubo = build_qubo(problem, part, state, levels=self.levels, capacity=self.capacity)
                 start = None
                 if self.warm_start and sweep > 0:
                     start = np.zeros(qubo.num_vars, dtype=np.int8)
