@@ -199,3 +199,28 @@ def test_bad_input(fitted: Path, tmp_path: Path, args: list[str], message: str) 
     assert res.exit_code == 2, res.output
     assert message in res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_generated_trace_feeds_the_fragmentation_experiment(fitted: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    gen = tmp_path / "gen.csv"
+    res = runner.invoke(app, ["workload", "sample", str(fitted), "--pods", "60", "--out", str(gen)])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "exp"
+    res = runner.invoke(
+        app,
+        [
+            "experiment",
+            "fragmentation",
+            "--trace",
+            f"gan:{fitted},pods=60",
+            "--policies",
+            "fgd",
+            "--seeds",
+            "1",
+            "--out",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert out.is_dir() and any(out.iterdir())
