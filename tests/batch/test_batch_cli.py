@@ -114,8 +114,9 @@ def test_place_bad_input(
         (["--nodes", "5", "--time-limit", "-1"], "time_limit: must be a positive number"),
         (["--nodes", "5", "--profile", "best"], "profile: unknown profile 'best'"),
         (["--nodes", "5", "--reference-time", "0"], "reference-time: must be a positive"),
+        (["--nodes", "5", "--capacity", "soft"], "capacity: unknown encoding 'soft'"),
     ],
-    ids=["nodes", "seeds", "solver", "time-limit", "profile", "reference-time"],
+    ids=["nodes", "seeds", "solver", "time-limit", "profile", "reference-time", "capacity"],
 )
 def test_bench_bad_input(tmp_path: Path, args: list[str], expected: str) -> None:
     out = tmp_path / "b.json"

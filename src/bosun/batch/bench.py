@@ -226,6 +226,7 @@ def run_instance(
     max_vars: int = DEFAULT_MAX_VARS,
     embed_timeout_s: float = 0.0,
     reference_time_s: float | None = None,
+    capacity: str = "slack",
 ) -> tuple[BatchProblem, list[RunRecord], float]:
     """Every solver on one instance; CP-SAT first (the reference), for
     ``reference_time_s`` (default ``time_limit_s``).
@@ -242,7 +243,11 @@ def run_instance(
     for name in order:
         opts: dict[str, Any] = {}
         if name in ("sa", "sqa"):
-            opts = {"max_vars": max_vars, "keep_qubos": embed_timeout_s > 0}
+            opts = {
+                "max_vars": max_vars,
+                "keep_qubos": embed_timeout_s > 0,
+                "capacity": capacity,
+            }
         limit = (reference_time_s or time_limit_s) if name == "cpsat" else time_limit_s
         results[name] = make_solver(name, **opts).solve(problem, limit, seed)
         if embed_timeout_s > 0 and name in ("sa", "sqa"):

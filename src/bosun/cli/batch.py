@@ -201,6 +201,12 @@ def bench(
             "--profile", help="Scores that rank candidates: default (kube's) or fgd (FGD only)."
         ),
     ] = "default",
+    capacity: Annotated[
+        str,
+        typer.Option(
+            "--capacity", help="QUBO capacity encoding: slack (exact) or unbalanced (no slack)."
+        ),
+    ] = "slack",
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write one row per solver and size here.")
     ] = None,
@@ -221,6 +227,13 @@ def bench(
     try:
         check_bench_args(nodes, pods, seeds, names, time_limit)
         problems = _check_output(json_out, "--json")
+        if capacity not in ("slack", "unbalanced"):
+            problems.append(
+                InputProblem(
+                    "<arguments>", "batch bench", "capacity",
+                    f"unknown encoding {capacity!r}: one of slack, unbalanced",
+                )
+            )  # fmt: skip
         if profile not in ("default", "fgd"):
             problems.append(
                 InputProblem(
@@ -257,6 +270,7 @@ def bench(
                     max_vars=max_vars,
                     embed_timeout_s=embed_timeout,
                     reference_time_s=reference_time,
+                    capacity=capacity,
                 )
                 records.extend(recs)
                 console.print(
