@@ -400,10 +400,13 @@ class Run:
         return float(max(times)) - t0
 
     def close(self) -> None:
+        """Quit every agent at once; whatever has not exited 5 s later is killed."""
         for p in self.procs:
             p.signal(signal.SIGCONT)
+            p.send({"cmd": "quit"})
+        end = time.monotonic() + 5.0
         for p in self.procs:
-            p.close()
+            p.close(timeout=max(0.1, end - time.monotonic()))
 
 
 def _p(values: list[float], q: float) -> float | None:
@@ -551,6 +554,12 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         out["cross_cluster_success"] = round(placed / total, 4) if total else None
         extra["requests_placed"] = placed
         extra["requests_not_placed"] = total - placed
+        placed_keys = {e["pod"] for _, e in run.events_of("placed", t_req)}
+        extra["not_placed_examples"] = [
+            str(e.get("why", ""))[:160]
+            for _, e in run.events_of("failed", t_req)
+            if e.get("pod") not in placed_keys
+        ][:3]
         # a bind whose answer was lost is reported failed first, then placed once resolved
         extra["requests_in_doubt_first"] = len(run.events_of("failed", t_req))
 
@@ -577,7 +586,8 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         t_over = time.time()
         run.procs[0].send({"cmd": "overload", "factor": 1.9})
         run.wait_for(
-            lambda: bool(run.events_of("overload_end", t_over)), min(20.0, max(1.0, run.left() - 8))
+            lambda: bool(run.events_of("overload_end", t_over)),
+            min(15.0, max(1.0, run.left() - 12)),
         )
         ev_t = [e["t"] - t_over for i, e in run.events_of("evacuated", t_over) if i == 0]
         out["evacuation_p99_s"] = round(_p(ev_t, 99) or 0, 3) if ev_t else None
@@ -592,7 +602,9 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         live = [p for p in run.procs if p.alive]
         for p in live:
             p.send({"cmd": "report"})
-        run.wait_for(lambda: len(run.events_of("report", t_rep)) >= len(live), 8.0)
+        run.wait_for(
+            lambda: len(run.events_of("report", t_rep)) >= len(live), min(8.0, max(2.0, run.left()))
+        )
         reports = [e for _, e in run.events_of("report", t_rep)]
         out.update(_check_reports(reports, extra))
         dead_events = [(i, e) for i, e in run.log if e.get("ev") == "MemberDead"]
