@@ -219,6 +219,9 @@ def test_overload_moves_pods_new_copy_first(factor: float) -> None:
             # by hand: usage must drop below 0.85 -> requested/alloc < 0.447 -> 32 CPU * 0.447
             # = 14.3 CPU -> at most 14 of the 16 CPU stay: at least one 2-CPU pod moves
             assert moved and all(e["to"] == "b" for e in moved)
+            # one move is enough: 14 CPU / 32 * 1.9 = 0.831 < 0.85; the moves in flight are
+            # counted, so no more are launched while the first one binds
+            assert len(moved) == 1
             for e in moved:
                 assert e["pod"] in b.cluster.snapshot.pods.by_key  # the new copy runs
                 assert e["pod"] not in a.cluster.snapshot.pods.by_key  # the old one is gone

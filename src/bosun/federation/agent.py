@@ -802,8 +802,16 @@ class Agent:
                 if res.holder == self.name and key not in moving
             ]
             mine.sort(key=lambda pr: -pod_vector(pr[0])[0])
+            # moves in flight will free their CPU: launch only what brings the projected
+            # usage under the target (no overshoot while the first moves are still binding)
+            in_flight = sum(
+                pod_vector(self.local_pods[k][0])[0] for k in moving if k in self.local_pods
+            )
             for pod, res in mine[:budget]:
+                if self.cluster.usage(minus_milli_cpu=in_flight) < self.cfg.evac_target:
+                    break
                 moving.add(pod.key)
+                in_flight += pod_vector(pod)[0]
                 self._tasks.append(asyncio.create_task(self._move(pod, res, moving)))
 
     async def _move(self, pod: Pod, old: Reservation, moving: set[str]) -> None:

@@ -140,16 +140,16 @@ class TwinCluster:
         a = snap.allocatable[:n][:, self._cols][~snap.unschedulable[:n]].sum(axis=0)
         return {r: int(v) for r, v in zip(VECTOR, a, strict=True)}
 
-    def usage(self) -> float:
-        """CPU requested / allocatable over schedulable nodes, times the load factor."""
+    def usage(self, minus_milli_cpu: int = 0) -> float:
+        """CPU requested / allocatable over schedulable nodes, times the load factor
+        (``minus_milli_cpu``: as if that much requested CPU were gone)."""
         snap = self.snapshot
         n = snap.num_nodes
         ok = ~snap.unschedulable[:n]
         c = self._cols[0]
         alloc = float(snap.allocatable[:n][ok, c].sum())
-        return (
-            0.0 if alloc <= 0 else float(snap.requested[:n][ok, c].sum()) / alloc * self.load_factor
-        )
+        req = float(snap.requested[:n][ok, c].sum()) - minus_milli_cpu
+        return 0.0 if alloc <= 0 else req / alloc * self.load_factor
 
     def place(self, pod: Pod) -> str | None:
         """Bind ``pod`` on the fullest node that fits it (NodeResourcesFit's fit test over CPU,
