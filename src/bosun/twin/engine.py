@@ -49,6 +49,15 @@ Pod lifecycle (one record per *incarnation*, i.e. per row of the pod table):
 * RETURN: a drained node is un-cordoned (``NodeUpdate``), a failed one re-created empty
   (``NodeAdd``); ADD adds a node (``NodeAdd``).
 
+Controllers (:class:`Controller`: the fault schedule of :mod:`bosun.twin.faults`, the
+energy model of :mod:`bosun.twin.energy`) act besides the trace through
+:meth:`Simulator.at`: ``CONTROL_UP`` actions run with node ADD/RETURN, ``CONTROL_DOWN``
+and ``TIMER`` actions with node DRAIN/FAIL; an action that changed something is followed
+by a scheduling pass and a sample, like a trace event. ``CONTROL_*`` events keep the run
+going, ``TIMER`` events do not. After the last event of each time ``on_settle`` hooks
+run (they may schedule more), and ``on_advance`` hooks see each interval of simulated
+time before the clock moves on (energy is integrated there).
+
 The run ends at ``until_s`` when given. By default it ends when the trace is exhausted:
 every arrival, departure, completion and node event has been processed and no pod is in
 backoff, so only the 5-minute leftover flush could still wake the scheduler (as
