@@ -37,8 +37,18 @@ both), the seconds from the last bind until every pod has a ``Scheduled`` Event 
 events.k8s.io Events are one stored resource, listed through core v1), then the ratio
 bosun/kube of the rates. ``--timeout`` (default 300 s) bounds the wait for the binds.
 
+``--scenario events`` times the recorder alone: ``--pods`` (default 2000) Scheduled Events
+sent to the fake API server (its own process) with 1, 8 and 16 writer threads, as Events/s,
+CPU ms of bosun's process per Event, and the ratio to one writer.
+
+``--real --restart`` adds a run in which the kube-apiserver is SIGKILLed once a third of the
+pods are bound and started again; Events missing 150 s after the last bind count as lost.
+``--real --failover`` adds two replicas of each scheduler on one Lease (15 s / 10 s / 2 s)
+whose leader is SIGKILLed mid-backlog: seconds from the kill to the Lease's new holder and to
+the next bind (``--only failover`` runs just that).
+
 Usage: ``python benchmarks/bench_live.py [--nodes N] [--pods P] [--workers W]
-[--repeat R] [--scenario backlog|stream|both]`` or
+[--repeat R] [--scenario backlog|stream|both|events]`` or
 ``python benchmarks/bench_live.py --real [--nodes N] [--pods P] [--timeout S]``.
 """
 
@@ -222,6 +232,54 @@ def run(scenario: str, n_nodes: int, n_pods: int, workers: int) -> dict[str, flo
             "server_cpu_ms_per_pod": 1000 * server_cpu / n_pods,
             "attempts": live.stats["attempts"],
         }
+    finally:
+        parent.send("stop")
+        parent.recv()
+        server.join(30)
+
+
+def _events_server(conn: Connection, n_pods: int) -> None:
+    """The fake API server in its own process, holding ``n_pods`` pods, until told to stop."""
+    logging.basicConfig(level=logging.CRITICAL)
+    fake = FakeApiServer(window=10 * n_pods + 100)
+    fake.start()
+    for i in range(n_pods):
+        fake.create(pod(i))
+    conn.send(fake.url)
+    conn.recv()
+    with contextlib.redirect_stderr(io.StringIO()):
+        fake.stop()
+    conn.send("stopped")
+
+
+def run_events(writers: int, n_events: int) -> tuple[float, float]:
+    """``n_events`` Scheduled Events (one per pod) through a :class:`Recorder` with
+    ``writers`` threads to the fake API server in another process. Returns (Events/s, CPU
+    ms of this process per Event)."""
+    from bosun.api.build import make_pod
+    from bosun.live.recorder import Recorder
+
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    server = ctx.Process(target=_events_server, args=(child, n_events), name="fake-apiserver")
+    server.start()
+    try:
+        conf = client.Configuration(host=parent.recv())
+        conf.connection_pool_maxsize = writers + 4
+        api = client.ApiClient(conf)
+        rec = Recorder(api, writers=writers)
+        pods = [make_pod(f"pod-{i:06d}", uid=f"u{i}") for i in range(n_events)]
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        for p in pods:
+            rec.scheduled(p, "node-00000")
+        if not rec.wait_idle(300):
+            raise SystemExit("the recorder did not finish in 300 s")
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        rec.close(5.0)
+        api.close()
+        if rec.sent != n_events:
+            raise SystemExit(f"{rec.sent} of {n_events} Events sent")
+        return n_events / wall, 1000 * cpu / n_events
     finally:
         parent.send("stop")
         parent.recv()
@@ -684,7 +742,12 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=None, help="default 2000, 5000 with --real")
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=1, help="runs of each scenario")
-    ap.add_argument("--scenario", choices=("backlog", "stream", "both"), default="both")
+    ap.add_argument(
+        "--scenario",
+        choices=("backlog", "stream", "both", "events"),
+        default="both",
+        help="events: the recorder alone, 1, 8 and 16 writers",
+    )
     ap.add_argument(
         "--real",
         action="store_true",
@@ -710,6 +773,17 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # the watch's retries while down
+    if args.scenario == "events":
+        n = args.pods or 2000
+        print(f"Scheduled Events to the fake API server (own process), {n} Events; "
+              f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")  # fmt: skip
+        print(f"{'writers':>8} {'Events/s':>9} {'CPU ms/Event':>13} {'vs 1 writer':>12}")
+        base = 0.0
+        for w in (1, 8, 16):
+            rate, cpu = run_events(w, n)
+            base = base or rate
+            print(f"{w:>8} {rate:>9.0f} {cpu:>13.2f} {rate / base:>12.2f}", flush=True)
+        return
     if args.real:
         if args.only == "failover":
             from rich.console import Console
