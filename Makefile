@@ -13,12 +13,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 ## run: install into .venv and run the main job: schedule the example manifests, then
-## replay a synthetic workload in the digital twin under three placement policies and
-## write the comparison report to out/twin/report.html
+## replay a synthetic workload in the digital twin under three placement policies, with a
+## fault schedule and the energy model, and write the comparison report to out/twin/report.html
 run: $(STAMP)
 	$(BIN)/bosun schedule --nodes examples/nodes.yaml --pods examples/pods.yaml \
 		--config examples/scheduler-config.yaml --explain
-	$(BIN)/bosun simulate --trace synthetic --policy fgd,bestfit,leastallocated --report out/twin
+	$(BIN)/bosun simulate --trace synthetic --policy fgd,bestfit,leastallocated \
+		--faults examples/faults.yaml --energy examples/power.yaml --report out/twin
 
 ## system-packages: the programs the tests use (Chromium, Prometheus, etcd, openssl, curl, xz);
 ## as root, apt-get installs the missing ones; otherwise it stops with the command to run
@@ -42,6 +43,12 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_rl_env.py
 	$(BIN)/python benchmarks/bench_rl.py
 	$(BIN)/python benchmarks/bench_live.py
+	$(BIN)/python benchmarks/bench_twin_part2.py
+	$(BIN)/python benchmarks/bench_colocation.py
+	$(BIN)/python benchmarks/bench_federation.py
+	$(BIN)/python benchmarks/bench_batch.py
+	$(BIN)/python benchmarks/bench_explain.py
+	$(BIN)/python benchmarks/bench_workload.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

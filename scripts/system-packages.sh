@@ -8,6 +8,8 @@
 # no test is skipped or errors because a program is missing on a machine that could install it.
 # Not root and something missing: stop at once with the exact command to run.
 set -euo pipefail
+# nft and ip live in /usr/sbin, which a non-root PATH may lack
+PATH="$PATH:/usr/sbin:/sbin"
 NEEDED=(
   "chromium chromium the twin's report is opened in headless Chromium"
   "prometheus prometheus the forecasting sources query a real Prometheus server"
@@ -15,6 +17,8 @@ NEEDED=(
   "openssl openssl ../shared/k8s/control-plane.sh makes the control plane's certificates"
   "curl curl ../shared/k8s/control-plane.sh waits for the control plane's health checks"
   "xz xz-utils ../shared/k8s holds the control plane's binaries xz-compressed"
+  "nft nftables bosun federate bench drops and partitions packets between agents with nftables rules"
+  "ip iproute2 bosun federate bench puts each agent in its own network namespace"
 )
 missing=(); why=()
 for line in "${NEEDED[@]}"; do

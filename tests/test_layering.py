@@ -65,7 +65,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # the capabilities built on the core: any layer below them, never the CLI
     "bosun.explain": ("bosun.cli",),
     "bosun.batch": ("bosun.cli",),
-    "bosun.federation": ("bosun.cli",),
+    "bosun.federation": ("bosun.cli", "bosun.live", "bosun.rl"),
     "bosun.colocation": ("bosun.cli",),
     "bosun.workload": ("bosun.cli",),
 }

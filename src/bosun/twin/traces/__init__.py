@@ -11,6 +11,7 @@ spec                            trace
 ``synthetic``                   :func:`synthetic_trace` with its defaults and ``seed``
 ``synthetic:<key=value,...>``   with arguments (``synthetic:nodes=50,pods=2000,hours=6``)
 ``<path>.csv|.parquet``         the generic table schema (``docs/trace-schema.md``)
+``gan:<model>,pods=N[,seed=S]`` N pods sampled from a fitted workload model (docs/workload.md)
 ``<path>.yaml|.yml|.json|dir``  manifests with ``bosun.io/arrival-s`` annotations
 ==============================  ==========================================================
 
@@ -53,7 +54,8 @@ def load_trace(
     """Load the trace a spec names (module docstring for the forms).
 
     Args:
-        spec: ``openb[:<variant>[@<nodes>]]``, ``synthetic[:<key=value,...>]`` or a path.
+        spec: ``openb[:<variant>[@<nodes>]]``, ``synthetic[:<key=value,...>]``,
+            ``gan:<model>,pods=N[,seed=S]`` or a path.
         seed: the synthetic generator's seed (a ``seed=`` in the spec wins); unused by the
             recorded traces.
         skip_bad_rows: for table traces (openb, CSV, Parquet): skip bad rows and list them
