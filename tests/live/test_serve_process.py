@@ -99,8 +99,8 @@ def test_signal_stops_serve_cleanly(
 def test_sigterm_sends_every_bound_pods_scheduled_event(
     fake_api: FakeApiServer, tmp_path: Path
 ) -> None:
-    """Events written slower than pods are bound (each Event create takes 1 s; 8 writers:
-    8 Events/s against about 40 binds/s), so at SIGTERM bound pods are still waiting for
+    """Events written slower than pods are bound (each Event create takes 1 s; 16 writers:
+    16 Events/s against about 40 binds/s), so at SIGTERM bound pods are still waiting for
     their Scheduled Event; the process sends them all before it exits 0."""
     assert BOSUN.exists(), f"{BOSUN}: install bosun in the virtualenv (make run)"
     config = tmp_path / "sched.yaml"
