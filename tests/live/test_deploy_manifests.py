@@ -63,6 +63,8 @@ LEASE_RULES = {
     ("coordination.k8s.io", "leases", "create", ()),
     ("coordination.k8s.io", "leases", "get", ("bosun-scheduler",)),
     ("coordination.k8s.io", "leases", "update", ("bosun-scheduler",)),
+    # optional: a standby watching its Lease sees a release at once (else it polls)
+    ("coordination.k8s.io", "leases", "watch", ("bosun-scheduler",)),
 }
 
 

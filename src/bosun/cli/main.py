@@ -1,10 +1,13 @@
-"""Entry point of the ``bosun`` command: command groups live in their own modules."""
+"""The full ``bosun`` app: command groups live in their own modules.
+
+The executable enters through :func:`bosun.cli.entry.run`, which skips this module for
+``bosun serve`` (start-up time); tests and ``python -m bosun.cli.main`` use :data:`app`.
+"""
 
 from __future__ import annotations
 
-import typer
-
 from bosun.cli import batch, colocation, explain, federation, workload
+from bosun.cli.entry import new_app
 from bosun.cli.experiment import app as experiment_app
 from bosun.cli.forecast import app as forecast_app
 from bosun.cli.rl import app as rl_app
@@ -13,13 +16,7 @@ from bosun.cli.serve import serve
 from bosun.cli.simulate import simulate
 from bosun.cli.snapshot import snapshot
 
-app = typer.Typer(
-    name="bosun",
-    help="bosun: a Kubernetes-faithful, vectorized scheduler and cluster digital twin.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+app = new_app()
 app.command(name="schedule")(schedule)
 app.command(name="simulate")(simulate)
 app.command(name="snapshot")(snapshot)
@@ -30,11 +27,6 @@ app.add_typer(forecast_app, name="forecast")
 # each capability's module adds its own commands (heavy imports stay inside the commands)
 for _capability in (explain, batch, federation, colocation, workload):
     _capability.register(app)
-
-
-@app.callback()
-def main() -> None:
-    """bosun: a Kubernetes-faithful, vectorized scheduler and cluster digital twin."""
 
 
 if __name__ == "__main__":  # pragma: no cover
