@@ -246,6 +246,7 @@ class Scheduler:
         # Gangs: PodGroups and the pods naming each; pods held at Permit.
         self._pod_groups: dict[str, PodGroup] = {}
         self._group_members: dict[str, set[str]] = {}
+        self._group_of: dict[str, str] = {}  # pod key -> its group's key (for deletes)
         for fwk in self.profiles.values():
             fwk.set_pod_groups(self._pod_groups, self._group_members)
         self._waiting_cycles: dict[str, _WaitingCycle] = {}
@@ -349,8 +350,11 @@ class Scheduler:
         kube's ``UnscheduledPodAdd`` event (a gang's missing member arrived).
         """
         group = pod_group_key(pod)
+        if self._group_of.get(pod.key, group) != group:
+            self._untrack(pod.key)  # re-added under another group (or none)
         if group:
             self._group_members.setdefault(group, set()).add(pod.key)
+            self._group_of[pod.key] = group
             if not pod.node_name and pod.scheduler_name in self.profiles:
                 self.queue.move_all_to_active_or_backoff(
                     ClusterEvent("UnscheduledPodAdd", None, pod)
@@ -391,8 +395,9 @@ class Scheduler:
         self.nominated.pop(pod_key, None)
 
     def _untrack(self, pod_key: str) -> None:
-        for members in self._group_members.values():
-            members.discard(pod_key)
+        group = self._group_of.pop(pod_key, None)
+        if group is not None:
+            self._group_members[group].discard(pod_key)
 
     # -------------------------------------------------------- waiting pods
 
