@@ -8,7 +8,8 @@ import asyncio
 import socket
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import msgpack
@@ -67,6 +68,25 @@ def make_agent(name: str, join: list[str], events: list[dict[str, Any]]) -> Agen
     return Agent(cfg, TwinCluster(name, nodes(name), group_size=2), emit=emit)
 
 
+@asynccontextmanager
+async def two_agents(
+    events: list[dict[str, Any]], tune_a: Callable[[Agent], None] | None = None
+) -> AsyncIterator[tuple[Agent, Agent]]:
+    """Agent ``a`` alone, then ``b`` joining it; both stopped (b first) on exit.
+    ``tune_a`` edits ``a`` (e.g. its config) before it starts."""
+    a = make_agent("a", [], events)
+    if tune_a is not None:
+        tune_a(a)
+    await a.start()
+    b = make_agent("b", [f"127.0.0.1:{a.cfg.port}"], events)
+    await b.start()
+    try:
+        yield a, b
+    finally:
+        await b.stop()
+        await a.stop()
+
+
 async def until(pred: Callable[[], bool], timeout: float = 10.0) -> None:
     end = time.monotonic() + timeout
     while not pred():
@@ -91,11 +111,7 @@ def test_two_agents_place_fence_and_survive_bad_messages() -> None:
     events: list[dict[str, Any]] = []
 
     async def main() -> None:
-        a = make_agent("a", [], events)
-        await a.start()
-        b = make_agent("b", [f"127.0.0.1:{a.cfg.port}"], events)
-        await b.start()
-        try:
+        async with two_agents(events) as (a, b):
             await until(lambda: "b" in a.members and "a" in b.members)
             await until(lambda: "b/_" in a.store.entries and "a/_" in b.store.entries)
             # a pod submitted to a, a's own cluster excluded: placed on b through escrow
@@ -171,9 +187,6 @@ def test_two_agents_place_fence_and_survive_bad_messages() -> None:
             assert not ok and "bounded-counter check" in why
             assert "federation/forged" not in b.cluster.snapshot.pods.by_key
             assert b.cluster.overcommitted_nodes() == 0
-        finally:
-            await b.stop()
-            await a.stop()
 
     run(main)
 
@@ -200,14 +213,12 @@ def test_join_address_that_does_not_answer_keeps_agent_running() -> None:
 def test_overload_moves_pods_new_copy_first(factor: float) -> None:
     events: list[dict[str, Any]] = []
 
-    async def main() -> None:
-        a = make_agent("a", [], events)
+    def tune_a(a: Agent) -> None:
         a.cfg.overload_window_s = 0.5
         a.cfg.evac_rate_per_s = 8
-        await a.start()
-        b = make_agent("b", [f"127.0.0.1:{a.cfg.port}"], events)
-        await b.start()
-        try:
+
+    async def main() -> None:
+        async with two_agents(events, tune_a) as (a, b):
             for i in range(8):  # half of a's CPU: 8 pods of 2 CPU on 4 x 8 CPU
                 where, _ = await a.place(make_pod(f"job-{i}", 2000, 1 << 30))
                 assert where == "a"
@@ -226,9 +237,6 @@ def test_overload_moves_pods_new_copy_first(factor: float) -> None:
                 assert e["pod"] in b.cluster.snapshot.pods.by_key  # the new copy runs
                 assert e["pod"] not in a.cluster.snapshot.pods.by_key  # the old one is gone
             assert a.cluster.usage() < a.cfg.evac_target
-        finally:
-            await b.stop()
-            await a.stop()
 
     run(main)
 
@@ -240,11 +248,7 @@ def test_unused_rights_go_back_to_the_owner(monkeypatch: pytest.MonkeyPatch) -> 
     events: list[dict[str, Any]] = []
 
     async def main() -> None:
-        a = make_agent("a", [], events)
-        await a.start()
-        b = make_agent("b", [f"127.0.0.1:{a.cfg.port}"], events)
-        await b.start()
-        try:
+        async with two_agents(events) as (a, b):
             await until(lambda: "b" in a.members and "a" in b.members)
             cap = b.capacity[CPU]  # 4 nodes x 8 CPU = 32,000 milli-CPU
             assert cap == 32000
@@ -255,9 +259,6 @@ def test_unused_rights_go_back_to_the_owner(monkeypatch: pytest.MonkeyPatch) -> 
             await until(lambda: b.ledger.rights("b")[CPU] == 32000 - 3200, 10)
             assert a.ledger.rights("b")[CPU] == 3200
             assert b.ledger.pool("b", CPU).value() == 32000  # nothing spent, nothing lost
-        finally:
-            await b.stop()
-            await a.stop()
 
     run(main)
 
