@@ -271,6 +271,12 @@ class _State:
     names: tuple[str, ...]
     amounts: IntArray
 
+    @staticmethod
+    def of(asked: Mapping[str, int], snapshot: Snapshot) -> _State:
+        """The snapshot columns, names and int64 amounts of the pod's batch requests."""
+        cols = tuple(snapshot.resource_column(r) for r in asked)
+        return _State(cols, tuple(asked), np.array(list(asked.values()), dtype=np.int64))
+
 
 class BatchResourceFit:
     """Filter and Score of BE pods against ``kubernetes.io/batch-cpu`` / ``batch-memory``.
@@ -301,10 +307,7 @@ class BatchResourceFit:
         if problems:
             p = problems[0]
             return None, Status.unschedulable(f"{p.obj}: {p.message}", resolvable=False)
-        cols = tuple(snapshot.resource_column(r) for r in asked)
-        state[STATE_KEY] = _State(
-            cols, tuple(asked), np.array(list(asked.values()), dtype=np.int64)
-        )
+        state[STATE_KEY] = _State.of(asked, snapshot)
         return None, Status.success()
 
     def _state(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> _State | None:
@@ -314,8 +317,7 @@ class BatchResourceFit:
         asked = batch_requests(pod)
         if not asked:
             return None
-        cols = tuple(snapshot.resource_column(r) for r in asked)
-        s = _State(cols, tuple(asked), np.array(list(asked.values()), dtype=np.int64))
+        s = _State.of(asked, snapshot)
         state[STATE_KEY] = s
         return s
 
