@@ -22,9 +22,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from bosun.api.types import Node
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -292,6 +296,37 @@ class PowerSpec:
             return rule.watts
         factor = milli_cpu / MILLI_PER_CORE / rule.cores
         return tuple(w * factor for w in rule.watts)
+
+    def node_arrays(
+        self, nodes: Sequence[Node], milli_cpu: npt.ArrayLike
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Per-node power figures, one row per node, in the order given.
+
+        Args:
+            nodes: the nodes (their labels pick the rule and GPU model).
+            milli_cpu: ``(len(nodes),)`` allocatable CPU per node, milli-CPU (scales a
+                table given per core, :meth:`node_table`).
+
+        Returns:
+            ``(tables, gpu_idle, gpu_dyn)``: float64 ``(N, SPECPOWER_POINTS)`` watts at
+            the 11 SPECpower load points (zeros where no rule matches); ``(N,)`` idle watts
+            of all the node's GPUs; ``(N,)`` watts per milli-GPU allocated above idle,
+            ``(board_w - idle_w) / 1000``.
+        """
+        cpu = np.asarray(milli_cpu)
+        n = len(nodes)
+        tables = np.zeros((n, SPECPOWER_POINTS))
+        gpu_idle = np.zeros(n)
+        gpu_dyn = np.zeros(n)
+        for row, node in enumerate(nodes):
+            table = self.node_table(node.labels, int(cpu[row]))
+            if table is not None:
+                tables[row] = table
+            gp = self.gpu_for(node.labels) if node.gpu_count else None
+            if gp is not None:
+                gpu_idle[row] = node.gpu_count * gp.idle_w
+                gpu_dyn[row] = (gp.board_w - gp.idle_w) / 1000.0
+        return tables, gpu_idle, gpu_dyn
 
 
 def _number(raw: object) -> float | None:

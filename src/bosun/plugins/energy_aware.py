@@ -46,7 +46,7 @@ from bosun.power import (
 )
 
 if TYPE_CHECKING:
-    from bosun.api.types import Pod
+    from bosun.api.types import Node, Pod
     from bosun.framework.interface import Handle
     from bosun.framework.snapshot import Snapshot
 
@@ -85,31 +85,21 @@ class EnergyAware:
             raise PluginArgsError("idleWeight", f"must be a number >= 0, got {weight!r}")
         self.idle_weight = float(weight)
         self.handle = handle
-        self._key: tuple[int, ...] | None = None
+        self._nodes: list[Node] = []
         self._tables = np.zeros((0, SPECPOWER_POINTS))
         self._gpu_idle = np.zeros(0)
         self._gpu_dyn = np.zeros(0)
 
     def _model(self, snapshot: Snapshot) -> None:
-        """Per-row tables and GPU figures, rebuilt when the node objects change."""
-        key = tuple(map(id, snapshot.nodes))
-        if key == self._key:
+        """Per-row tables and GPU figures, rebuilt when the node objects change (the list
+        comparison runs in C, identity first: no Python loop over nodes per cycle)."""
+        if snapshot.nodes == self._nodes:
             return
         cpu = snapshot.resource_index[CPU]
-        n = snapshot.num_nodes
-        tables = np.zeros((n, SPECPOWER_POINTS))
-        gpu_idle = np.zeros(n)
-        gpu_dyn = np.zeros(n)
-        for row, node in enumerate(snapshot.nodes):
-            table = self.spec.node_table(node.labels, int(snapshot.allocatable[row, cpu]))
-            if table is not None:
-                tables[row] = table
-            gp = self.spec.gpu_for(node.labels) if node.gpu_count else None
-            if gp is not None:
-                gpu_idle[row] = node.gpu_count * gp.idle_w
-                gpu_dyn[row] = (gp.board_w - gp.idle_w) / 1000.0
-        self._tables, self._gpu_idle, self._gpu_dyn = tables, gpu_idle, gpu_dyn
-        self._key = key
+        self._tables, self._gpu_idle, self._gpu_dyn = self.spec.node_arrays(
+            snapshot.nodes, snapshot.allocatable[:, cpu]
+        )
+        self._nodes = list(snapshot.nodes)
 
     def marginal_watts(self, pod: Pod, snapshot: Snapshot, nodes: IndexArray) -> np.ndarray:
         """float64 ``(len(nodes),)``: ``m_n`` of the module docstring, W."""

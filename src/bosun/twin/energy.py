@@ -513,22 +513,10 @@ class EnergyController:
             if i < len(self._empty_since) and not math.isnan(self._empty_since[i])
         }
         self._key = key
-        spec = self.config.spec
         cpu = snap.resource_index[CPU]
-        n = snap.num_nodes
-        tables = np.zeros((n, SPECPOWER_POINTS))
-        gpu_idle = np.zeros(n)
-        gpu_dyn = np.zeros(n)
-        for row, node in enumerate(snap.nodes):
-            table = spec.node_table(node.labels, int(snap.allocatable[row, cpu]))
-            if table is not None:
-                tables[row] = table
-            g = node.gpu_count
-            if g:
-                gp = spec.gpu_for(node.labels)
-                if gp is not None:
-                    gpu_idle[row] = g * gp.idle_w
-                    gpu_dyn[row] = (gp.board_w - gp.idle_w) / 1000.0
+        tables, gpu_idle, gpu_dyn = self.config.spec.node_arrays(
+            snap.nodes, snap.allocatable[:, cpu]
+        )
         self._names = list(snap.node_names)
         self._tables = tables
         self._gpu_idle = gpu_idle
