@@ -25,8 +25,8 @@ from bosun.framework.config import (
 )
 from bosun.framework.interface import Code
 from bosun.framework.scheduler import Scheduler, SchedulingResult
-from bosun.framework.snapshot import Snapshot, SnapshotError
-from bosun.framework.volumes import VolumeCatalog
+from bosun.framework.seating import seat_bound_pods
+from bosun.framework.snapshot import Snapshot
 from bosun.plugins.registry import in_tree_registry, registry_points
 
 
@@ -62,21 +62,8 @@ def load_cluster(
         Scheduler(cfg, Snapshot(), registry=registry)  # validates every plugin's args
     except InputError as e:
         problems.extend(e.problems)
-    snapshot = Snapshot(objects.nodes)
-    snapshot.volumes = VolumeCatalog.from_objects(objects)
-    for pod in objects.pods:
-        if not pod.node_name:
-            continue
-        if pod.node_name not in snapshot.node_index:
-            message = f"bound to node {pod.node_name!r}, which is not among the nodes given"
-        else:
-            try:
-                snapshot.add_pod(pod, pod.node_name)
-                continue
-            except SnapshotError as e:
-                message = str(e)
-        obj = f"Pod {pod.key}"
-        problems.append(InputProblem(objects.sources.get(obj, "?"), obj, "spec.nodeName", message))
+    snapshot, seat_problems = seat_bound_pods(objects)
+    problems.extend(seat_problems)
     if problems:
         raise InputError(problems)
     assert cfg is not None

@@ -77,6 +77,7 @@ from bosun.framework.config import (
 from bosun.framework.interface import Code, CycleState
 from bosun.framework.runtime import Framework
 from bosun.framework.scheduler import Scheduler, SchedulingResult
+from bosun.framework.seating import seat_bound_pods
 from bosun.framework.snapshot import Snapshot, SnapshotError
 from bosun.framework.volumes import VolumeCatalog
 from bosun.plugins.default_preemption import DefaultPreemption
@@ -238,22 +239,7 @@ def run_schedule(inputs: Inputs, seed: int = 0) -> tuple[World, dict[str, Schedu
         BosunError: the scheduler fails.
     """
     objects = inputs.objects
-    snap = Snapshot(objects.nodes)
-    snap.volumes = VolumeCatalog.from_objects(objects)
-    problems = []
-    for p in objects.pods:
-        if not p.node_name:
-            continue
-        if p.node_name not in snap.node_index:
-            msg = f"bound to node {p.node_name!r}, which is not among the nodes given"
-        else:
-            try:
-                snap.add_pod(p, p.node_name)
-                continue
-            except SnapshotError as e:
-                msg = str(e)
-        obj = f"Pod {p.key}"
-        problems.append(InputProblem(objects.sources.get(obj, "?"), obj, "spec.nodeName", msg))
+    snap, problems = seat_bound_pods(objects)
     if problems:
         raise InputError(problems)
     sched = Scheduler(
