@@ -1,5 +1,7 @@
 """The fake kube-apiserver, driven through the official ``kubernetes`` client as bosun will
-drive a real one: lists, selectors, pagination, watches, 410, binding, leases, faults."""
+drive a real one: lists, selectors, pagination, watches, 410, binding, faults. Leases (404,
+409 AlreadyExists/Conflict, 422) are ``real/test_agreement.py``'s ``lease_conflicts`` case,
+which runs against this fake without the real control plane too."""
 
 from __future__ import annotations
 
@@ -38,13 +40,6 @@ def pod(name: str, node_name: str = "", scheduler: str = "", ns: str = "default"
         spec["schedulerName"] = scheduler
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
             "spec": spec}
-
-
-def lease(name: str, holder: str) -> client.V1Lease:
-    return client.V1Lease(
-        metadata=client.V1ObjectMeta(name=name, namespace="kube-system"),
-        spec=client.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=15),
-    )
 
 
 @pytest.fixture
@@ -440,37 +435,6 @@ def test_forced_bind_conflict_is_a_lost_race(
     assert info.value.status == 409
     assert seeded.get("Pod", "pending-bosun", "default")["spec"]["nodeName"] == "elsewhere"
     assert bind(core, "pending-default", "n1").status == 201  # one bind only
-
-
-def test_lease_get_create_update_conflicts(
-    fake_api: FakeApiServer, api_client: client.ApiClient
-) -> None:
-    coord = client.CoordinationV1Api(api_client)
-    with pytest.raises(ApiException) as info:
-        coord.read_namespaced_lease("bosun", "kube-system")
-    assert info.value.status == 404
-    created = coord.create_namespaced_lease("kube-system", lease("bosun", "a"))
-    with pytest.raises(ApiException) as info:
-        coord.create_namespaced_lease("kube-system", lease("bosun", "b"))
-    assert info.value.status == 409
-    assert json.loads(info.value.body)["reason"] == "AlreadyExists"
-    created.spec.holder_identity = "a2"
-    renewed = coord.replace_namespaced_lease("bosun", "kube-system", created)
-    assert int(renewed.metadata.resource_version) > int(created.metadata.resource_version)
-    stale = created  # still carries the old resourceVersion
-    stale.spec.holder_identity = "b"
-    with pytest.raises(ApiException) as info:
-        coord.replace_namespaced_lease("bosun", "kube-system", stale)
-    assert info.value.status == 409
-    assert json.loads(info.value.body)["message"] == (
-        'Operation cannot be fulfilled on leases.coordination.k8s.io "bosun": the object has '
-        "been modified; please apply your changes to the latest version and try again"
-    )
-    unconditional = lease("bosun", "c")
-    with pytest.raises(ApiException) as info:
-        coord.replace_namespaced_lease("bosun", "kube-system", unconditional)
-    assert info.value.status == 422
-    assert coord.read_namespaced_lease("bosun", "kube-system").spec.holder_identity == "a2"
 
 
 def test_pod_status_patch_merges_conditions_by_type(
