@@ -44,7 +44,12 @@ import numpy as np
 
 from bosun.api.types import CPU, MEMORY, Container, Pod
 from bosun.colocation.auction import QuotaMarket
-from bosun.colocation.batch import ForecastReclaimer, ReclaimPolicy, batch_allocatable
+from bosun.colocation.batch import (
+    ForecastReclaimer,
+    ReclaimPolicy,
+    batch_allocatable,
+    node_allocatable,
+)
 from bosun.plugins.batch_resources import (
     BATCH_CPU,
     BATCH_MEMORY,
@@ -213,26 +218,17 @@ class ReclaimController:
         self._hist_cpu = self._hist_cpu[-self.history :]
         hist = np.stack(self._hist_cpu, axis=1)
         term, _ = self._reclaimer.usage_term(hist, self.period_s)
-        alloc = np.array(
-            [[n.allocatable.get(CPU, 0), n.allocatable.get(MEMORY, 0)] for n in snap.nodes],
-            dtype=np.int64,
-        ).reshape(-1, 2)
+        alloc = node_allocatable(snap.nodes)
         used = np.column_stack([term, mem_now])
         batch = batch_allocatable(alloc, used, np.zeros_like(used), self.policy)
         # what the usage needs now (the last sample): the market preempts only for that;
         # the forecast only stops admitting BE pods before a peak
         now_used = np.column_stack([cpu_now, mem_now])
         room_now = batch_allocatable(alloc, now_used, np.zeros_like(now_used), self.policy)
-        be_used = np.array(
-            [
-                self._usage(
-                    [p for p in sim.pods_on(n) if batch_requests(p).get(BATCH_CPU, 0) > 0],
-                    t,
-                    BATCH_CPU,
-                )[0]
-                for n in names
-            ]
-        )
+        be_on = [
+            [p for p in sim.pods_on(n) if batch_requests(p).get(BATCH_CPU, 0) > 0] for n in names
+        ]
+        be_used = np.array([self._usage(be, t, BATCH_CPU)[0] for be in be_on])
         cap = float(alloc[:, 0].sum())
         if cap > 0:
             self._util.append(float(np.minimum(cpu_now + be_used, alloc[:, 0]).sum() / cap))
@@ -248,8 +244,7 @@ class ReclaimController:
                 changed = True
         self._batch_total = float(batch[:, 0].sum())
         # the auction per node among its BE pods
-        for row, name in enumerate(names):
-            be = [p for p in sim.pods_on(name) if batch_requests(p).get(BATCH_CPU, 0) > 0]
+        for row, (name, be) in enumerate(zip(names, be_on, strict=True)):
             market = self._markets.setdefault(name, QuotaMarket(grace_s=self.grace_s))
             if not be:
                 continue
