@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from bosun.api.manifest import load_manifests
 from bosun.cli.main import app
@@ -243,6 +243,11 @@ spec: {containers: [{name: c, image: x}]}
 runner = CliRunner()
 
 
+def _policy(text: str, out: Path, *extra: str) -> Result:
+    """``bosun policy TEXT --cluster CLUSTER -o OUT [EXTRA...]``."""
+    return runner.invoke(app, ["policy", text, "--cluster", str(CLUSTER), "-o", str(out), *extra])
+
+
 def _merge(cluster: Path, changed: Path, out: Path) -> tuple[Path, Path]:
     """The cluster with the changed objects in place of the originals, as a nodes file
     and a file of everything else."""
@@ -264,10 +269,7 @@ def _merge(cluster: Path, changed: Path, out: Path) -> tuple[Path, Path]:
 
 def test_cli_output_is_accepted_by_schedule(tmp_path: Path) -> None:
     out = tmp_path / "out.yaml"
-    res = runner.invoke(
-        app,
-        ["policy", "keep batch jobs off the gpu nodes", "--cluster", str(CLUSTER), "-o", str(out)],
-    )
+    res = _policy("keep batch jobs off the gpu nodes", out)
     assert res.exit_code == 0, res.output
     cfg = tmp_path / "out.config.yaml"
     nodes, rest = _merge(CLUSTER, out, tmp_path / "merged.yaml")
@@ -291,19 +293,7 @@ def test_cli_output_is_accepted_by_schedule(tmp_path: Path) -> None:
     assert len(batch) == 2 and all(placed[k] and placed[k] != "gpu-1" for k in batch)
     # a second policy on top of the first configuration: packing
     out2 = tmp_path / "pack.yaml"
-    res = runner.invoke(
-        app,
-        [
-            "policy",
-            "bin pack the cluster",
-            "--cluster",
-            str(CLUSTER),
-            "--config",
-            str(cfg),
-            "-o",
-            str(out2),
-        ],
-    )
+    res = _policy("bin pack the cluster", out2, "--config", str(cfg))
     assert res.exit_code == 0, res.output
     cfg2 = tmp_path / "pack.config.yaml"
     assert (
@@ -318,42 +308,17 @@ def test_cli_output_is_accepted_by_schedule(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     # contradicting that configuration: refused, exit 2, nothing written
     out3 = tmp_path / "spread.yaml"
-    res = runner.invoke(
-        app,
-        [
-            "policy",
-            "spread load across nodes",
-            "--cluster",
-            str(CLUSTER),
-            "--config",
-            str(cfg2),
-            "-o",
-            str(out3),
-        ],
-    )
+    res = _policy("spread load across nodes", out3, "--config", str(cfg2))
     assert res.exit_code == 2
     assert "would overwrite NodeResourcesFit scoringStrategy MostAllocated" in res.output
     assert not out3.exists() and not (tmp_path / "spread.config.yaml").exists()
-    res = runner.invoke(
-        app,
-        [
-            "policy",
-            "spread load across nodes",
-            "--cluster",
-            str(CLUSTER),
-            "--config",
-            str(cfg2),
-            "-o",
-            str(out3),
-            "--overwrite",
-        ],
-    )
+    res = _policy("spread load across nodes", out3, "--config", str(cfg2), "--overwrite")
     assert res.exit_code == 0, res.output
 
 
 def test_cli_refusal_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "o.yaml"
-    res = runner.invoke(app, ["policy", "   ", "--cluster", str(CLUSTER), "-o", str(out)])
+    res = _policy("   ", out)
     assert res.exit_code == 2
     assert "empty" in res.output
     assert list(tmp_path.iterdir()) == []
@@ -361,9 +326,7 @@ def test_cli_refusal_writes_nothing(tmp_path: Path) -> None:
 
 def test_group_strategy_is_a_new_profile_schedule_uses(tmp_path: Path) -> None:
     out = tmp_path / "pack.yaml"
-    res = runner.invoke(
-        app, ["policy", "bin pack the batch jobs", "--cluster", str(CLUSTER), "-o", str(out)]
-    )
+    res = _policy("bin pack the batch jobs", out)
     assert res.exit_code == 0, res.output
     cfg = yaml.safe_load((tmp_path / "pack.config.yaml").read_text())
     # by hand: the default profile stays, a second one scores MostAllocated
