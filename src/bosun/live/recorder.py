@@ -310,10 +310,10 @@ class Recorder:
         self.event_tries = event_tries
         self.event_sleep_s = event_sleep_s
         self.writers = writers
-        self._rngs = [random.Random(seed + i) for i in range(writers)]
+        self._seed = seed
         self._closing = threading.Event()
         self._corr_lock = threading.Lock()
-        self._local = threading.local()
+        self._local = threading.local()  # .rng: the calling writer's random first sleeps
         self._count_lock = threading.Lock()
         self.retries = 0
         self.api_client = api_client
@@ -530,7 +530,8 @@ class Recorder:
     def _send_event(self, body: Obj) -> None:
         """:meth:`_post_event` with client-go's retries (``recordToSink``): up to
         ``event_tries`` attempts while the server does not answer (``status`` None), the
-        first sleep ``random() * event_sleep_s``, the others ``event_sleep_s``."""
+        first sleep ``random() * event_sleep_s`` (the writer's own generator, seeded
+        ``seed + index``), the others ``event_sleep_s``. Worker thread only."""
         for attempt in range(1, self.event_tries + 1):
             try:
                 self._post_event(body)
@@ -542,7 +543,7 @@ class Recorder:
                     self.retries += 1
                 sleep = self.event_sleep_s
                 if attempt == 1:
-                    sleep *= self._rngs[self._writer_index()].random()
+                    sleep *= self._local.rng.random()
                 _LOG.info("cannot write Event (%s), retrying in %.1f s", e, sleep)
                 self._closing.wait(sleep)
 
@@ -623,10 +624,6 @@ class Recorder:
         the key modulo ``writers`` (the same in every process)."""
         return zlib.crc32(pod_key.encode()) % self.writers
 
-    def _writer_index(self) -> int:
-        """The index of the calling writer thread (0 outside the writers)."""
-        return int(getattr(self._local, "index", 0))
-
     def _submit(self, what: str, fn: Callable[[], object], pod_key: str) -> bool:
         """Queue ``fn`` on the writer of ``pod_key``; never blocks. False (logged,
         counted in :attr:`dropped`) when that writer's queue is full."""
@@ -641,7 +638,7 @@ class Recorder:
 
     def _work(self, index: int) -> None:
         jobs = self._queues[index]
-        self._local.index = index
+        self._local.rng = random.Random(self._seed + index)
         while True:
             job = jobs.get()
             try:
