@@ -303,6 +303,22 @@ def bench(
         json_out.write_text(json.dumps([r.__dict__ for r in results], indent=2) + "\n")
 
 
+def _reclaim_flags(threshold: int, quantile: float, horizon: str) -> float:
+    """Check the reclaim flags shared by ``simulate`` and ``replay``; the horizon, seconds.
+
+    Raises:
+        typer.Exit: (code 2, message printed) a flag is out of range or unparsable.
+    """
+    if not 1 <= threshold <= 100:
+        raise fail(f"--threshold: {threshold} is outside 1..100")
+    if not 0 < quantile < 1:
+        raise fail(f"--quantile: {quantile} is outside (0, 1)")
+    try:
+        return parse_duration(horizon)
+    except ValueError as exc:
+        raise fail(f"--horizon: {exc}") from exc
+
+
 def simulate(
     days: Annotated[
         float, typer.Option(help="Days of NAB series to replay (5-minute steps).")
@@ -333,14 +349,7 @@ def simulate(
         raise fail(f"--days: {days} is outside 0.1..13 (the NAB series hold 14 days)")
     if not 1 <= nodes <= 1000 or not 1 <= node_cores <= 1024:
         raise fail("--nodes must be 1..1000 and --node-cores 1..1024")
-    if not 1 <= threshold <= 100:
-        raise fail(f"--threshold: {threshold} is outside 1..100")
-    if not 0 < quantile < 1:
-        raise fail(f"--quantile: {quantile} is outside (0, 1)")
-    try:
-        horizon_s = parse_duration(horizon)
-    except ValueError as exc:
-        raise fail(f"--horizon: {exc}") from exc
+    horizon_s = _reclaim_flags(threshold, quantile, horizon)
     model = Interference()
     if bench_json is not None:
         try:
@@ -418,14 +427,7 @@ def replay(
         raise fail("--nodes must be 1..200 and --node-cores 1..1024")
     if not 0.1 <= hours <= 72:
         raise fail(f"--hours: {hours} is outside 0.1..72")
-    if not 1 <= threshold <= 100:
-        raise fail(f"--threshold: {threshold} is outside 1..100")
-    if not 0 < quantile < 1:
-        raise fail(f"--quantile: {quantile} is outside (0, 1)")
-    try:
-        horizon_s = parse_duration(horizon)
-    except ValueError as exc:
-        raise fail(f"--horizon: {exc}") from exc
+    horizon_s = _reclaim_flags(threshold, quantile, horizon)
     cfg = ReplayConfig(
         nodes=nodes,
         node_cores=node_cores,
