@@ -363,6 +363,37 @@ def test_random_max_percent_is_bounded(value: int, n: int, seed: int) -> None:
     assert len(set(picked)) == len(picked)
 
 
+@pytest.mark.parametrize(
+    ("size", "unready", "expected"),
+    [
+        # kube's ComputeZoneState / setLimiterInZone with the defaults (rate 0.1/s,
+        # secondary 0.01/s, unhealthy threshold 0.55, large cluster > 50 nodes):
+        (60, 0, 0.1),  # normal
+        (60, 60, 0.1),  # full disruption: the primary rate
+        (60, 33, 0.01),  # 33/60 = 0.55 >= 0.55 and 33 > 2: partial, large zone
+        (60, 32, 0.1),  # 32/60 = 0.533 < 0.55: normal
+        (10, 8, 0.0),  # partial in a zone of <= 50 nodes: taint nothing
+        (3, 2, 0.1),  # 2/3 >= 0.55 but only 2 not ready (needs > 2): normal
+    ],
+    ids=["normal", "full", "partial-large", "below-threshold", "partial-small", "two-only"],
+)
+def test_zone_rate_follows_kube(size: int, unready: int, expected: float) -> None:
+    from types import SimpleNamespace
+
+    from bosun.framework.snapshot import ZONE_LABEL, Snapshot
+    from bosun.twin.faults import FaultController, FaultSchedule
+
+    zone_a = [
+        make_node(f"a{i:02d}", cpu="1", memory="1Gi", labels={ZONE_LABEL: "a"}) for i in range(size)
+    ]
+    # 7 nodes of another zone, all not ready: they must not count for zone "a"
+    zone_b = [make_node(f"b{i}", cpu="1", memory="1Gi", labels={ZONE_LABEL: "b"}) for i in range(7)]
+    ctl = FaultController(FaultSchedule("test", ()), [])
+    ctl._sim = SimpleNamespace(snapshot=Snapshot([*zone_a, *zone_b]))  # type: ignore[assignment]
+    ctl._unready = {n.name for n in zone_a[:unready]} | {n.name for n in zone_b}
+    assert ctl._zone_rate("a") == pytest.approx(expected)
+
+
 def test_zone_outage_hits_exactly_the_zone(config: SchedulerConfiguration) -> None:
     # 15 nodes n00..n14; sha256 puts n04, n06, n07 and n12 in zone-a (checked below)
     nodes = [make_node(f"n{i:02d}", cpu="4", memory="16Gi") for i in range(15)]

@@ -1039,9 +1039,14 @@ class FaultController:
         in a zone of at most ``largeClusterSizeThreshold`` nodes."""
         sim = self._sim
         assert sim is not None
-        members = [n.name for n in sim.snapshot.nodes if n.labels.get(ZONE_LABEL, "") == zone]
-        not_ready = sum(1 for n in members if n in self._unready)
-        size = len(members)
+        snap = sim.snapshot
+        codes = snap.domain_codes(ZONE_LABEL)  # -1: no zone label, the zone ""
+        in_zone = np.isin(codes, snap.node_labels.codes_of(ZONE_LABEL, [zone]))
+        if zone == "":
+            in_zone |= codes == -1
+        unready = [snap.node_index[n] for n in self._unready if n in snap.node_index]
+        not_ready = int(np.count_nonzero(in_zone[unready]))
+        size = int(np.count_nonzero(in_zone))
         st = self.settings
         if size and not_ready == size:
             return st.node_eviction_rate
@@ -1057,7 +1062,7 @@ class FaultController:
         sim = self._sim
         assert sim is not None
         names = sim.snapshot.node_names
-        return bool(names) and all(n in self._unready for n in names)
+        return bool(names) and self._unready.issuperset(names)
 
     def _reschedule_passes(self, t: float, zones: set[str]) -> None:
         sim = self._sim
