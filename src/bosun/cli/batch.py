@@ -216,6 +216,7 @@ def bench(
     Needs the openb data (BOSUN_DATA_DIR). Exit 2 on bad input.
     """
     from bosun.batch.bench import (
+        PROFILES,
         check_bench_args,
         openb_instance,
         paired_test,
@@ -234,11 +235,11 @@ def bench(
                     f"unknown encoding {capacity!r}: one of slack, unbalanced",
                 )
             )  # fmt: skip
-        if profile not in ("default", "fgd"):
+        if profile not in PROFILES:
             problems.append(
                 InputProblem(
                     "<arguments>", "batch bench", "profile",
-                    f"unknown profile {profile!r}: one of default, fgd",
+                    f"unknown profile {profile!r}: one of {', '.join(PROFILES)}",
                 )
             )  # fmt: skip
         if reference_time is not None and not reference_time > 0:
