@@ -618,7 +618,9 @@ def test_cli_bad_fault_file_exit_2_nothing_written(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_cli_faults_and_energy_write_everything(tmp_path: Path) -> None:
+def _simulate_zone_outage_with_energy(tmp_path: Path) -> Path:
+    """``bosun simulate`` of 12 synthetic nodes with a 30 min zone-a outage at 10 m and a
+    power manager (idle 5 m, boot 1 m); asserts exit 0 and returns the report folder."""
     faults = tmp_path / "faults.yaml"
     faults.write_text(
         "settings: {podsWithoutOwner: owned}\n"
@@ -631,18 +633,16 @@ def test_cli_faults_and_energy_write_everything(tmp_path: Path) -> None:
     res = CliRunner().invoke(
         app,
         [
-            "simulate",
-            "--trace",
-            "synthetic:nodes=12,pods=60",
-            "--faults",
-            str(faults),
-            "--energy",
-            str(power),
-            "--report",
-            str(out),
+            *("simulate", "--trace", "synthetic:nodes=12,pods=60", "--faults", str(faults)),
+            *("--energy", str(power), "--report", str(out)),
         ],
     )
     assert res.exit_code == 0, res.output
+    return out
+
+
+def test_cli_faults_and_energy_write_everything(tmp_path: Path) -> None:
+    out = _simulate_zone_outage_with_energy(tmp_path)
     assert {p.name for p in out.iterdir()} == {
         "summary.json",
         "timeseries.csv",
@@ -667,23 +667,7 @@ def test_browser_draws_fault_and_energy_panels(tmp_path: Path) -> None:
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     if binary is None:
         pytest.skip("Chromium not found (Debian: apt-get install chromium)")
-    faults = tmp_path / "faults.yaml"
-    faults.write_text(
-        "settings: {podsWithoutOwner: owned}\n"
-        "faults:\n  - {name: z, action: zone-outage, selector: {zone: zone-a},\n"
-        "     at: 10m, duration: 30m}\n"
-    )
-    power = tmp_path / "power.yaml"
-    power.write_text("powerDown: {idleAfter: 5m, bootDelay: 1m}\n")
-    out = tmp_path / "out"
-    res = CliRunner().invoke(
-        app,
-        [
-            *("simulate", "--trace", "synthetic:nodes=12,pods=60", "--faults", str(faults)),
-            *("--energy", str(power), "--report", str(out)),
-        ],
-    )
-    assert res.exit_code == 0, res.output
+    out = _simulate_zone_outage_with_energy(tmp_path)
     from bosun.twin.report import chart_ids
 
     expected = chart_ids(1, faults=True, energy=True)
