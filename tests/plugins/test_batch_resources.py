@@ -28,10 +28,10 @@ from bosun.plugins.batch_resources import (
     check_pod,
     is_high_priority,
     kube_qos_class,
-    least_allocated_scores,
     pod_priority_band,
     pod_qos_class,
 )
+from bosun.plugins.node_resources_fit import least_allocated_scores
 from bosun.plugins.registry import in_tree_registry
 
 Gi = 1024**3
@@ -219,9 +219,11 @@ def test_score_least_allocated_on_batch() -> None:
 
 
 def test_least_allocated_over_capacity_is_zero() -> None:
+    # the scorer BatchResourceFit uses: cpu 150 > 100 scores 0; memory alloc 0 is skipped
+    # (least_allocated.go), so 0 * 1 // 1 = 0
     alloc = np.array([[100, 0]])
     req = np.array([[150, 0]])
-    assert least_allocated_scores(alloc, req).tolist() == [0]
+    assert least_allocated_scores(req, alloc, np.ones(2, dtype=np.int64)).tolist() == [0]
 
 
 def test_snapshot_update_moves_the_filter() -> None:

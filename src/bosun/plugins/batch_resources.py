@@ -43,9 +43,11 @@ Plugin extension points: PreFilter, Filter, PreScore, Score.
   ``request > allocatable - requested`` on the node's batch column (a node without the
   resource has 0). Code Unschedulable.
 * Score: least-allocated on the batch columns the pod requests,
-  ``(alloc - requested - request) * 100 // alloc`` per resource (0 when that is negative or
-  ``alloc`` is 0), averaged with equal weights in integer division, as kube's
-  LeastAllocated: a BE pod goes where the most reclaimed room is left.
+  ``(alloc - requested - request) * 100 // alloc`` per resource (0 when that is negative),
+  averaged with equal weights in integer division: kube's LeastAllocated, computed by
+  :func:`bosun.plugins.node_resources_fit.least_allocated_scores` (a resource with
+  ``alloc`` 0 is skipped there; Filter has already removed such nodes, the pod's request
+  being positive). A BE pod goes where the most reclaimed room is left.
 """
 
 from __future__ import annotations
@@ -60,7 +62,6 @@ import numpy as np
 from bosun.api.types import CPU, MEMORY, Container, Pod
 from bosun.errors import InputError, InputProblem
 from bosun.framework.interface import (
-    MAX_NODE_SCORE,
     Code,
     CycleState,
     FilterResult,
@@ -71,6 +72,7 @@ from bosun.framework.interface import (
     PreFilterResult,
     Status,
 )
+from bosun.plugins.node_resources_fit import least_allocated_scores
 
 if TYPE_CHECKING:
     from bosun.framework.interface import Handle
@@ -354,18 +356,7 @@ class BatchResourceFit:
             return np.zeros(rows.shape[0], dtype=np.int64)
         cols = np.array(s.columns, dtype=np.intp)
         return least_allocated_scores(
-            snapshot.allocatable[np.ix_(rows, cols)],
             snapshot.requested[np.ix_(rows, cols)] + s.amounts[None, :],
+            snapshot.allocatable[np.ix_(rows, cols)],
+            np.ones(len(cols), dtype=np.int64),
         )
-
-
-def least_allocated_scores(alloc: IntArray, requested: IntArray) -> IntArray:
-    """kube's LeastAllocated with equal weights: for (N, R) ``alloc`` and ``requested``
-    (the pod included), ``mean_r((alloc - requested) * 100 // alloc)`` in integer
-    division; a resource scores 0 where ``requested > alloc`` or ``alloc == 0``."""
-    a = alloc.astype(np.int64)
-    r = requested.astype(np.int64)
-    safe = np.where(a > 0, a, 1)
-    per = np.where((a > 0) & (r <= a), (a - r) * MAX_NODE_SCORE // safe, 0)
-    out: IntArray = (per.sum(axis=1) // max(1, per.shape[1])).astype(np.int64)
-    return out
