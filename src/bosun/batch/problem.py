@@ -368,10 +368,10 @@ def build_problem(
     )
     g = snap.gpu_used_milli.shape[1] if snap.gpu_used_milli.ndim == 2 else 0
     dev_free = np.full((len(used), max(g, 1)), -1, dtype=np.int64)
-    for i, row in enumerate(used):
-        n_dev = int(snap.gpu_count[row])
-        if n_dev:
-            dev_free[i, :n_dev] = GPU_MILLI_PER_GPU - snap.gpu_used_milli[row, :n_dev]
+    if g:  # device d of a node exists when d < its gpu_count; -1 marks the rest
+        exists = np.arange(g) < np.asarray(snap.gpu_count)[used][:, None]
+        room = GPU_MILLI_PER_GPU - snap.gpu_used_milli[used]
+        dev_free[exists] = room[exists]
     return BatchProblem(
         pods=list(pods),
         node_names=[snap.node_names[int(r)] for r in used],
