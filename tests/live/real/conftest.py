@@ -11,6 +11,7 @@ import pytest
 from kubernetes import client
 
 from ..controlplane import ControlPlane, free_ports, require_k8s
+from ..serving import pod
 
 Obj = dict[str, Any]
 
@@ -69,15 +70,8 @@ def real_node(core: client.CoreV1Api, name: str, cpu: str = "4") -> None:
 
 
 def real_pod(name: str, cpu: str = "100m", scheduler: str = "bosun") -> Obj:
-    """A pending Pod in ``default`` asking ``cpu`` and 100Mi (with the image the real API
-    server requires)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "schedulerName": scheduler,
-            "containers": [{"name": "c", "image": "pause",
-                            "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}],
-        },
-    }  # fmt: skip
+    """:func:`..serving.pod` (a pending Pod in ``default`` asking ``cpu`` and 100Mi) with the
+    image the real API server requires."""
+    manifest = pod(name, cpu, scheduler)
+    manifest["spec"]["containers"][0]["image"] = "pause"
+    return manifest
