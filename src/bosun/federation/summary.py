@@ -39,6 +39,7 @@ from bosun.api.types import CPU, GPU, GPU_MILLI_PER_GPU, MEMORY, Node, Pod
 from bosun.framework.snapshot import Snapshot
 from bosun.gpu.fragmentation import TaskClasses, node_fragmentation
 from bosun.gpu.share import GPU_MODEL_LABEL
+from bosun.plugins.node_resources_fit import gpu_devices_fit
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 #: The federation's resource vector, in this order (the ledger's pools use these names).
@@ -158,13 +159,7 @@ class TwinCluster:
         snap = self.snapshot
         need = np.array(pod_vector(pod), dtype=np.int64)
         free = self.free_matrix()
-        ok = np.all(free >= need, axis=1)
-        if pod.gpu_count:
-            n = snap.num_nodes
-            dev_free = GPU_MILLI_PER_GPU - snap.gpu_used_milli[:n].astype(np.int64)
-            exists = np.arange(dev_free.shape[1])[None, :] < snap.gpu_count[:n, None]
-            usable = ((dev_free >= pod.gpu_milli) & exists).sum(axis=1)
-            ok &= usable >= pod.gpu_count
+        ok = np.all(free >= need, axis=1) & gpu_devices_fit(snap, pod.gpu_count, pod.gpu_milli)
         rows = np.flatnonzero(ok)
         if len(rows) == 0:
             return None
