@@ -370,6 +370,12 @@ def _time_unit(seconds: float) -> tuple[str, float]:
     return "d", 86_400.0
 
 
+def _runs_time_unit(runs: Sequence[_Run]) -> tuple[str, float]:
+    """:func:`_time_unit` for the longest time series of ``runs`` (seconds)."""
+    t_max = max((float(r.ts["time_s"].max()) for r in runs if len(r.ts)), default=0.0)
+    return _time_unit(t_max)
+
+
 # ---------------------------------------------------------------------------- figures
 
 
@@ -692,8 +698,7 @@ def _outcome_chart(runs: Sequence[_Run]) -> _Chart:
 
 
 def _charts(runs: Sequence[_Run]) -> list[_Chart]:
-    t_max = max((float(r.ts["time_s"].max()) for r in runs if len(r.ts)), default=0.0)
-    tu = _time_unit(t_max)
+    tu = _runs_time_unit(runs)
     step = f"Each line: at most {MAX_POINTS:,} points per run, peaks kept."
 
     return [
@@ -774,8 +779,7 @@ def _has(runs: Sequence[_Run], columns: Sequence[str]) -> bool:
 
 def _extra_charts(runs: Sequence[_Run]) -> list[_Chart]:
     """The fault and energy panels, for runs that carry their columns."""
-    t_max = max((float(r.ts["time_s"].max()) for r in runs if len(r.ts)), default=0.0)
-    tu = _time_unit(t_max)
+    tu = _runs_time_unit(runs)
     step = f"Step lines, at most {MAX_POINTS:,} points per run; shaded: fault windows."
     out: list[_Chart] = []
     if _has(runs, FAULT_COLUMNS):
