@@ -38,7 +38,7 @@ import numpy as np
 from bosun.api.types import CPU, GPU, GPU_MILLI_PER_GPU, MEMORY, Node, Pod
 from bosun.framework.snapshot import Snapshot
 from bosun.gpu.fragmentation import TaskClasses, node_fragmentation
-from bosun.gpu.share import GPU_MODEL_LABEL
+from bosun.gpu.share import GPU_MODEL_LABEL, device_free_milli
 from bosun.plugins.node_resources_fit import gpu_devices_fit
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -188,9 +188,7 @@ class TwinCluster:
         free = self.free_matrix()
         alloc = snap.allocatable[:n][:, self._cols]
         frag = node_fragmentation(snap, self.classes) if n else np.zeros(0)
-        dev_free = GPU_MILLI_PER_GPU - snap.gpu_used_milli[:n].astype(np.int64)
-        exists = np.arange(dev_free.shape[1])[None, :] < snap.gpu_count[:n, None]
-        whole = ((dev_free == GPU_MILLI_PER_GPU) & exists).sum(axis=1)
+        whole = (device_free_milli(snap) == GPU_MILLI_PER_GPU).sum(axis=1)
         whole[snap.unschedulable[:n]] = 0
         g = len(self.groups)
         a_sum = np.zeros((g, 3), np.int64)
