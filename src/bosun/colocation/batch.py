@@ -274,14 +274,20 @@ def apply_to_snapshot(snapshot: Snapshot, batch: IntArray) -> int:
         raise InputError(
             [InputProblem("batch", "batch", "shape", f"{arr.shape} != ({snapshot.num_nodes}, 2)")]
         )
-    changed = 0
-    for row, node in enumerate(list(snapshot.nodes)):
-        cpu, mem = int(arr[row, 0]), int(arr[row, 1])
-        if node.allocatable.get(BATCH_CPU) == cpu and node.allocatable.get(BATCH_MEMORY) == mem:
-            continue
-        alloc = dict(node.allocatable)
-        alloc[BATCH_CPU] = cpu
-        alloc[BATCH_MEMORY] = mem
-        snapshot.update_node(replace(node, allocatable=alloc))
-        changed += 1
-    return changed
+    changed = with_batch_allocatable(snapshot.nodes, arr)
+    for node in changed:
+        snapshot.update_node(node)
+    return len(changed)
+
+
+def with_batch_allocatable(nodes: Sequence[Node], batch: IntArray) -> list[Node]:
+    """The nodes whose ``kubernetes.io/batch-cpu`` / ``batch-memory`` allocatable differ
+    from ``batch`` (N, 2: milli-CPU, bytes; rows in ``nodes`` order), each with them set.
+    The caller writes them (a snapshot's or the twin's ``update_node``)."""
+    out = []
+    for row, node in enumerate(nodes):
+        cpu, mem = int(batch[row, 0]), int(batch[row, 1])
+        if node.allocatable.get(BATCH_CPU) != cpu or node.allocatable.get(BATCH_MEMORY) != mem:
+            alloc = {**node.allocatable, BATCH_CPU: cpu, BATCH_MEMORY: mem}
+            out.append(replace(node, allocatable=alloc))
+    return out

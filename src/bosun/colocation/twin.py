@@ -49,6 +49,7 @@ from bosun.colocation.batch import (
     ReclaimPolicy,
     batch_allocatable,
     node_allocatable,
+    with_batch_allocatable,
 )
 from bosun.plugins.batch_resources import (
     BATCH_CPU,
@@ -232,16 +233,10 @@ class ReclaimController:
         cap = float(alloc[:, 0].sum())
         if cap > 0:
             self._util.append(float(np.minimum(cpu_now + be_used, alloc[:, 0]).sum() / cap))
-        changed = False
-        for row, node in enumerate(list(snap.nodes)):
-            cpu, mem = int(batch[row, 0]), int(batch[row, 1])
-            if node.allocatable.get(BATCH_CPU) != cpu or node.allocatable.get(BATCH_MEMORY) != mem:
-                sim.update_node(
-                    replace(
-                        node, allocatable={**node.allocatable, BATCH_CPU: cpu, BATCH_MEMORY: mem}
-                    )
-                )
-                changed = True
+        updated = with_batch_allocatable(snap.nodes, batch)
+        for node in updated:
+            sim.update_node(node)
+        changed = bool(updated)
         self._batch_total = float(batch[:, 0].sum())
         # the auction per node among its BE pods
         for row, (name, be) in enumerate(zip(names, be_on, strict=True)):
