@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from bosun.api.types import Node, Pod
+from bosun.api.types import Node, Pod, PodGroup
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +73,8 @@ class Trace:
         timed: False for traces without time columns (openb multigpu variants): usable for
             placement experiments, not for time replay.
         skipped: what the loader skipped, with why (``--skip-bad-rows``).
+        pod_groups: the gangs (scheduler-plugins ``PodGroup``) the pods may join with the
+            label ``scheduling.x-k8s.io/pod-group``; empty for a trace without gangs.
     """
 
     name: str
@@ -82,6 +84,7 @@ class Trace:
     bound: list[Pod] = field(default_factory=list)
     timed: bool = True
     skipped: list[str] = field(default_factory=list)
+    pod_groups: list[PodGroup] = field(default_factory=list)
 
     @property
     def gpu_capacity(self) -> int:
