@@ -593,6 +593,9 @@ class Simulator:
         self._sample_k = 0  # index of the last regular sample (``sample_every_s``)
         self._busy_until = 0.0
         self._ran = False
+        #: set by :meth:`request_stop` (a signal handler, another thread): :meth:`run` stops
+        #: at the current event and returns what it measured, ``summary["partial"]`` true
+        self._stop_requested = False
         self.controllers: tuple[Controller, ...] = tuple(controllers)
         extra = tuple(c for ctl in self.controllers for c in ctl.columns)
         if extra:
@@ -771,6 +774,19 @@ class Simulator:
 
     # ------------------------------------------------------------------------------- run
 
+    def request_stop(self) -> None:
+        """Ask :meth:`run` to stop at the current event (``bosun simulate`` on SIGINT or
+        SIGTERM).
+
+        Only sets a flag, so it is safe from a signal handler or another thread. The run
+        finishes the event it is processing, then measures as at a normal end, at the
+        simulated time reached (``summary["end_s"]``), and marks the result partial
+        (``summary["partial"]`` and ``meta["partial"]`` true; false after a full run).
+        Pods still queued keep the outcome ``Pending``. Before :meth:`run` starts, the run
+        stops at once (simulated time 0).
+        """
+        self._stop_requested = True
+
     def run(self, until_s: float | None = None) -> SimulationResult:
         """Replay the trace and measure.
 
@@ -780,7 +796,9 @@ class Simulator:
 
         Returns:
             The time series, the pod table (one row per incarnation, in order of arrival)
-            and the summary (:func:`bosun.twin.metrics.summarize`).
+            and the summary (:func:`bosun.twin.metrics.summarize`); ``summary["partial"]``
+            is true when :meth:`request_stop` cut the run short (``end_s`` is then the
+            simulated time reached).
 
         Raises:
             SimulationError: the simulator already ran, or an event was scheduled in the
@@ -809,7 +827,11 @@ class Simulator:
         progress_end = until_s if until_s is not None else self.horizon_s
         last_progress = started
         events = 0
+        partial = False  # request_stop() cut the run short
         while True:
+            if self._stop_requested:
+                partial = True
+                break
             head = heap.peek()
             if head is None:
                 break
@@ -840,7 +862,7 @@ class Simulator:
                 if wall - last_progress >= PROGRESS_EVERY_WALL_S:
                     last_progress = wall
                     self._progress(t, progress_end)
-        end = until_s if until_s is not None else heap.now
+        end = until_s if until_s is not None and not partial else heap.now
         if self.on_advance and end > heap.now:
             for hook in self.on_advance:
                 hook(heap.now, end)
@@ -852,7 +874,10 @@ class Simulator:
         wall_s = time.perf_counter() - started
         if self._progress is not None:
             self._progress(end, end)
-        return self._result(end, until_s, events, wall_s)
+        result = self._result(end, until_s, events, wall_s)
+        result.summary["partial"] = partial
+        result.meta["partial"] = partial
+        return result
 
     def _settled(self) -> bool:
         """Nothing but the 5-minute leftover flush could still change the cluster: no pod
