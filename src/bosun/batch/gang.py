@@ -169,3 +169,28 @@ def infer_pod_groups(pods: Sequence[Pod], source: str = "<trace>") -> list[PodGr
 def groups_by_key(groups: Sequence[PodGroup]) -> dict[str, PodGroup]:
     """PodGroups by ``namespace/name``."""
     return {g.key: g for g in groups}
+
+
+def trace_pod_groups(
+    declared: Sequence[PodGroup], pods: Sequence[Pod], source: str = "<trace>"
+) -> list[PodGroup]:
+    """Every gang a trace replay needs: the declared PodGroups (``Trace.pod_groups``: from
+    PodGroup manifests or the generic schema's gang columns) plus, for pods whose label
+    names a group that is not declared, the groups :func:`infer_pod_groups` builds from
+    their labels. A declared group is never overridden by labels.
+
+    Args:
+        declared: PodGroups the trace's loader read.
+        pods: the pods of the trace (arrivals, and bound pods if any).
+        source: named in problems.
+
+    Returns:
+        Declared groups first (in their order), then inferred ones (in pod order); empty
+        for a trace without gangs.
+
+    Raises:
+        InputError: as :func:`infer_pod_groups`, for the undeclared groups' pods.
+    """
+    known = {g.key for g in declared}
+    undeclared = [p for p in pods if (k := pod_group_key(p)) and k not in known]
+    return [*declared, *infer_pod_groups(undeclared, source)]

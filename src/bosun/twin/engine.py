@@ -79,7 +79,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pandas as pd
 
-from bosun.api.types import CPU, GPU, PODS, Node, Pod
+from bosun.api.types import CPU, GPU, PODS, Node, Pod, PodGroup
+from bosun.batch.gang import trace_pod_groups
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.config import SchedulerConfiguration
 from bosun.framework.interface import ClusterEvent, Code
@@ -553,8 +554,18 @@ class Simulator:
             )
         except InputError as e:
             problems.extend(e.problems)
+        #: the gangs (scheduler-plugins PodGroups): declared by the trace, or built from
+        #: its pods' ``scheduling.x-k8s.io/pod-group`` labels (bosun.batch.gang)
+        self.pod_groups: list[PodGroup] = []
+        try:
+            pods = [*(a.pod for a in trace.arrivals), *trace.bound]
+            self.pod_groups = trace_pod_groups(trace.pod_groups, pods, trace.name)
+        except InputError as e:
+            problems.extend(e.problems)
         if problems:
             raise InputError(problems)
+        if self.pod_groups:  # Coscheduling's lister; nothing at all for a trace without gangs
+            self.scheduler.set_pod_groups(self.pod_groups)
         self.usage_tracker: UsageTracker | None = None
         self.metrics_provider: TwinMetricsProvider | None = None
         if usage is not None:
@@ -597,6 +608,10 @@ class Simulator:
         #: at the current event and returns what it measured, ``summary["partial"]`` true
         self._stop_requested = False
         self.controllers: tuple[Controller, ...] = tuple(controllers)
+        if self.pod_groups:
+            from bosun.batch.gang_metrics import GangMetrics
+
+            self.controllers += (GangMetrics(self.pod_groups),)
         extra = tuple(c for ctl in self.controllers for c in ctl.columns)
         if extra:
             self.metrics.extra_columns = extra
@@ -881,9 +896,14 @@ class Simulator:
 
     def _settled(self) -> bool:
         """Nothing but the 5-minute leftover flush could still change the cluster: no pod
-        in activeQ (a pass cut short by the decision latency) or backoffQ."""
+        in activeQ (a pass cut short by the decision latency) or backoffQ, and none held at
+        Permit (its timeout still has to fire)."""
         queue = self.scheduler.queue
-        return queue.next_backoff_time() is None and queue.pending()[ACTIVE] == 0
+        return (
+            queue.next_backoff_time() is None
+            and queue.pending()[ACTIVE] == 0
+            and self.scheduler.next_permit_deadline() is None
+        )
 
     def _counters_now(self) -> Counters:
         return Counters(
@@ -986,7 +1006,12 @@ class Simulator:
 
     def _scheduling_pass(self, t: float) -> bool:
         """Flush what is due, then attempt pods until activeQ is empty (one pod with a
-        decision latency). Returns whether any pod was attempted."""
+        decision latency). Returns whether any pod was attempted or settled at Permit.
+
+        A gang member held at Permit (``Code.WAIT``) stays pending, assumed on its node.
+        After every attempt the pods that left Permit (:meth:`Scheduler.take_permit_results`:
+        bound once their gang is complete, or released by a timeout or a rejection) are
+        recorded at ``t``; the next wake-up is also the next Permit deadline."""
         queue = self.scheduler.queue
         queue.flush_backoff_completed()
         queue.flush_unschedulable_leftover()
@@ -995,25 +1020,46 @@ class Simulator:
         while (res := self.scheduler.schedule_one()) is not None:
             attempted = True
             self._record_attempt(t, res)
+            self._record_permit_results(t)
             if latency > 0:
                 self._busy_until = t + latency
                 self._request_pass(self._busy_until)
                 return True
+        # the last schedule_one settled the waiting pods first (a timeout at this wake-up)
+        attempted = self._record_permit_results(t) or attempted
         wake = queue.next_event_time()
+        deadline = self.scheduler.next_permit_deadline()
+        if deadline is not None:
+            wake = deadline if wake is None else min(wake, deadline)
         if wake is not None:
             if wake <= t:  # pragma: no cover - the flushes above leave nothing overdue
                 raise SimulationError(f"the scheduling queue is overdue at {t} s (next {wake} s)")
             self._request_pass(wake)
         return attempted
 
-    def _record_attempt(self, t: float, res: SchedulingResult) -> None:
+    def _record_permit_results(self, t: float) -> bool:
+        """Record the pods that left Permit since the last call; whether there were any."""
+        settled = self.scheduler.take_permit_results()
+        for res in settled:
+            rec = self._current.get(res.pod.key)
+            if rec is not None and rec.outcome == PENDING:
+                self._record_attempt(t, res, permit=True)
+        return bool(settled)
+
+    def _record_attempt(self, t: float, res: SchedulingResult, *, permit: bool = False) -> None:
+        """One attempt's result; ``permit``: the final result of a pod held at Permit
+        (bound at ``t``, its decision time already counted with its WAIT attempt)."""
         key = res.pod.key
         rec = self._current[key]
         rec.attempts = res.attempts
-        rec.decision_ms = res.decision_s * 1000.0
-        self._decisions_ms.append(rec.decision_ms)
-        if res.code == Code.SUCCESS:
-            bound = t + self.decision_latency_s
+        if not permit:
+            rec.decision_ms = res.decision_s * 1000.0
+            self._decisions_ms.append(rec.decision_ms)
+        if res.code == Code.WAIT:  # assumed on its node, waiting for its gang: not failed
+            rec.message = res.message or f"waiting at Permit on node {res.node_name}"
+            self._gpu_node(res.node_name)
+        elif res.code == Code.SUCCESS:
+            bound = t if permit else t + self.decision_latency_s
             if self.bind_delay is not None and res.node_name:
                 bound += self.bind_delay(res.node_name, t)
             rec.outcome = RUNNING
@@ -1030,6 +1076,8 @@ class Simulator:
                 rec.completion = Event(EventKind.COMPLETION, rec)
                 self._push(bound + duration, rec.completion)
         else:
+            if permit:  # released from Permit: its assumed room is free again
+                self.metrics.gpu_changed()
             self._failed += 1
             rec.message = res.message
             for hook in self.on_unschedulable:
@@ -1090,7 +1138,9 @@ class Simulator:
             queue.move_all_to_active_or_backoff(ClusterEvent("NodeDelete", node, None))
         for pod in victims:
             rec = self._current.get(pod.key)
-            if rec is not None:
+            if rec is not None and rec.outcome == PENDING:  # held at Permit: requeued as is
+                self.scheduler.add_pod(rec.pod)
+            elif rec is not None:
                 self._new_incarnation(t, rec.arrival, rec.pod)
             else:  # a pod bound at time 0 (Trace.bound)
                 pending = replace(pod, node_name="")

@@ -24,6 +24,13 @@ them are a problem (a :class:`Trace` has no departure for bound pods).
 
 A **snapshot** (:func:`load_snapshot`) is a cluster as it is: its pending pods all arrive
 at 0 and stay until bound or the end; timing annotations are ignored.
+
+Both read **gangs**: scheduler-plugins ``PodGroup`` objects (``scheduling.x-k8s.io/v1alpha1``,
+``spec.minMember``, ``spec.scheduleTimeoutSeconds``) go to :attr:`Trace.pod_groups`, and
+their pods join them with the label ``scheduling.x-k8s.io/pod-group: <name>``.
+:func:`bosun.batch.gang.check_gangs` checks them across objects: a pod naming a group
+that is not in the files, or a group whose ``minMember`` exceeds the pods naming it, is
+a problem (file, object, field).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from pathlib import Path
 
 from bosun.api.manifest import load_manifests
 from bosun.api.types import ClusterObjects, Pod
+from bosun.batch.gang import check_gangs
 from bosun.errors import InputError, InputProblem
 from bosun.twin.trace import PodArrival, Trace
 from bosun.twin.traces.generic import MAX_TIME_S
@@ -147,10 +155,20 @@ def _trace(name: str, objs: ClusterObjects, source: str, timed_annotations: bool
         ]
     if not objs.nodes:
         problems.append(InputProblem(source, "file", "", "no Node objects"))
+    try:
+        check_gangs(objs, source)
+    except InputError as e:
+        problems += e.problems
     if problems:
         raise InputError(problems)
     arrivals.sort(key=lambda a: a.arrival_s)
-    return Trace(name=name, nodes=list(objs.nodes), arrivals=arrivals, bound=bound)
+    return Trace(
+        name=name,
+        nodes=list(objs.nodes),
+        arrivals=arrivals,
+        bound=bound,
+        pod_groups=list(objs.pod_groups),
+    )
 
 
 def load_manifest_trace(paths: Sequence[str | Path]) -> Trace:
@@ -162,12 +180,14 @@ def load_manifest_trace(paths: Sequence[str | Path]) -> Trace:
 
     Returns:
         Nodes from the files; pending pods as arrivals sorted by arrival time (ties in
-        file order); bound pods in :attr:`Trace.bound`. Kinds that do not affect
+        file order); bound pods in :attr:`Trace.bound`; PodGroups in
+        :attr:`Trace.pod_groups`. Kinds that do not affect
         scheduling (``Service`` ...) are ignored, as by the manifest loader.
 
     Raises:
         InputError: every manifest problem, every bad timing annotation (named
-            ``Pod ns/name``, ``metadata.annotations[bosun.io/arrival-s]``), or no nodes.
+            ``Pod ns/name``, ``metadata.annotations[bosun.io/arrival-s]``), every gang
+            problem (:func:`bosun.batch.gang.check_gangs`), or no nodes.
     """
     ps = [Path(p) for p in paths]
     name = ps[0].name if len(ps) == 1 else f"{ps[0].name} (+{len(ps) - 1})"
