@@ -32,7 +32,8 @@ gpu-a,64000,274877906944,8,A100,"zone=a,kubernetes.io/hostname=custom"
 HEADER = "name,arrival_s,cpu_milli,memory_mib"
 KNOWN_POD_COLUMNS = (
     "name, arrival_s, cpu_milli, memory_bytes, memory_mib, namespace, departure_s, "
-    "duration_s, gpu_count, gpu_milli, gpu_model, priority, qos, labels"
+    "duration_s, gpu_count, gpu_milli, gpu_model, node_selector, tolerations, workload, "
+    "max_per_node, pod_group, pod_group_min_member, pod_group_timeout_s, priority, qos, labels"
 )
 
 
@@ -168,20 +169,36 @@ def test_bad_pod_tables(tmp_path: Path, pods: str, expected: tuple[str, str, str
 
 def test_every_problem_reported_together(tmp_path: Path) -> None:
     pods = (
-        f"{HEADER},colour\n"
-        "a,0,100,1,\n"  # line 2: fine
-        "b,-1,100,1,\n"  # line 3: negative arrival
-        "c,5,x,,\n"  # line 4: cpu not a number, memory missing
-        "d,2,100,1,\n"  # line 5: before line 4's 5? line 4 is bad, so the bar is 0: fine
-        "e,1,100,1,\n"  # line 6: before line 5's 2 -> out of order
+        f"{HEADER}\n"
+        "a,0,100,1\n"  # line 2: fine
+        "b,-1,100,1\n"  # line 3: negative arrival
+        "c,5,x,\n"  # line 4: cpu not a number, memory missing
+        "d,2,100,1\n"  # line 5: before line 4's 5? line 4 is bad, so the bar is 0: fine
+        "e,1,100,1\n"  # line 6: before line 5's 2 -> out of order
     )
     nodes = "name,cpu_milli,memory_mib\nn1,1000,-5\n"  # node line 2: negative memory
     assert _problems(tmp_path, pods, nodes) == [
-        ("trace.csv", "line 1", f"colour | unknown column (known: {KNOWN_POD_COLUMNS})"),
         ("trace.csv", "line 3", "arrival_s | must not be negative, got -1"),
         ("trace.csv", "line 4", "cpu_milli | not a number: 'x'"),
         ("trace.csv", "line 4", "memory_mib | missing value"),
         ("trace.csv", "line 6", "arrival_s | out of order: 1 is before an earlier row's 2"),
+        ("trace.nodes.csv", "line 2", "memory_mib | must not be negative, got -5"),
+    ]
+
+
+def test_header_problem_stops_row_checks(tmp_path: Path) -> None:
+    # The same bad rows under a header with an unknown column: the header is the one pod
+    # table problem (rows are not checked against a wrong header); the node table is
+    # still checked on its own.
+    pods = f"{HEADER},colour\na,0,100,1,\nb,-1,100,1,\nc,5,x,,\n"
+    nodes = "name,cpu_milli,memory_mib\nn1,1000,-5\n"
+    assert _problems(tmp_path, pods, nodes) == [
+        (
+            "trace.csv",
+            "line 1",
+            f"colour | unknown column (known: {KNOWN_POD_COLUMNS}; other resources are "
+            "res:<name> columns)",
+        ),
         ("trace.nodes.csv", "line 2", "memory_mib | must not be negative, got -5"),
     ]
 

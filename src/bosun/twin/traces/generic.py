@@ -1,42 +1,56 @@
 """Traces in bosun's generic table schema: CSV or Parquet (``docs/trace-schema.md``).
 
-A trace is two tables: a **pod table** (one row per pod arrival) and a **node table** (the
-nodes present at time 0). The node table is a separate file: ``nodes_path``, or by default
+A trace is a **pod table** (one row per pod arrival) and the cluster: a **node table** (the
+nodes present at time 0) or a **cluster file** (node groups, :mod:`bosun.twin.traces.cluster`),
+never both. The node table is a separate file: ``nodes_path``, or by default
 ``<stem>.nodes.csv`` / ``<stem>.nodes.parquet`` beside the pod table. ``nodes_path`` may
 also be a manifest file (YAML/JSON) holding Nodes and bound Pods, e.g. a cluster snapshot.
 
 Pod table columns (``?`` = optional column; an empty cell in an optional column means unset):
 
-==================  ===============================================================  ========
-column              meaning                                                          unit
-==================  ===============================================================  ========
-``name``            pod name (DNS-1123 subdomain), unique per namespace              --
-``namespace?``      namespace (DNS-1123 label), default ``default``                  --
-``arrival_s``       creation time; non-decreasing down the table                     seconds
-``departure_s?``    absolute deletion time, ``>= arrival_s``                         seconds
-``duration_s?``     run time after binding (at most one of departure/duration)       seconds
-``cpu_milli``       CPU request                                                      milli-CPU
-``memory_bytes``    memory request (or ``memory_mib``; exactly one of the two)       bytes
-``memory_mib``      memory request, rounded up to whole bytes                        MiB
-``gpu_count?``      GPUs (0..); with ``gpu_milli`` empty or 1000: whole GPUs         count
-``gpu_milli?``      thousandths of each GPU (0..1000); alone: one shared GPU         milli-GPU
-``gpu_model?``      allowed GPU models ``A|B``: required node affinity on the model  --
-``priority?``       pod priority (int32), default 0                                  --
-``qos?``            QoS class, copied to the label ``bosun.io/qos``                  --
-``labels?``         ``key=value`` pairs separated by commas (quote the cell)         --
-==================  ===============================================================  ========
+=========================  ========================================================  =========
+column                     meaning                                                   unit
+=========================  ========================================================  =========
+``name``                   pod name (DNS-1123 subdomain), unique per namespace       --
+``namespace?``             namespace (DNS-1123 label), default ``default``           --
+``arrival_s``              creation time; non-decreasing down the table              seconds
+``departure_s?``           absolute deletion time, ``>= arrival_s``                  seconds
+``duration_s?``            run time after binding (at most one of departure/duration) seconds
+``cpu_milli``              CPU request                                               milli-CPU
+``memory_bytes``           memory request (or ``memory_mib``; exactly one of the two) bytes
+``memory_mib``             memory request, rounded up to whole bytes                 MiB
+``gpu_count?``             GPUs (0..); with ``gpu_milli`` empty or 1000: whole GPUs  count
+``gpu_milli?``             thousandths of each GPU (0..1000); alone: one shared GPU  milli-GPU
+``gpu_model?``             allowed GPU models ``A|B``: required node affinity        --
+``res:<resource>?``        any other request: ``res:rdma/hca``, ``res:ephemeral-storage``
+                           (:func:`resource_unit`)                                   count/bytes
+``node_selector?``         ``key=value`` pairs separated by commas (``spec.nodeSelector``) --
+``tolerations?``           ``key=value:Effect;key:Effect;key;*`` (:func:`parse_tolerations`) --
+``workload?``              the owning workload: label :data:`WORKLOAD_LABEL`          --
+``max_per_node?``          at most k pods of the workload per node (:func:`per_node_cap`) count
+``pod_group?``             gang name: label ``scheduling.x-k8s.io/pod-group``         --
+``pod_group_min_member?``  the gang's ``minMember`` (default: its pods in the table)  count
+``pod_group_timeout_s?``   the gang's ``scheduleTimeoutSeconds``                      seconds
+``priority?``              pod priority (int32), default 0                           --
+``qos?``                   QoS class, copied to the label ``bosun.io/qos``            --
+``labels?``                ``key=value`` pairs separated by commas (quote the cell)  --
+=========================  ========================================================  =========
 
 Node table columns: ``name``, ``cpu_milli``, ``memory_bytes`` or ``memory_mib``,
 ``gpu_count?`` (default 0), ``gpu_model?`` (becomes the label :data:`GPU_MODEL_LABEL`),
-``pods?`` (max pods, default 110), ``labels?``. Every node gets
-``kubernetes.io/hostname=<name>`` unless its labels set it.
+``pods?`` (max pods, default 110), ``res:<resource>?`` (allocatable, same units as pods),
+``taints?`` (``key=value:Effect;key:Effect``, :func:`parse_taints`), ``labels?``. Every node
+gets ``kubernetes.io/hostname=<name>`` unless its labels set it.
 
 Validation collects every problem before raising :class:`bosun.errors.InputError`. A row
 problem names the file, the row as ``line N`` (the physical line of a CSV file: the header
 is line 1, so data row ``i`` (0-based) is line ``i + 2``; blank lines count; a quoted field
 spanning lines would shift the count) or ``row N`` (Parquet, 1-based data row) and the
-column. Header problems (unknown, missing or duplicated columns) name ``line 1`` (CSV) or
-``header`` (Parquet). A CSV row with more fields than the header names the physical line it
+column. Header problems (unknown, misnamed, missing or duplicated columns) name ``line 1``
+(CSV) or ``header`` (Parquet); a table with a header problem is not checked row by row, so
+one misnamed column is one problem (with a "did you mean"), not one per row. A
+quantity cell written with a unit (``10Gi``, ``500m``) is one "wrong unit" problem that
+says what to write. A CSV row with more fields than the header names the physical line it
 starts on (csv-module counting, so quoted multi-line cells are counted right) and is not
 skippable. A whole-number cell above :data:`MAX_INTEGER` (2**53; beyond int64 too), a
 ``memory_mib`` whose bytes exceed it, and a time above :data:`MAX_TIME_S` are per-cell
@@ -44,35 +58,54 @@ skippable. A whole-number cell above :data:`MAX_INTEGER` (2**53; beyond int64 to
 is recorded in :attr:`Trace.skipped`; header problems and unreadable files still raise.
 
 A pod larger than every node is *not* a loader problem: it is kept, and the scheduler
-reports it unschedulable.
+reports it unschedulable. Neither is a gang whose ``minMember`` exceeds its pods: it never
+schedules, which the replay reports.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 from bosun.api.build import make_node, make_pod
 from bosun.api.manifest import load_manifests
+from bosun.api.quantity import QuantityError, parse_quantity
 from bosun.api.types import (
+    CPU,
+    EPHEMERAL_STORAGE,
     GPU,
     GPU_MILLI,
     GPU_MILLI_PER_GPU,
+    MEMORY,
+    POD_GROUP_LABEL,
+    PODS,
     Affinity,
+    LabelSelector,
     Node,
     NodeAffinity,
     NodeSelectorTerm,
     Pod,
+    PodAffinity,
+    PodAffinityTerm,
+    PodGroup,
     Requirement,
+    Taint,
+    TaintEffect,
+    Toleration,
+    TopologySpreadConstraint,
 )
+from bosun.api.validation import qualified_name_error
 from bosun.errors import InputError, InputProblem
 from bosun.gpu.share import GPU_MODEL_LABEL
 from bosun.tables import MAX_INTEGER, RowChecker, Table, read_table
@@ -85,15 +118,29 @@ __all__ = [
     "NODE_COLUMNS",
     "POD_COLUMNS",
     "QOS_LABEL",
+    "RESOURCE_PREFIX",
+    "WORKLOAD_LABEL",
     "load_generic",
+    "parse_taints",
+    "parse_tolerations",
+    "per_node_cap",
+    "resource_unit",
 ]
 
 #: Pod label carrying the trace's QoS class (openb ``qos``; generic ``qos`` column).
 QOS_LABEL = "bosun.io/qos"
 #: The well-known node label kubelet sets to the node's name.
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: Pod label naming the pod's workload (``workload`` column); the per-node cap selects on it.
+WORKLOAD_LABEL = "bosun.io/workload"
+#: Column prefix of any other resource: ``res:<resource name>`` (``res:rdma/hca``).
+RESOURCE_PREFIX = "res:"
+#: ``minDomains`` of the spread constraint that caps a workload at k > 1 pods per node:
+#: the int32 maximum, more nodes than any cluster has, so the global minimum is always 0
+#: (:func:`per_node_cap`).
+CAP_MIN_DOMAINS = (1 << 31) - 1
 
-#: Pod table columns, required ones first.
+#: Pod table columns, required ones first (``res:<resource>`` columns come on top).
 POD_COLUMNS = (
     "name",
     "arrival_s",
@@ -106,13 +153,20 @@ POD_COLUMNS = (
     "gpu_count",
     "gpu_milli",
     "gpu_model",
+    "node_selector",
+    "tolerations",
+    "workload",
+    "max_per_node",
+    "pod_group",
+    "pod_group_min_member",
+    "pod_group_timeout_s",
     "priority",
     "qos",
     "labels",
 )
 _POD_REQUIRED = ("name", "arrival_s", "cpu_milli")
 
-#: Node table columns.
+#: Node table columns (``res:<resource>`` columns come on top).
 NODE_COLUMNS = (
     "name",
     "cpu_milli",
@@ -121,9 +175,11 @@ NODE_COLUMNS = (
     "gpu_count",
     "gpu_model",
     "pods",
+    "taints",
     "labels",
 )
 _NODE_REQUIRED = ("name", "cpu_milli")
+_MEMORY_COLUMNS = ("memory_bytes", "memory_mib")
 
 _MIB = 1 << 20
 #: The largest time cell accepted (``arrival_s``, ``departure_s``, ``duration_s``):
@@ -135,6 +191,9 @@ _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+#: A number followed by a unit (``10Gi``, ``500m``, ``2 cores``, ``1.5GB``): a quantity cell
+#: in the wrong unit. ``1e3`` is a plain number (the exponent needs digits after it).
+_WITH_UNIT = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*([A-Za-z%]+)$")
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -197,6 +256,101 @@ def parse_labels(text: str) -> tuple[dict[str, str], list[str]]:
     return labels, errors
 
 
+_EFFECTS = {e.value: e for e in TaintEffect}
+
+
+def _effect(text: str) -> tuple[TaintEffect | None, str | None]:
+    effect = _EFFECTS.get(text)
+    if effect is None:
+        close = difflib.get_close_matches(text, list(_EFFECTS), n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        return None, f"unknown effect {text!r} (NoSchedule, PreferNoSchedule, NoExecute){hint}"
+    return effect, None
+
+
+def _items(text: str) -> list[str]:
+    """A compact list cell split on ``;`` (or ``,``), blanks dropped."""
+    return [item.strip() for item in re.split(r"[;,]", text) if item.strip()]
+
+
+def parse_taints(text: str) -> tuple[list[Taint], list[str]]:
+    """A ``taints`` cell -> taints, with a list of what is wrong (if anything).
+
+    The form is ``kubectl taint``'s: ``key=value:Effect`` or ``key:Effect`` (empty value),
+    items separated by ``;`` (or ``,``). The effect is required (``v1.Taint``); a key and
+    effect given twice is a problem, as the API server rejects it.
+    """
+    out: list[Taint] = []
+    errors: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for item in _items(text):
+        head, colon, effect_text = item.rpartition(":")
+        if not colon:
+            errors.append(f"taint {item!r} has no effect (key[=value]:Effect)")
+            continue
+        key, _, value = head.partition("=")
+        key, value = key.strip(), value.strip()
+        effect, err = _effect(effect_text.strip())
+        if not key:
+            err = f"taint {item!r} has no key"
+        err = err or label_key_error(key) or label_value_error(value)
+        if err is None and effect is not None and (key, effect.value) in seen:
+            err = f"taint {key}:{effect.value} given twice"
+        if err is not None or effect is None:
+            errors.append(err or f"taint {item!r}: bad effect")
+            continue
+        seen.add((key, effect.value))
+        out.append(Taint(key, value, effect))
+    return out, errors
+
+
+def parse_tolerations(text: str) -> tuple[list[Toleration], list[str]]:
+    """A ``tolerations`` cell -> tolerations, with a list of what is wrong (if anything).
+
+    Items separated by ``;`` (or ``,``), each one of (``v1.Toleration``):
+
+    ==========================  =============================================================
+    item                        toleration
+    ==========================  =============================================================
+    ``key=value:Effect``        ``operator: Equal``, that value, that effect
+    ``key=value``               ``operator: Equal``, every effect
+    ``key:Effect``              ``operator: Exists`` (any value), that effect
+    ``key``                     ``operator: Exists``, every effect
+    ``*`` / ``*:Effect``        empty key with ``Exists``: tolerates every taint (of that
+                                effect)
+    ==========================  =============================================================
+
+    ``tolerationSeconds`` has no column form (use a manifest trace).
+    """
+    out: list[Toleration] = []
+    errors: list[str] = []
+    for item in _items(text):
+        head, colon, effect_text = item.partition(":")
+        effect_s = ""
+        if colon:
+            effect, err = _effect(effect_text.strip())
+            if err:
+                errors.append(err)
+                continue
+            effect_s = effect.value if effect else ""
+        key, eq, value = head.partition("=")
+        key, value = key.strip(), value.strip()
+        if key == "*":
+            if eq:
+                errors.append(f"{item!r}: '*' (every key) takes no value")
+                continue
+            out.append(Toleration("", "Exists", "", effect_s))
+            continue
+        err = label_key_error(key) if key else f"toleration {item!r} has no key (use '*')"
+        if err is None and eq:
+            err = label_value_error(value)
+        if err:
+            errors.append(err)
+            continue
+        out.append(Toleration(key, "Equal" if eq else "Exists", value, effect_s))
+    return out, errors
+
+
 def gpu_models(spec: str) -> tuple[str, ...]:
     """``"V100M16|V100M32|V100M32"`` -> ``("V100M16", "V100M32")``: pipe-separated, blanks and
     repeats dropped, order kept."""
@@ -209,20 +363,115 @@ def gpu_model_affinity(models: Sequence[str]) -> NodeAffinity:
     return NodeAffinity(required=(NodeSelectorTerm(match_expressions=(req,)),))
 
 
+# --------------------------------------------------------------------------- resources
+
+#: Resources that have their own column: ``res:<name>`` must not repeat them.
+_OWN_COLUMNS = {
+    CPU: "cpu_milli",
+    MEMORY: "memory_bytes or memory_mib",
+    GPU: "gpu_count",
+    GPU_MILLI: "gpu_milli",
+    PODS: "pods (node table)",
+}
+
+
+def resource_unit(name: str) -> str:
+    """The unit of a ``res:<name>`` cell: ``bytes`` for ``ephemeral-storage`` and
+    ``hugepages-<size>``, ``count`` (a whole number; kube rejects fractional extended
+    resources) for a domain-qualified extended resource."""
+    if name == EPHEMERAL_STORAGE or name.startswith("hugepages-"):
+        return "bytes"
+    return "count"
+
+
+def resource_name_error(name: str) -> str | None:
+    """Why ``name`` cannot be a ``res:`` column, or None.
+
+    Accepted (kube's ``validateContainerResourceName``): ``ephemeral-storage``,
+    ``hugepages-<size>``, or an extended resource ``domain/name`` outside
+    ``kubernetes.io`` (``IsExtendedResourceName``). cpu, memory and the GPU resources have
+    their own columns.
+    """
+    if name in _OWN_COLUMNS:
+        return f"{name} has its own column: {_OWN_COLUMNS[name]}"
+    if name == EPHEMERAL_STORAGE or name.startswith("hugepages-"):
+        if name.startswith("hugepages-"):
+            try:
+                parse_quantity(name.removeprefix("hugepages-"))
+            except QuantityError:
+                return f"{name!r}: hugepages-<size> needs a size such as 2Mi"
+        return None
+    if "/" not in name:
+        return (
+            f"{name!r} is not a resource: expected ephemeral-storage, hugepages-<size> or an "
+            "extended resource domain/name (rdma/hca, example.com/disk)"
+        )
+    err = qualified_name_error(name)
+    if err:
+        return f"{name!r}: {err}"
+    if "kubernetes.io/" in name or name.startswith("requests."):
+        return f"{name!r}: extended resources must be outside the kubernetes.io domain"
+    return None
+
+
+def _unit_hint(column: str, cell: str, unit: str) -> str:
+    """The message for a quantity cell written with a unit, with what to write instead."""
+    m = _WITH_UNIT.match(cell)
+    suffix = m.group(4) if m else ""
+    try:
+        q = parse_quantity(cell.replace(" ", ""))
+    except QuantityError:
+        q = None
+    what = {
+        "milli-CPU": "milli-CPU (1000 = one core), a plain number",
+        "bytes": "bytes, a plain number",
+        "MiB": "MiB, a plain number",
+        "count": "a whole count, a plain number (kube requires whole numbers)",
+        "seconds": "seconds, a plain number",
+    }[unit]
+    msg = f"wrong unit: {column} is in {what}, got {cell!r}"
+    if q is None:
+        return msg
+    write: Fraction | None = None
+    if unit == "milli-CPU":
+        write = q * 1000
+    elif unit == "bytes":
+        write = q
+    elif unit == "MiB":
+        write = q / _MIB
+    elif unit == "count" and suffix in ("k", "M", "G", "Ki", "Mi", "Gi"):
+        write = q
+    if write is not None:
+        shown = str(math.ceil(write)) if write.denominator != 1 else str(write.numerator)
+        msg += f"; write {shown}"
+    return msg
+
+
 @dataclass
 class TraceRowChecker(RowChecker):
-    """:class:`bosun.tables.RowChecker` with the trace tables' own columns: labels and
-    GPU models, validated as Kubernetes label values."""
+    """:class:`bosun.tables.RowChecker` with the trace tables' own columns: labels, GPU
+    models, taints, tolerations, ``res:`` resources, quantities with units, and a header
+    check with "did you mean" hints."""
 
     def labels(self, column: str) -> list[dict[str, str]]:
         """A ``labels`` column parsed; bad cells flagged."""
-        out: list[dict[str, str]] = []
+        return self.parsed(column, parse_labels, {})
+
+    def parsed(
+        self,
+        column: str,
+        parse: Callable[[str], tuple[Any, list[str]]],
+        empty: Any,
+    ) -> list[Any]:
+        """A text column parsed cell by cell with ``parse`` (value, errors); bad cells
+        flagged with all their errors; empty cells are ``empty``."""
+        out: list[Any] = []
         errors: dict[int, str] = {}
         for i, cell in enumerate(self.text(column).tolist()):
-            labels, errs = parse_labels(cell) if cell else ({}, [])
+            value, errs = parse(cell) if cell else (empty, [])
             if errs:
                 errors[i] = "; ".join(errs)
-            out.append(labels)
+            out.append(value)
         mask = np.zeros(len(out), dtype=bool)
         mask[list(errors)] = True
         self.flag(mask, column, errors.__getitem__)
@@ -230,25 +479,171 @@ class TraceRowChecker(RowChecker):
 
     def gpu_specs(self, column: str) -> list[tuple[str, ...]]:
         """A GPU model column (``A|B``) parsed; invalid model names flagged."""
-        out: list[tuple[str, ...]] = []
-        errors: dict[int, str] = {}
-        for i, cell in enumerate(self.text(column).tolist()):
-            models = gpu_models(cell) if cell else ()
-            errs = [e for m in models if (e := label_value_error(m))]
-            if errs:
-                errors[i] = "; ".join(errs)
-            out.append(models)
-        mask = np.zeros(len(out), dtype=bool)
-        mask[list(errors)] = True
-        self.flag(mask, column, errors.__getitem__)
+
+        def parse(cell: str) -> tuple[tuple[str, ...], list[str]]:
+            models = gpu_models(cell)
+            return models, [e for m in models if (e := label_value_error(m))]
+
+        return self.parsed(column, parse, ())
+
+    def label_values(self, column: str) -> npt.NDArray[np.object_]:
+        """A text column whose cells must be label values; bad cells flagged."""
+        values = self.text(column)
+        errs = {i: e for i, v in enumerate(values.tolist()) if v and (e := label_value_error(v))}
+        mask = np.zeros(len(values), dtype=bool)
+        mask[list(errs)] = True
+        self.flag(mask, column, errs.__getitem__)
+        return values
+
+    def quantity(self, column: str, unit: str, **kwargs: Any) -> FloatArray:
+        """:meth:`number` for a quantity column in ``unit``; a cell with a unit of its own
+        (``10Gi``, ``500m``) is one "wrong unit" problem (saying what to write), not also
+        "not a number"."""
+        if self.has(column) and not pd.api.types.is_numeric_dtype(self.table.frame[column].dtype):
+            cells = self.text(column)
+            unit_mask = np.array([bool(_WITH_UNIT.match(c)) for c in cells.tolist()], dtype=bool)
+            if unit_mask.any():
+                texts = cells.tolist()
+                self.flag(unit_mask, column, lambda i: _unit_hint(column, texts[i], unit))
+                col = self.table.frame[column].astype(object)
+                col[unit_mask] = "0"
+                self.table.frame[column] = col
+                values = self.number(column, **kwargs)
+                values[unit_mask] = np.nan
+                return values
+        return self.number(column, **kwargs)
+
+    def resources(self, columns: Sequence[str]) -> dict[str, FloatArray]:
+        """The ``res:<name>`` columns: resource name -> amounts (NaN where unset or bad)."""
+        out: dict[str, FloatArray] = {}
+        for col in columns:
+            name = col.removeprefix(RESOURCE_PREFIX)
+            out[name] = self.quantity(col, resource_unit(name), integer=True)
         return out
 
+    def check_columns(
+        self, known: Sequence[str], required: Sequence[str], one_of: Sequence[str] = ()
+    ) -> list[str]:
+        """The header: unknown, misnamed, duplicated and missing columns, one problem each.
 
-def memory_bytes(chk: RowChecker) -> FloatArray:
+        A column that is not known but close to a missing required one (``Name``, ``nam``,
+        ``arrival``) is ONE problem, "did you mean", rather than an unknown plus a missing
+        column. A column naming a quantity in another unit (``cpu``, ``memory_gib``,
+        ``arrival_ms``) says which column and unit to use. ``res:<name>`` columns are
+        checked by :func:`resource_name_error`.
+
+        Returns:
+            The valid ``res:`` columns, in header order.
+        """
+        seen: set[str] = set()
+        unknown: list[str] = []
+        resources: list[str] = []
+        for col in self.table.columns:
+            if col in seen:
+                self.header(col, "column given twice")
+            elif col.startswith(RESOURCE_PREFIX):
+                err = resource_name_error(col.removeprefix(RESOURCE_PREFIX))
+                if err:
+                    self.header(col, err)
+                else:
+                    resources.append(col)
+            elif col not in known:
+                unknown.append(col)
+            seen.add(col)
+        missing = [c for c in required if c not in seen]
+        group_missing = bool(one_of) and not any(c in seen for c in one_of)
+        wanted = [*missing, *(one_of if group_missing else ())]
+        for col in unknown:
+            hint = _unit_column_hint(col, known)
+            target = _close_column(col, wanted)
+            if target is not None:
+                if target in missing:
+                    missing.remove(target)
+                else:
+                    group_missing = False
+                    wanted = [c for c in wanted if c not in one_of]
+                self.header(col, f"unknown column; did you mean {target!r}? (a required column)")
+            elif hint:
+                self.header(col, f"unknown column: {hint}")
+            else:
+                close = _close_column(col, [*known, *(c for c in seen if c != col)])
+                tail = f"did you mean {close!r}?" if close else f"known: {', '.join(known)}"
+                self.header(col, f"unknown column ({tail}; other resources are res:<name> columns)")
+        for col in missing:
+            self.header(col, "required column missing")
+        if group_missing:
+            self.header(" or ".join(one_of), "required column missing (give one)")
+        if one_of and sum(c in seen for c in one_of) > 1:
+            self.header(", ".join(c for c in one_of if c in seen), "give only one of these columns")
+        return resources
+
+    def stop_on_header(self) -> None:
+        """Raise the header problems alone, if any: rows are not checked against a wrong
+        header (a missing column would otherwise be a problem on every row)."""
+        if self.header_problems:
+            raise InputError(list(self.header_problems))
+
+
+def _close_column(col: str, candidates: Iterable[str]) -> str | None:
+    """The candidate ``col`` most likely misspells (case, ``-``/space for ``_``, a typo)."""
+    cands = list(candidates)
+    norm = col.strip().lower().replace("-", "_").replace(" ", "_")
+    for c in cands:
+        if norm == c:
+            return c
+    close = difflib.get_close_matches(norm, cands, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+_UNIT_COLUMNS = (
+    (
+        re.compile(r"^(cpu|cpus|cores?|cpu_cores?|vcpus?|cpu_num|num_cpu|plan_cpu)$"),
+        "cpu_milli",
+        "milli-CPU: cores x 1000",
+    ),
+    (
+        re.compile(r"^(mem|memory|ram|(mem|memory)_(gb|gib|mb|kb|kib|tb|tib|bytes?_?)|plan_mem)$"),
+        "memory_bytes or memory_mib",
+        "bytes, or MiB",
+    ),
+    (
+        re.compile(r"^(gpu|gpus|num_gpu|gpu_num|plan_gpu)$"),
+        "gpu_count (and gpu_milli)",
+        "GPUs, and thousandths of each",
+    ),
+    (
+        re.compile(r"^(arrival|arrival_(ms|min|h|time|ts)|start_time|submit_time|creation_time)$"),
+        "arrival_s",
+        "seconds from the trace origin",
+    ),
+    (
+        re.compile(r"^(departure|departure_(ms|min|h|time|ts)|end_time|deletion_time)$"),
+        "departure_s",
+        "absolute seconds",
+    ),
+    (re.compile(r"^(duration|duration_(ms|min|h)|runtime|run_time)$"), "duration_s", "seconds"),
+    (
+        re.compile(r"^(disk|storage|ephemeral_storage|disk_(gb|gib|mb|bytes))$"),
+        "res:ephemeral-storage",
+        "bytes",
+    ),
+)
+
+
+def _unit_column_hint(col: str, known: Sequence[str]) -> str | None:
+    """For a column that names a known quantity in another unit or layout: what to use."""
+    norm = col.strip().lower().replace("-", "_").replace(" ", "_")
+    for pattern, use, unit in _UNIT_COLUMNS:
+        if pattern.match(norm) and use.split(" ")[0] in (*known, "res:ephemeral-storage"):
+            return f"use {use} ({unit}); convert the values (docs/trace-schema.md)"
+    return None
+
+
+def memory_bytes(chk: TraceRowChecker) -> FloatArray:
     """``memory_bytes`` or ``memory_mib`` (x 2**20, rounded up), whichever the table has."""
     if chk.has("memory_bytes"):
-        return chk.number("memory_bytes", required=True, integer=True)
-    mib = chk.number("memory_mib", required=True)
+        return chk.quantity("memory_bytes", "bytes", required=True, integer=True)
+    mib = chk.quantity("memory_mib", "MiB", required=True)
     with np.errstate(invalid="ignore"):
         huge = mib * _MIB > MAX_INTEGER
     cells = chk.text("memory_mib").tolist()
@@ -260,21 +655,69 @@ def memory_bytes(chk: RowChecker) -> FloatArray:
     return np.where(huge, np.nan, np.ceil(mib * _MIB))
 
 
+# --------------------------------------------------------------------------- per-node caps
+
+
+def per_node_cap(
+    workload: str, k: int
+) -> tuple[PodAffinity | None, tuple[TopologySpreadConstraint, ...]]:
+    """At most ``k`` pods of ``workload`` (label :data:`WORKLOAD_LABEL`) on one node, in
+    kube's own terms.
+
+    * ``k == 1``: required pod anti-affinity on ``kubernetes.io/hostname`` against the
+      workload's label (``requiredDuringSchedulingIgnoredDuringExecution``; the Kubernetes
+      "Assigning Pods to Nodes" page's one-replica-per-node example). Exact.
+    * ``k > 1``: a ``DoNotSchedule`` topology spread constraint on
+      ``kubernetes.io/hostname`` with ``maxSkew: k`` and ``minDomains`` =
+      :data:`CAP_MIN_DOMAINS` (2**31 - 1). kube's skew is ``matching pods on the node + 1 -
+      global minimum``, and the global minimum is taken as 0 whenever the eligible domains
+      (nodes) are fewer than ``minDomains`` (KEP-3022, ``TopologySpreadConstraint.minDomains``
+      API doc: "scheduler won't schedule more than maxSkew Pods to those domains"); with
+      more ``minDomains`` than nodes that is always, so the constraint is exactly "at most
+      k per node". Without ``minDomains`` a hostname spread is *not* a cap: once every
+      eligible node has one pod of the workload, ``maxSkew: k`` allows ``1 + k``.
+
+    The term and the constraint select the workload's pods in the pod's own namespace
+    (empty ``namespaces``, kube's default).
+
+    Returns:
+        (the anti-affinity or None, the spread constraints).
+
+    Raises:
+        ValueError: ``k < 1`` or an empty workload (the loaders report these first).
+    """
+    if k < 1 or not workload:
+        raise ValueError(f"per-node cap needs a workload and k >= 1, got {workload!r}, {k}")
+    selector = LabelSelector(match_labels=((WORKLOAD_LABEL, workload),))
+    if k == 1:
+        term = PodAffinityTerm(label_selector=selector, topology_key=HOSTNAME_LABEL)
+        return PodAffinity(required=(term,)), ()
+    spread = TopologySpreadConstraint(
+        max_skew=k,
+        topology_key=HOSTNAME_LABEL,
+        when_unsatisfiable="DoNotSchedule",
+        label_selector=selector,
+        min_domains=CAP_MIN_DOMAINS,
+    )
+    return None, (spread,)
+
+
 # --------------------------------------------------------------------------- pods
 
 
 class PodFactory:
     """Builds pods through :func:`bosun.api.build.make_pod`, once per distinct request.
 
-    Identical ``(cpu, memory, gpus, gpu_milli)`` requests share a template pod; each pod is
-    the template with its own name, labels and affinity, so the request math is the
-    builder's, done once per shape. Pods of one shape share their (read-only) ``requests``
-    and ``containers`` objects.
+    Identical ``(cpu, memory, gpus, gpu_milli, other resources)`` requests share a template
+    pod; each pod is the template with its own name, labels, selector, tolerations and
+    affinity, so the request math is the builder's, done once per shape. Pods of one shape
+    share their (read-only) ``requests`` and ``containers`` objects.
     """
 
     def __init__(self) -> None:
-        self._templates: dict[tuple[int, int, int, int], dict[str, Any]] = {}
-        self._affinity: dict[tuple[str, ...], Affinity] = {}
+        self._templates: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._affinity: dict[tuple[Any, ...], Affinity | None] = {}
+        self._spread: dict[tuple[str, int], tuple[TopologySpreadConstraint, ...]] = {}
 
     def pod(
         self,
@@ -289,6 +732,11 @@ class PodFactory:
         labels: Mapping[str, str] | None = None,
         annotations: Mapping[str, str] | None = None,
         priority: int = 0,
+        extra: Mapping[str, int] | None = None,
+        node_selector: Mapping[str, str] | None = None,
+        tolerations: Sequence[Toleration] = (),
+        workload: str = "",
+        max_per_node: int = 0,
     ) -> Pod:
         """One pod.
 
@@ -297,36 +745,67 @@ class PodFactory:
             gpus: ``nvidia.com/gpu`` (0 = not set); gpu_milli: ``alibabacloud.com/gpu-milli``
                 (0 = not set). The share rule is :func:`bosun.api.build.finalize_pod`'s.
             models: allowed GPU models (required node affinity), () for any.
+            extra: other requests, resource name -> amount (bytes for
+                ``ephemeral-storage``/hugepages, counts for extended resources); 0 = unset.
+            node_selector: ``spec.nodeSelector``. tolerations: ``spec.tolerations``.
+            workload: the label :data:`WORKLOAD_LABEL`; the pod is owned by
+                ``ReplicaSet/<workload>`` (selector: that label), as a Deployment's pods are.
+            max_per_node: with ``workload``: at most this many of its pods per node
+                (:func:`per_node_cap`); 0 = no cap.
         """
-        key = (milli_cpu, memory, gpus, gpu_milli)
+        res = tuple(sorted((k, v) for k, v in (extra or {}).items() if v))
+        key = (milli_cpu, memory, gpus, gpu_milli, res)
         template = self._templates.get(key)
         if template is None:
-            extra: dict[str, str | int] = {}
+            more: dict[str, str | int] = dict(res)
             if gpus:
-                extra[GPU] = gpus
+                more[GPU] = gpus
             if gpu_milli:
-                extra[GPU_MILLI] = gpu_milli
-            pod = make_pod("template", cpu=f"{milli_cpu}m", memory=memory, extra=extra)
+                more[GPU_MILLI] = gpu_milli
+            pod = make_pod("template", cpu=f"{milli_cpu}m", memory=memory, extra=more)
             template = {f.name: getattr(pod, f.name) for f in dataclass_fields(Pod)}
             self._templates[key] = template
+        pod_labels = dict(labels or {})
         fields: dict[str, Any] = {
             **template,
             "name": name,
             "namespace": namespace,
             "uid": f"{namespace}/{name}",
-            "labels": dict(labels or {}),
+            "labels": pod_labels,
             "annotations": dict(annotations or {}),
             "priority": priority,
         }
-        if models:
-            fields["affinity"] = self.affinity(models)
+        if node_selector:
+            fields["node_selector"] = dict(node_selector)
+        if tolerations:
+            fields["tolerations"] = tuple(tolerations)
+        cap = max_per_node if workload else 0
+        if workload:
+            pod_labels[WORKLOAD_LABEL] = workload
+            fields["owner"] = f"ReplicaSet/{workload}"
+            fields["owner_selector"] = LabelSelector(match_labels=((WORKLOAD_LABEL, workload),))
+        affinity = self.affinity(models, workload if cap == 1 else "")
+        if affinity is not None:
+            fields["affinity"] = affinity
+        if cap > 1:
+            spread = self._spread.get((workload, cap))
+            if spread is None:
+                spread = self._spread[(workload, cap)] = per_node_cap(workload, cap)[1]
+            fields["topology_spread_constraints"] = spread
         return Pod(**fields)
 
-    def affinity(self, models: tuple[str, ...]) -> Affinity:
-        """The (shared) :class:`Affinity` requiring one of ``models``."""
-        aff = self._affinity.get(models)
-        if aff is None:
-            aff = self._affinity[models] = Affinity(node_affinity=gpu_model_affinity(models))
+    def affinity(self, models: tuple[str, ...], anti_workload: str = "") -> Affinity | None:
+        """The (shared) :class:`Affinity` requiring one of ``models`` and, with
+        ``anti_workload``, at most one pod of that workload per node; None for neither."""
+        key = (models, anti_workload)
+        if key in self._affinity:
+            return self._affinity[key]
+        node_aff = gpu_model_affinity(models) if models else None
+        anti = per_node_cap(anti_workload, 1)[0] if anti_workload else None
+        aff = None
+        if node_aff is not None or anti is not None:
+            aff = Affinity(node_affinity=node_aff, pod_anti_affinity=anti)
+        self._affinity[key] = aff
         return aff
 
 
@@ -335,9 +814,46 @@ def _opt(values: FloatArray, i: int) -> float | None:
     return None if math.isnan(v) else v
 
 
-def _pod_table(table: Table, skip_bad_rows: bool) -> tuple[list[PodArrival], list[str]]:
+def _consistent(
+    chk: TraceRowChecker,
+    keys: Sequence[str],
+    values: Sequence[Any],
+    column: str,
+    what: str,
+) -> None:
+    """Flag rows whose ``values[i]`` differs from the first row with the same non-empty key
+    and a set value (None = unset)."""
+    first: dict[str, int] = {}
+    bad: dict[int, int] = {}
+    for i, (k, v) in enumerate(zip(keys, values, strict=True)):
+        if not k or v is None:
+            continue
+        j = first.setdefault(k, i)
+        if j != i and values[j] != v:
+            bad[i] = j
+    mask = np.zeros(len(keys), dtype=bool)
+    mask[list(bad)] = True
+    t = chk.table
+    chk.flag(
+        mask,
+        column,
+        lambda i: (
+            f"{values[i]} differs from {values[bad[i]]} for this {what} at {t.row_name(bad[i])}"
+        ),
+    )
+
+
+def _int_or_none(values: FloatArray) -> list[int | None]:
+    return [None if math.isnan(v) else int(v) for v in values.tolist()]
+
+
+def _pod_table(
+    table: Table, skip_bad_rows: bool
+) -> tuple[list[PodArrival], list[str], list[PodGroup]]:
     chk = TraceRowChecker(table)
-    chk.check_header(POD_COLUMNS, _POD_REQUIRED, one_of=("memory_bytes", "memory_mib"))
+    res_cols = chk.check_columns(POD_COLUMNS, _POD_REQUIRED, one_of=_MEMORY_COLUMNS)
+    chk.stop_on_header()
+    n = len(table)
     names = chk.names("name", pod_name_error)
     if chk.has("namespace"):
         ns = chk.text("namespace")
@@ -347,24 +863,57 @@ def _pod_table(table: Table, skip_bad_rows: bool) -> tuple[list[PodArrival], lis
         mask[list(errs)] = True
         chk.flag(mask, "namespace", errs.__getitem__)
     else:
-        ns = np.full(len(table), "default", dtype=object)
-    arrival = chk.number("arrival_s", required=True, too_large=MAX_TIME_S)
-    departure = chk.number("departure_s", too_large=MAX_TIME_S)
-    duration = chk.number("duration_s", too_large=MAX_TIME_S)
-    cpu = chk.number("cpu_milli", required=True, integer=True)
+        ns = np.full(n, "default", dtype=object)
+    arrival = chk.quantity("arrival_s", "seconds", required=True, too_large=MAX_TIME_S)
+    departure = chk.quantity("departure_s", "seconds", too_large=MAX_TIME_S)
+    duration = chk.quantity("duration_s", "seconds", too_large=MAX_TIME_S)
+    cpu = chk.quantity("cpu_milli", "milli-CPU", required=True, integer=True)
     mem = memory_bytes(chk)
-    gpus = chk.number("gpu_count", integer=True)
-    milli = chk.number("gpu_milli", integer=True, maximum=GPU_MILLI_PER_GPU)
+    gpus = chk.quantity("gpu_count", "count", integer=True)
+    milli = chk.quantity("gpu_milli", "count", integer=True, maximum=GPU_MILLI_PER_GPU)
+    resources = chk.resources(res_cols)
     priority = chk.number("priority", integer=True, minimum=_INT32_MIN, maximum=_INT32_MAX)
-    qos = chk.text("qos")
-    qos_errs = {i: e for i, v in enumerate(qos.tolist()) if v and (e := label_value_error(v))}
-    qmask = np.zeros(len(qos), dtype=bool)
-    qmask[list(qos_errs)] = True
-    chk.flag(qmask, "qos", qos_errs.__getitem__)
+    qos = chk.label_values("qos")
     labels = chk.labels("labels")
     models = chk.gpu_specs("gpu_model")
+    selectors = chk.parsed("node_selector", parse_labels, {})
+    tolerations = chk.parsed("tolerations", parse_tolerations, [])
+    workload = chk.label_values("workload")
+    cap = chk.number("max_per_node", integer=True, minimum=None)
+    cap_cells = chk.text("max_per_node").tolist()
+    group = chk.label_values("pod_group")
+    min_member = chk.number("pod_group_min_member", integer=True, minimum=None)
+    mm_cells = chk.text("pod_group_min_member").tolist()
+    timeout = chk.number("pod_group_timeout_s", integer=True, minimum=None, maximum=_INT32_MAX)
+    to_cells = chk.text("pod_group_timeout_s").tolist()
 
     with np.errstate(invalid="ignore"):
+        chk.flag(
+            cap < 1,
+            "max_per_node",
+            lambda i: f"must be a positive whole number (pods per node), got {cap_cells[i]}",
+        )
+        chk.flag(
+            ~np.isnan(cap) & (workload == ""),
+            "max_per_node",
+            "a per-node cap needs the workload column set (the pods it counts)",
+        )
+        chk.flag(
+            min_member < 1,
+            "pod_group_min_member",
+            lambda i: f"must be a positive whole number (spec.minMember), got {mm_cells[i]}",
+        )
+        chk.flag(
+            timeout < 1,
+            "pod_group_timeout_s",
+            lambda i: f"must be a positive whole number of seconds, got {to_cells[i]}",
+        )
+        gang_fields = ~np.isnan(min_member) | ~np.isnan(timeout)
+        chk.flag(
+            gang_fields & (group == ""),
+            "pod_group",
+            "pod_group_min_member/pod_group_timeout_s set without a pod_group",
+        )
         chk.flag(
             ~np.isnan(departure) & ~np.isnan(duration),
             "duration_s",
@@ -381,7 +930,15 @@ def _pod_table(table: Table, skip_bad_rows: bool) -> tuple[list[PodArrival], lis
             "gpu_milli",
             "gpu_milli set but gpu_count is 0 (leave gpu_count empty for one shared GPU)",
         )
-    keys = [f"{n}/{s}" if n else "" for n, s in zip(ns.tolist(), names.tolist(), strict=True)]
+    ns_l = ns.tolist()
+    wl_keys = [f"{a}/{w}" if w else "" for a, w in zip(ns_l, workload.tolist(), strict=True)]
+    _consistent(chk, wl_keys, _int_or_none(cap), "max_per_node", "workload")
+    pg_keys = [f"{a}/{g}" if g else "" for a, g in zip(ns_l, group.tolist(), strict=True)]
+    mm_l = _int_or_none(min_member)
+    to_l = _int_or_none(timeout)
+    _consistent(chk, pg_keys, mm_l, "pod_group_min_member", "pod group")
+    _consistent(chk, pg_keys, to_l, "pod_group_timeout_s", "pod group")
+    keys = [f"{a}/{s}" if s else "" for a, s in zip(ns_l, names.tolist(), strict=True)]
     chk.duplicates(keys, "name", "pod")
     chk.non_decreasing(arrival, "arrival_s")
     keep, skipped = chk.finish(skip_bad_rows)
@@ -393,14 +950,35 @@ def _pod_table(table: Table, skip_bad_rows: bool) -> tuple[list[PodArrival], lis
     prio_i = np.nan_to_num(priority).astype(np.int64).tolist()
     cpu_i = np.nan_to_num(cpu).astype(np.int64).tolist()
     mem_i = np.nan_to_num(mem).astype(np.int64).tolist()
+    cap_i = np.nan_to_num(cap).astype(np.int64).tolist()
+    res_i = {r: np.nan_to_num(v).astype(np.int64).tolist() for r, v in resources.items()}
     qos_l = qos.tolist()
+    wl_l = workload.tolist()
+    group_l = group.tolist()
+    groups: dict[str, dict[str, Any]] = {}
     for i in np.flatnonzero(keep).tolist():
         pod_labels = labels[i]
         if qos_l[i]:
             pod_labels = {**pod_labels, QOS_LABEL: qos_l[i]}
+        if group_l[i]:
+            pod_labels = {**pod_labels, POD_GROUP_LABEL: group_l[i]}
+            g = groups.setdefault(
+                pg_keys[i],
+                {
+                    "name": group_l[i],
+                    "namespace": ns_l[i],
+                    "pods": 0,
+                    "mm": None,
+                    "to": None,
+                    "t": float(arrival[i]),
+                },
+            )
+            g["pods"] += 1
+            g["mm"] = g["mm"] if mm_l[i] is None else mm_l[i]
+            g["to"] = g["to"] if to_l[i] is None else to_l[i]
         pod = factory.pod(
             names[i],
-            namespace=ns[i],
+            namespace=ns_l[i],
             milli_cpu=cpu_i[i],
             memory=mem_i[i],
             gpus=gpus_i[i],
@@ -408,9 +986,24 @@ def _pod_table(table: Table, skip_bad_rows: bool) -> tuple[list[PodArrival], lis
             models=models[i],
             labels=pod_labels,
             priority=prio_i[i],
+            extra={r: v[i] for r, v in res_i.items()},
+            node_selector=selectors[i],
+            tolerations=tolerations[i],
+            workload=wl_l[i],
+            max_per_node=cap_i[i],
         )
         arrivals.append(PodArrival(pod, float(arrival[i]), _opt(departure, i), _opt(duration, i)))
-    return arrivals, skipped
+    pod_groups = [
+        PodGroup(
+            name=g["name"],
+            namespace=g["namespace"],
+            min_member=g["mm"] if g["mm"] is not None else g["pods"],
+            schedule_timeout_seconds=g["to"],
+            creation_timestamp=g["t"],
+        )
+        for g in groups.values()
+    ]
+    return arrivals, skipped, pod_groups
 
 
 # --------------------------------------------------------------------------- nodes
@@ -426,31 +1019,36 @@ def node_labels(name: str, labels: Mapping[str, str], model: str) -> dict[str, s
 
 def _node_table(table: Table, skip_bad_rows: bool) -> tuple[list[Node], list[str]]:
     chk = TraceRowChecker(table)
-    chk.check_header(NODE_COLUMNS, _NODE_REQUIRED, one_of=("memory_bytes", "memory_mib"))
+    res_cols = chk.check_columns(NODE_COLUMNS, _NODE_REQUIRED, one_of=_MEMORY_COLUMNS)
+    chk.stop_on_header()
     names = chk.names("name", pod_name_error)
-    cpu = chk.number("cpu_milli", required=True, integer=True)
+    cpu = chk.quantity("cpu_milli", "milli-CPU", required=True, integer=True)
     mem = memory_bytes(chk)
-    gpus = chk.number("gpu_count", integer=True)
-    max_pods = chk.number("pods", integer=True)
-    model = chk.text("gpu_model")
-    errs = {i: e for i, v in enumerate(model.tolist()) if v and (e := label_value_error(v))}
-    mask = np.zeros(len(model), dtype=bool)
-    mask[list(errs)] = True
-    chk.flag(mask, "gpu_model", errs.__getitem__)
+    gpus = chk.quantity("gpu_count", "count", integer=True)
+    max_pods = chk.quantity("pods", "count", integer=True)
+    resources = chk.resources(res_cols)
+    model = chk.label_values("gpu_model")
     labels = chk.labels("labels")
+    taints = chk.parsed("taints", parse_taints, [])
     chk.duplicates(names.tolist(), "name", "node")
     keep, skipped = chk.finish(skip_bad_rows)
     nodes: list[Node] = []
     for i in np.flatnonzero(keep).tolist():
         g = 0 if math.isnan(gpus[i]) else int(gpus[i])
+        extra: dict[str, str | int] = {
+            r: int(v[i]) for r, v in resources.items() if not math.isnan(v[i])
+        }
+        if g:
+            extra[GPU] = g
         nodes.append(
             make_node(
                 names[i],
                 cpu=f"{int(cpu[i])}m",
                 memory=int(mem[i]),
                 pods=110 if math.isnan(max_pods[i]) else int(max_pods[i]),
-                extra={GPU: g} if g else None,
+                extra=extra or None,
                 labels=node_labels(names[i], labels[i], model[i] if g else ""),
+                taints=taints[i],
             )
         )
     return nodes, skipped
@@ -466,7 +1064,11 @@ def default_nodes_path(path: Path) -> Path | None:
 
 
 def load_generic(
-    path: str | Path, *, nodes_path: str | Path | None = None, skip_bad_rows: bool = False
+    path: str | Path,
+    *,
+    nodes_path: str | Path | None = None,
+    cluster_path: str | Path | None = None,
+    skip_bad_rows: bool = False,
 ) -> Trace:
     """Read a trace in the generic schema (module docstring; ``docs/trace-schema.md``).
 
@@ -475,18 +1077,38 @@ def load_generic(
         nodes_path: the node table (``.csv``/``.parquet``), or manifests (``.yaml``/
             ``.yml``/``.json``: Nodes, and bound Pods which go to :attr:`Trace.bound`).
             Default: ``<stem>.nodes.csv`` or ``<stem>.nodes.parquet`` beside ``path``.
+        cluster_path: a cluster file (node groups, :func:`bosun.twin.traces.cluster.load_cluster`)
+            instead of a node table; a node table given too (or found beside ``path``) is
+            a problem.
         skip_bad_rows: skip rows with problems (recorded in :attr:`Trace.skipped`)
             instead of raising.
 
     Returns:
-        A timed trace; arrivals in table order (which validation requires to be sorted).
+        A timed trace; arrivals in table order (which validation requires to be sorted);
+        :attr:`Trace.pod_groups` holds the gangs of the ``pod_group`` column.
 
     Raises:
-        InputError: every problem found in both tables (file, ``line N``/``row N``,
-            column), or an unreadable file; header problems even with ``skip_bad_rows``.
+        InputError: every problem found in the pod table and the cluster (file,
+            ``line N``/``row N``, column), or an unreadable file; header problems even
+            with ``skip_bad_rows``.
     """
     path = Path(path)
-    if nodes_path is None:
+    problems: list[InputProblem] = []
+    if cluster_path is not None:
+        beside = nodes_path if nodes_path is not None else default_nodes_path(path)
+        if beside is not None:
+            raise InputError(
+                [
+                    InputProblem(
+                        str(cluster_path),
+                        "file",
+                        "",
+                        f"a cluster file and a node table ({beside}) are both given for "
+                        f"{path}: give one",
+                    )
+                ]
+            )
+    elif nodes_path is None:
         nodes_path = default_nodes_path(path)
         if nodes_path is None:
             raise InputError(
@@ -495,43 +1117,67 @@ def load_generic(
                         str(path),
                         "file",
                         "",
-                        f"no node table: pass a nodes path, or put {path.stem}.nodes.csv beside it",
+                        f"no node table: pass a nodes path or a cluster file, or put "
+                        f"{path.stem}.nodes.csv beside it",
                     )
                 ]
             )
-    nodes_path = Path(nodes_path)
-    problems: list[InputProblem] = []
     arrivals: list[PodArrival] = []
     skipped: list[str] = []
+    pod_groups: list[PodGroup] = []
     try:
-        arrivals, skipped = _pod_table(read_table(path), skip_bad_rows)
+        arrivals, skipped, pod_groups = _pod_table(read_table(path), skip_bad_rows)
     except InputError as exc:
         problems += exc.problems
     nodes: list[Node] = []
     bound: list[Pod] = []
     try:
-        if nodes_path.suffix.lower() in _MANIFEST_SUFFIXES or nodes_path.is_dir():
-            objs = load_manifests([nodes_path])
-            nodes = list(objs.nodes)
-            bound = [p for p in objs.pods if p.node_name]
-            problems += [
-                InputProblem(
-                    str(nodes_path),
-                    f"Pod {p.key}",
-                    "spec.nodeName",
-                    "a pending pod in the node file: put it in the pod table",
-                )
-                for p in objs.pods
-                if not p.node_name
-            ]
+        if cluster_path is not None:
+            from bosun.twin.traces.cluster import load_cluster
+
+            nodes = load_cluster(cluster_path)
         else:
-            nodes, node_skipped = _node_table(read_table(nodes_path), skip_bad_rows)
+            assert nodes_path is not None
+            nodes, bound, node_skipped = _read_nodes(Path(nodes_path), skip_bad_rows, problems)
             skipped += node_skipped
-        if not nodes:
-            problems.append(InputProblem(str(nodes_path), "file", "", "no nodes"))
     except InputError as exc:
         problems += exc.problems
     if problems:
         raise InputError(problems)
     arrivals.sort(key=lambda a: a.arrival_s)
-    return Trace(name=path.name, nodes=nodes, arrivals=arrivals, bound=bound, skipped=skipped)
+    return Trace(
+        name=path.name,
+        nodes=nodes,
+        arrivals=arrivals,
+        bound=bound,
+        skipped=skipped,
+        pod_groups=pod_groups,
+    )
+
+
+def _read_nodes(
+    nodes_path: Path, skip_bad_rows: bool, problems: list[InputProblem]
+) -> tuple[list[Node], list[Pod], list[str]]:
+    """A node table or node manifests: nodes, bound pods, skipped rows (problems appended)."""
+    nodes: list[Node] = []
+    bound: list[Pod] = []
+    skipped: list[str] = []
+    if nodes_path.suffix.lower() in _MANIFEST_SUFFIXES or nodes_path.is_dir():
+        objs = load_manifests([nodes_path])
+        nodes = list(objs.nodes)
+        bound = [p for p in objs.pods if p.node_name]
+        problems += [
+            InputProblem(
+                str(nodes_path),
+                f"Pod {p.key}",
+                "spec.nodeName",
+                "a pending pod in the node file: put it in the pod table",
+            )
+            for p in objs.pods
+            if not p.node_name
+        ]
+    else:
+        nodes, skipped = _node_table(read_table(nodes_path), skip_bad_rows)
+    if not nodes:
+        problems.append(InputProblem(str(nodes_path), "file", "", "no nodes"))
+    return nodes, bound, skipped
