@@ -7,7 +7,7 @@ result it got before. The controller adds no time-series column; it adds the pod
 column ``pod_group``, the table ``gangs`` (``gangs.csv``) and these summary keys:
 
 * ``gangs``: PodGroups with at least one member that arrived;
-* ``gangs_placed``: gangs whose ``minMember``-th member was bound;
+* ``gangs_placed``: gangs that had ``minMember`` members running at once;
 * ``gangs_timed_out``: gangs with at least one member released by a Permit timeout
   (kube's ``rejected due to timeout after waiting 60s at plugin Coscheduling``);
 * ``gang_permit_timeouts``: members released by a Permit timeout, counted per release;
@@ -17,11 +17,12 @@ column ``pod_group``, the table ``gangs`` (``gangs.csv``) and these summary keys
   over the placed gangs, simulated seconds (NaN when no gang was placed).
 
 The gang wait time of a gang is ``placed_s - first_arrival_s``: from the arrival of its
-first member to the bind of its ``minMember``-th member. Each pod counts once, at its
-first bind (a member evicted and bound again does not place its gang a second time).
-With Coscheduling the ``minMember`` members bind at one simulated time; with a profile
-without it (kube's default) the members bind one by one as room allows, and the wait is
-the time until enough of them had been bound.
+first member to the bind of its ``minMember``-th member, counting only members that are
+still running then, so ``placed_s`` is the first time ``minMember`` members ran at once
+(checked after every simulated time step, :attr:`Simulator.on_settle`, and at the end).
+With Coscheduling the ``minMember`` members bind at one simulated time. With a profile
+without it (kube's default) they bind one by one as room allows; a gang whose first
+members end before the last ones bind never ran whole and is not placed.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ GANG_COLUMNS = (
 
 _TIMEOUT_PREFIX = PERMIT_TIMEOUT_REASON.split("{", 1)[0]  # "rejected due to timeout after waiting "
 _RELEASES = (MSG_POSTFILTER_REJECT, MSG_UNRESERVE_REJECT)
+RUNNING = "Running"  # the pod table's outcome of a running pod (bosun.twin.engine.RUNNING)
 
 
 def release_reason(message: str) -> str:
@@ -82,12 +84,46 @@ class GangMetrics:
         self.groups = {g.key: g for g in groups}
         self.timeouts: Counter[str] = Counter()
         self.releases: Counter[str] = Counter()
+        #: group key -> the first time minMember members ran at once (simulated seconds)
+        self.placed: dict[str, float] = {}
+        self._members: dict[str, list[str]] = {}
+        self._open: set[str] = set()
         self._sim: Simulator | None = None
 
     def start(self, sim: Simulator) -> None:
-        """Listen to every unschedulable attempt (Permit releases arrive as such)."""
+        """Listen to every unschedulable attempt (Permit releases arrive as such) and to
+        the end of every simulated time step (is a gang running whole?)."""
         self._sim = sim
+        for pod in [*(a.pod for a in sim.trace.arrivals), *sim.trace.bound]:
+            key = pod_group_key(pod)
+            if key:
+                self._members.setdefault(key, []).append(pod.key)
+        self._open = set(self._members)
         sim.on_unschedulable.append(self._unschedulable)
+        sim.on_settle.append(self._settle)
+
+    def _need(self, key: str) -> int:
+        group = self.groups.get(key)
+        return group.min_member if group is not None else len(self._members.get(key, ()))
+
+    def _settle(self, time_s: float) -> None:
+        """Mark the gangs that now run ``minMember`` members at once."""
+        sim = self._sim
+        if sim is None or not self._open:
+            return
+        for key in list(self._open):
+            binds: list[float] = []
+            for member in self._members[key]:
+                rec = sim.record(member)
+                if rec is not None:
+                    if rec.outcome == RUNNING:
+                        binds.append(rec.bound_s)
+                elif member in sim.snapshot.pods.by_key:  # bound at time 0 (Trace.bound)
+                    binds.append(0.0)
+            need = self._need(key)
+            if len(binds) >= need:
+                self.placed[key] = sorted(binds)[need - 1]
+                self._open.discard(key)
 
     def _unschedulable(self, pod: Pod, time_s: float) -> None:
         key = pod_group_key(pod)
@@ -108,10 +144,11 @@ class GangMetrics:
         """The ``pod_group`` column, the ``gangs`` table and the summary keys."""
         from bosun.twin.engine import ControllerReport
 
+        self._settle(end_s)  # the last time step has no later event to settle it
         records = sim.records
         column = [pod_group_key(r.pod) for r in records]
         first_arrival: dict[str, float] = {}
-        first_bind: dict[str, dict[str, float]] = {}
+        bound: dict[str, set[str]] = {}
         members: dict[str, set[str]] = {}
         for rec, key in zip(records, column, strict=True):
             if not key:
@@ -119,23 +156,19 @@ class GangMetrics:
             members.setdefault(key, set()).add(rec.pod.key)
             first_arrival[key] = min(first_arrival.get(key, math.inf), rec.arrival_s)
             if not math.isnan(rec.bound_s):
-                binds = first_bind.setdefault(key, {})
-                binds[rec.pod.key] = min(binds.get(rec.pod.key, math.inf), rec.bound_s)
+                bound.setdefault(key, set()).add(rec.pod.key)
         rows = []
         for key in members:
-            group = self.groups.get(key)
-            need = group.min_member if group is not None else len(members[key])
-            times = sorted(first_bind.get(key, {}).values())
-            placed = times[need - 1] if len(times) >= need else math.nan
+            placed = self.placed.get(key, math.nan)
             rows.append(
                 {
                     "pod_group": key,
-                    "min_member": need,
+                    "min_member": self._need(key),
                     "members": len(members[key]),
                     "first_arrival_s": first_arrival[key],
                     "placed_s": placed,
                     "wait_s": placed - first_arrival[key],
-                    "bound": len(times),
+                    "bound": len(bound.get(key, ())),
                     "permit_timeouts": self.timeouts[key],
                     "releases": self.releases[key],
                 }
