@@ -5,19 +5,31 @@ KubeSchedulerConfiguration, runs :class:`bosun.twin.engine.Simulator`, writes
 ``summary.json``, ``timeseries.csv``, ``pods.csv`` and ``report.html`` into the output folder
 and prints a summary table. Bad input (the trace, the configuration, plugin args, options)
 is reported all at once, with exit code 2 and no output file, as ``bosun schedule`` does.
+
+Progress: a rich bar on a terminal; otherwise (a log, CI) one plain line on stderr every
+``--progress-every`` wall seconds (:class:`ProgressLines`). SIGINT or SIGTERM during the
+replay stops it at the current event and writes what was measured so far, marked
+``"partial": true`` in summary.json; the exit code is then 128 + the signal number (130,
+143). A second signal aborts at once and writes nothing (:class:`StopOnSignal`).
 """
 
 from __future__ import annotations
 
+import bisect
 import csv
 import io
 import math
 import re
 import shutil
+import signal
+import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from types import FrameType, TracebackType
+from typing import Annotated, TextIO
 
 import typer
 from rich.console import Console
@@ -74,6 +86,211 @@ ENERGY_POLICY = "energyaware"
 _SKIPPED_RE = re.compile(r"^(?P<source>.*?): (?P<line>(?:line|row) \d+): (?P<reason>.*)$", re.S)
 
 WriteReport = Callable[..., Path]
+
+#: ``--progress-every`` default: wall seconds between two progress lines (stderr not a
+#: terminal).
+PROGRESS_EVERY_S = 10.0
+#: The signals that stop a replay and write its partial results.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _duration_text(seconds: float) -> str:
+    """``2h03m`` / ``4m05s`` / ``12s``: a wall-clock estimate, whole seconds."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "?"
+    total = round(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+class ProgressLines:
+    """Plain progress lines for a log (stderr is not a terminal): one every ``every_s``
+    wall seconds of a replay, and one when each replay ends.
+
+    A line (simulated seconds, then pods, then wall-clock rate and estimate)::
+
+        progress: sim 3,600 / 21,600 s (16.7 %), pods 334 / 2,000 arrived, 320 done,
+        14 pending, 41.2 pods/s, ETA 40s
+
+    on one line, with ``progress [<policy>]:`` under ``--policy``. ``arrived``: trace
+    arrivals up to the simulated time, of those up to the run's end (``--until``);
+    ``done``: pod incarnations the scheduler is through with (bound, or deleted before
+    binding; an evicted pod's new incarnation counts again); ``pending``: incarnations
+    waiting in the queue; ``pods/s``: arrivals replayed per wall second so far; ``ETA``:
+    the remaining arrivals at that rate, or, once every pod has arrived, the remaining
+    simulated time at the wall seconds per simulated second so far (``?`` past the last
+    trace event, where pods still running finish at times not known ahead: the line then
+    reads ``sim 15,620 s (past the last trace event at 14,393 s)``). The end line reads
+    ``progress: finished at sim 21,600 s, 2,000 pods in 48.5 s wall (41.2 pods/s)`` (or
+    ``stopped by SIGINT at sim ...``).
+
+    The simulator calls back at most every
+    :data:`bosun.twin.engine.PROGRESS_EVERY_WALL_S` (0.1 s), so a smaller ``every_s``
+    gives a line on every call back.
+
+    Args:
+        every_s: wall seconds between two lines; 0: no line at all.
+        stream: where the lines go (stderr), flushed after each.
+    """
+
+    def __init__(self, every_s: float, stream: TextIO) -> None:
+        self.every_s = every_s
+        self.stream = stream
+        self.lines = 0
+        self._sim: Simulator | None = None
+        self._prefix = "progress:"
+        self._arrival_times: list[float] = []
+        self._total = 0
+        self._started = 0.0
+        self._last = 0.0
+
+    def start(self, sim: Simulator, label: str, until_s: float | None) -> None:
+        """A replay of ``sim`` (``label``: its policy, or ``""``) is about to start."""
+        self._sim = sim
+        self._prefix = f"progress [{label}]:" if label else "progress:"
+        self._arrival_times = sorted(a.arrival_s for a in sim.trace.arrivals)
+        self._total = (
+            bisect.bisect_right(self._arrival_times, until_s)
+            if until_s is not None
+            else len(self._arrival_times)
+        )
+        self._started = self._last = time.perf_counter()
+
+    def _write(self, line: str) -> None:
+        self.stream.write(line + "\n")
+        self.stream.flush()
+        self.lines += 1
+
+    def __call__(self, now: float, end: float) -> None:
+        """The simulator's progress callback (``now``, ``end``: simulated seconds)."""
+        if self.every_s <= 0 or self._sim is None:
+            return
+        wall = time.perf_counter()
+        if wall - self._last < self.every_s:
+            return
+        self._last = wall
+        self._write(self.line(now, end, wall - self._started))
+
+    def line(self, now: float, end: float, elapsed: float) -> str:
+        """The progress line at simulated second ``now`` of ``end``, ``elapsed`` wall
+        seconds after the start."""
+        arrived = bisect.bisect_right(self._arrival_times, now)
+        arrived = min(arrived, self._total)
+        pending = done = 0
+        if self._sim is not None:
+            for rec in self._sim.records:
+                if rec.outcome == "Pending":
+                    pending += 1
+                else:
+                    done += 1
+        rate = arrived / elapsed if elapsed > 0 else math.nan
+        if arrived < self._total:
+            eta = (self._total - arrived) / rate if rate > 0 else math.inf
+        else:
+            eta = elapsed * (end - now) / now if now > 0 else math.inf
+        if now <= end:
+            pct = 100.0 * now / end if end > 0 else 100.0
+            where = f"sim {now:,.0f} / {end:,.0f} s ({pct:.1f} %)"
+        else:  # running pods finish after the last trace event: no known end
+            where = f"sim {now:,.0f} s (past the last trace event at {end:,.0f} s)"
+            eta = math.nan
+        return (
+            f"{self._prefix} {where}, "
+            f"pods {arrived:,} / {self._total:,} arrived, {done:,} done, {pending:,} pending, "
+            f"{_num(rate, 1)} pods/s, ETA {_duration_text(eta)}"
+        )
+
+    def finish(self, result: SimulationResult, stopped_by: str | None) -> None:
+        """The end line of one replay (``stopped_by``: the signal's name, or None)."""
+        if self.every_s <= 0:
+            return
+        s = result.summary
+        how = f"stopped by {stopped_by}" if stopped_by else "finished"
+        wall = float(s["wall_s"])
+        pods = int(s["arrivals"])
+        rate = pods / wall if wall > 0 else math.nan
+        self._write(
+            f"{self._prefix} {how} at sim {s['end_s']:,.0f} s, {pods:,} pods in "
+            f"{wall:,.1f} s wall ({_num(rate, 1)} pods/s)"
+        )
+
+
+class Aborted(BaseException):
+    """A second SIGINT/SIGTERM (or one before the replay started): stop at once, write
+    nothing. A BaseException, as KeyboardInterrupt, so no ``except Exception`` keeps it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class StopOnSignal:
+    """SIGINT and SIGTERM during ``bosun simulate``, as a context manager.
+
+    While :attr:`running` is false (loading the trace), a signal aborts at once
+    (:class:`Aborted`). During the replay, the first signal asks every simulator to stop
+    at the current event (:meth:`bosun.twin.engine.Simulator.request_stop`) and the
+    command goes on to write what was measured, marked partial; a second one raises
+    :class:`Aborted` wherever the command is, and the writers remove their staging
+    folders, so nothing is written. The previous handlers are put back on exit. Outside
+    the main thread (where Python runs no signal handler) it does nothing.
+
+    Attributes:
+        signum: the first signal received, or None.
+        sims: the simulators a first signal stops.
+        running: set once the replay starts.
+    """
+
+    def __init__(self, notice: Callable[[str], None]) -> None:
+        self.signum: int | None = None
+        self.sims: list[Simulator] = []
+        self.running = False
+        self._notice = notice
+        self._previous: dict[int, object] = {}
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the first signal's number (130 for SIGINT, 143 for SIGTERM), as a POSIX
+        shell reports a command ended by that signal; 0 when none came."""
+        return 128 + self.signum if self.signum is not None else 0
+
+    @property
+    def signal_name(self) -> str | None:
+        """``SIGINT`` / ``SIGTERM``, or None."""
+        return signal.Signals(self.signum).name if self.signum is not None else None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None or not self.running:
+            self.signum = signum if self.signum is None else self.signum
+            raise Aborted(signum)
+        self.signum = signum
+        for sim in self.sims:
+            sim.request_stop()
+        self._notice(
+            f"bosun simulate: {signal.Signals(signum).name}: stopping at the current event "
+            "and writing the partial results (a second signal aborts and writes nothing)"
+        )
+
+    def __enter__(self) -> StopOnSignal:
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)  # type: ignore[arg-type]
+        self._previous.clear()
 
 
 def _report_writer() -> WriteReport | None:
@@ -250,10 +467,24 @@ def _num(x: float, digits: int = 2, unit: str = "") -> str:
     return "-" if math.isnan(x) else f"{x:,.{digits}f}{unit}"
 
 
+def partial_note(results: Sequence[SimulationResult]) -> str:
+    """``" (partial: stopped by SIGINT at sim 3,600 s)"`` when a run was cut short by a
+    signal (``summary["partial"]``), for titles; ``""`` otherwise."""
+    cut = [r for r in results if r.summary.get("partial")]
+    if not cut:
+        return ""
+    by = cut[0].meta.get("stopped_by") or "a stop request"
+    return f" (partial: stopped by {by} at sim {cut[0].summary['end_s']:,.0f} s)"
+
+
 def summary_table(result: SimulationResult) -> Table:
     """The headline numbers of a run as a rich table."""
     s = result.summary
-    table = Table(title=f"Simulation: {result.name}", header_style="bold", show_header=True)
+    table = Table(
+        title=f"Simulation: {result.name}{partial_note([result])}",
+        header_style="bold",
+        show_header=True,
+    )
     table.add_column("Metric", no_wrap=True)
     table.add_column("Mean", justify="right")
     table.add_column("Final / total", justify="right")
@@ -344,7 +575,7 @@ def write_comparison(
 
     def fill(staging: Path) -> None:
         if write_report is not None:
-            title = f"bosun simulate: {results[0].meta['trace']}"
+            title = f"bosun simulate: {results[0].meta['trace']}{partial_note(results)}"
             write_report(results, staging / "report.html", title=title)
         for result in results:
             label = str(result.meta.get("policy", result.name))
@@ -357,7 +588,10 @@ def write_comparison(
 
 def comparison_table(results: Sequence[SimulationResult]) -> Table:
     """The headline numbers of several runs side by side."""
-    table = Table(title=f"Simulation: {results[0].meta['trace']}", header_style="bold")
+    table = Table(
+        title=f"Simulation: {results[0].meta['trace']}{partial_note(results)}",
+        header_style="bold",
+    )
     table.add_column("Metric", no_wrap=True)
     for r in results:
         table.add_column(str(r.meta.get("policy", r.name)), justify="right")
@@ -411,7 +645,8 @@ def write_outputs(
         staging = Path(tempfile.mkdtemp(prefix=".bosun-", suffix=".partial", dir=out_dir))
         write_report = _report_writer()
         if write_report is not None:
-            write_report([result], staging / "report.html", title=f"bosun simulate: {result.name}")
+            title = f"bosun simulate: {result.name}{partial_note([result])}"
+            write_report([result], staging / "report.html", title=title)
         result.write(staging)
         if skipped:
             (staging / "skipped.csv").write_text(skipped_csv(skipped))
@@ -505,6 +740,61 @@ def _skipped_lines(trace: Trace, out_dir: Path) -> Sequence[str]:
     return lines
 
 
+def _run_and_write(
+    stop: StopOnSignal,
+    lines: ProgressLines,
+    bar: Progress,
+    load: Callable[[], list[tuple[str, Simulator]]],
+    *,
+    progress_every: float,
+    until: float | None,
+    report: Path,
+    compare: bool,
+) -> tuple[list[Path], list[SimulationResult], list[tuple[str, Simulator]]]:
+    """Load, replay and write for :func:`simulate`, under ``stop``.
+
+    A first signal during a replay stops it (partial result) and skips the replays not
+    started yet (``--policy``): the files hold the replays that ran.
+
+    Raises:
+        InputError: bad input, including a ``progress_every`` that is not a finite number
+            >= 0 (with the other problems).
+    """
+    problems: list[InputProblem] = []
+    if not (progress_every >= 0 and math.isfinite(progress_every)):
+        problems.append(
+            InputProblem("command line", "options", "--progress-every", "must be >= 0 seconds")
+        )
+    try:
+        sims = load()
+    except InputError as e:
+        raise InputError([*problems, *e.problems]) from None
+    if problems:
+        raise InputError(problems)
+    stop.sims = [sim for _, sim in sims]
+    stop.running = True
+    results: list[SimulationResult] = []
+    with bar:
+        for label, sim in sims:
+            if stop.signum is not None:
+                break
+            lines.start(sim, label, until)
+            result = sim.run(until)
+            if label:
+                result.name = f"{sim.trace.name} · {label}"
+                result.meta["policy"] = label
+            if result.summary["partial"]:
+                result.meta["stopped_by"] = stop.signal_name
+            lines.finish(result, stop.signal_name if result.summary["partial"] else None)
+            results.append(result)
+    skipped = sims[0][1].trace.skipped
+    if compare:
+        written = write_comparison(results, report, skipped)
+    else:
+        written = write_outputs(results[0], report, skipped)
+    return written, results, sims
+
+
 def simulate(
     trace: Annotated[
         str | None,
@@ -575,6 +865,14 @@ def simulate(
             "facility and PUE); --policy energyaware compares the EnergyAware plugin.",
         ),
     ] = None,
+    progress_every: Annotated[
+        float,
+        typer.Option(
+            "--progress-every",
+            help="When stderr is not a terminal: a progress line (simulated time, pods, "
+            "rate, ETA) every S wall seconds; 0: none. On a terminal: a progress bar.",
+        ),
+    ] = PROGRESS_EVERY_S,
 ) -> None:
     """Replay a trace through the scheduler on simulated time and measure it.
 
@@ -585,6 +883,11 @@ def simulate(
     Without --policy, the files are rendered first and renamed into place at the end.
 
     Exit code 2 on bad input: every problem is listed and nothing is written.
+
+    SIGINT (Ctrl-C) or SIGTERM during the replay stops it at the current event and writes
+    the same files with what was measured so far, "partial": true in summary.json (the
+    simulated time reached is its end_s); exit code 130 (SIGINT) or 143 (SIGTERM). A
+    second signal aborts at once and writes nothing.
     """
     err = Console(stderr=True)
     progress = Progress(
@@ -598,44 +901,59 @@ def simulate(
     )
     task = progress.add_task("simulate", total=1.0, now="")
 
+    lines = ProgressLines(0.0 if err.is_terminal else progress_every, sys.stderr)
+
     def on_progress(now: float, end: float) -> None:
-        done = min(now / end, 1.0) if end > 0 else 1.0
-        progress.update(task, completed=done, now=f"{now:,.0f} / {end:,.0f} s")
+        if err.is_terminal:
+            done = min(now / end, 1.0) if end > 0 else 1.0
+            progress.update(task, completed=done, now=f"{now:,.0f} / {end:,.0f} s")
+        else:
+            lines(now, end)
+
+    def notice(text: str) -> None:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
 
     policies = [name for item in policy or [] for name in item.split(",")]
+    stop = StopOnSignal(notice)
     try:
-        sims = load_simulation(
-            trace,
-            snapshot,
-            config,
-            seed=seed,
-            skip_bad_rows=skip_bad_rows,
-            sample_every_s=sample_every,
-            until_s=until,
-            progress=on_progress,
-            policies=policies,
-            report=report,
-            faults=faults,
-            energy=energy,
-        )
-        results: list[SimulationResult] = []
-        with progress:
-            for label, sim in sims:
-                result = sim.run(until)
-                if label:
-                    result.name = f"{sim.trace.name} · {label}"
-                    result.meta["policy"] = label
-                results.append(result)
-        skipped = sims[0][1].trace.skipped
-        if policies:
-            written = write_comparison(results, report, skipped)
-        else:
-            written = write_outputs(results[0], report, skipped)
+        with stop:
+            written, results, sims = _run_and_write(
+                stop,
+                lines,
+                progress,
+                lambda: load_simulation(
+                    trace,
+                    snapshot,
+                    config,
+                    seed=seed,
+                    skip_bad_rows=skip_bad_rows,
+                    sample_every_s=sample_every,
+                    until_s=until,
+                    progress=on_progress,
+                    policies=policies,
+                    report=report,
+                    faults=faults,
+                    energy=energy,
+                ),
+                progress_every=progress_every,
+                until=until,
+                report=report,
+                compare=bool(policies),
+            )
     except BosunError as e:
         raise fail(str(e)) from None
+    except Aborted as e:
+        notice(f"bosun simulate: aborted by {signal.Signals(e.signum).name}; nothing written")
+        raise typer.Exit(128 + e.signum) from None
     out = Console()
     if skip_bad_rows:
         for line in _skipped_lines(sims[0][1].trace, report):
             out.print(line, markup=False, highlight=False)
     out.print(comparison_table(results) if policies else summary_table(results[0]))
     out.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
+    if stop.signum is not None:
+        partial = [r.name for r in results if r.summary.get("partial")]
+        what = f"partial results of {', '.join(partial)}" if partial else "complete results"
+        notice(f"bosun simulate: stopped by {stop.signal_name}; wrote {what}")
+        raise typer.Exit(stop.exit_code)

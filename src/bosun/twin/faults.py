@@ -97,6 +97,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from bosun.api.durations import parse_go_duration
 from bosun.api.types import LabelSelector, Node, Pod, PodDisruptionBudget, Taint, TaintEffect
 from bosun.errors import InputError, InputProblem
 from bosun.framework.snapshot import ZONE_LABEL
@@ -155,43 +156,6 @@ _SETTINGS = (
 _FAULT_KEYS = ("name", "action", "selector", "mode", "value", "at", "duration", "delay")
 _NODE_SELECTOR_KEYS = ("nodes", "labels", "zone")
 _POD_SELECTOR_KEYS = ("pods", "podLabels", "namespaces")
-
-_UNIT_S = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_DURATION_RE = re.compile(r"([0-9]*\.?[0-9]*)(ns|us|µs|μs|ms|s|m|h)")
-
-
-def parse_go_duration(text: str) -> float:
-    """A Go duration (``time.ParseDuration``: ``300ms``, ``1h30m``, ``2.5s``, ``0``) in
-    seconds.
-
-    Raises:
-        ValueError: not a Go duration, or negative (a fault cannot last less than nothing).
-    """
-    s = text.strip()
-    if s in ("0", "+0", "-0"):
-        return 0.0
-    if s.startswith("-"):
-        raise ValueError(f"negative duration {text!r}")
-    s = s.removeprefix("+")
-    if not s:
-        raise ValueError(f"empty duration {text!r}")
-    pos, total = 0, 0.0
-    while pos < len(s):
-        m = _DURATION_RE.match(s, pos)
-        if m is None or m.group(1) in ("", "."):
-            raise ValueError(f"not a Go duration: {text!r} (e.g. 90s, 1h30m, 500ms)")
-        total += float(m.group(1)) * _UNIT_S[m.group(2)]
-        pos = m.end()
-    return total
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,307 @@
+"""``bosun simulate``: progress lines when stderr is not a terminal, and SIGINT/SIGTERM.
+
+The line format and the exit codes are the ones docs/twin.md ("Progress and interrupted
+runs") promises: a line every ``--progress-every`` wall seconds, 128 + the signal number
+after an interrupt (130 SIGINT, 143 SIGTERM), ``"partial": true`` in summary.json with the
+files of a full run, and nothing written after a second signal.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from bosun.cli.main import app
+from bosun.cli.simulate import ProgressLines, _duration_text
+from bosun.twin.engine import Simulator
+from bosun.twin.results import OUTCOMES
+
+#: A progress line, as ProgressLines documents it.
+LINE = re.compile(
+    r"^progress: (?:sim [\d,]+ / [\d,]+ s \(\d+\.\d %\)"
+    r"|sim [\d,]+ s \(past the last trace event at [\d,]+ s\)), "
+    r"pods [\d,]+ / [\d,]+ arrived, [\d,]+ done, [\d,]+ pending, "
+    r"(?:[\d,]+\.\d|-) pods/s, ETA (?:\d+h\d\dm|\d+m\d\ds|\d+s|\?)$"
+)
+END = re.compile(
+    r"^progress: (?:finished|stopped by SIG(?:INT|TERM)) at sim [\d,]+ s, [\d,]+ pods in "
+    r"[\d,]+\.\d s wall \((?:[\d,]+\.\d|-) pods/s\)$"
+)
+#: A small trace (about 1-3 s of replay here): long enough for a few call backs (0.1 s).
+SMALL = "synthetic:nodes=12,pods=400,hours=2"
+#: A trace that takes minutes to replay: it is always interrupted well before its end.
+LONG = "synthetic:nodes=60,pods=40000,hours=48"
+#: Wall-clock bounds of the subprocess tests (the machine is shared and slow at times).
+START_TIMEOUT_S = 90.0
+EXIT_TIMEOUT_S = 90.0
+
+
+# --------------------------------------------------------------------------- the line
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.4, "0s"),
+        (4.6, "5s"),
+        (59.0, "59s"),
+        (61.0, "1m01s"),
+        (3725.0, "1h02m"),
+        (math.inf, "?"),
+        (math.nan, "?"),
+        (-1.0, "?"),
+    ],
+    ids=["under-half", "rounds-up", "seconds", "minutes", "hours", "inf", "nan", "negative"],
+)
+def test_eta_text(seconds: float, text: str) -> None:
+    assert _duration_text(seconds) == text
+
+
+def _fake_sim(arrivals: list[float], outcomes: list[str]) -> Simulator:
+    """What ProgressLines reads of a simulator: the trace's arrival times, the records."""
+    trace = SimpleNamespace(arrivals=[SimpleNamespace(arrival_s=t) for t in arrivals])
+    records = [SimpleNamespace(outcome=o) for o in outcomes]
+    return cast(Simulator, SimpleNamespace(trace=trace, records=records))
+
+
+@pytest.mark.parametrize(
+    ("now", "end", "until", "elapsed", "expected"),
+    [
+        # 2 of 4 arrivals (0, 10 <= 15) in 4 s: 0.5 pods/s; 2 left / 0.5 = 4 s; 15/30 = 50 %
+        (
+            15.0,
+            30.0,
+            None,
+            4.0,
+            "progress: sim 15 / 30 s (50.0 %), pods 2 / 4 arrived, 2 done, 1 pending, "
+            "0.5 pods/s, ETA 4s",
+        ),
+        # --until 20: 3 arrivals count (0, 10, 20); at 10 s two arrived in 4 s: 0.5/s,
+        # 1 left -> 2 s
+        (
+            10.0,
+            20.0,
+            20.0,
+            4.0,
+            "progress: sim 10 / 20 s (50.0 %), pods 2 / 3 arrived, 2 done, 1 pending, "
+            "0.5 pods/s, ETA 2s",
+        ),
+        # every pod arrived: the rest of simulated time at 6 s wall / 30 sim s so far:
+        # 6 * (40 - 30) / 30 = 2 s
+        (
+            30.0,
+            40.0,
+            None,
+            6.0,
+            "progress: sim 30 / 40 s (75.0 %), pods 4 / 4 arrived, 2 done, 1 pending, "
+            "0.7 pods/s, ETA 2s",
+        ),
+        # past the last trace event (pods still running): no known end
+        (
+            45.0,
+            30.0,
+            None,
+            9.0,
+            "progress: sim 45 s (past the last trace event at 30 s), pods 4 / 4 arrived, "
+            "2 done, 1 pending, 0.4 pods/s, ETA ?",
+        ),
+    ],
+    ids=["arrivals-left", "until", "all-arrived", "past-the-end"],
+)
+def test_progress_line_by_hand(
+    now: float, end: float, until: float | None, elapsed: float, expected: str
+) -> None:
+    lines = ProgressLines(1.0, io.StringIO())
+    lines.start(_fake_sim([0.0, 10.0, 20.0, 30.0], ["Running", "Completed", "Pending"]), "", until)
+    assert lines.line(now, end, elapsed) == expected
+    assert LINE.match(expected)
+
+
+def test_progress_lines_are_throttled_and_prefixed() -> None:
+    sink = io.StringIO()
+    lines = ProgressLines(3600.0, sink)
+    lines.start(_fake_sim([0.0], []), "FGD", None)
+    lines(0.0, 1.0)  # an hour has not passed: nothing
+    assert sink.getvalue() == ""
+    lines.every_s = 1e-9
+    lines(0.0, 1.0)
+    assert sink.getvalue().startswith("progress [FGD]: sim 0 / 1 s (0.0 %)")
+    assert lines.lines == 1
+    lines.every_s = 0.0  # off
+    lines(0.0, 1.0)
+    assert lines.lines == 1
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _stderr_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("progress")]
+
+
+@pytest.mark.parametrize(
+    ("every", "regular_lines"),
+    [("0.000001", True), ("0", False)],
+    ids=["tiny-interval", "off"],
+)
+def test_cli_progress_lines_when_not_a_terminal(
+    tmp_path: Path, every: str, regular_lines: bool
+) -> None:
+    out = tmp_path / "out"
+    res = CliRunner().invoke(
+        app, ["simulate", "--trace", SMALL, "--report", str(out), "--progress-every", every]
+    )
+    assert res.exit_code == 0, res.output
+    got = _stderr_lines(res.stderr)
+    if not regular_lines:
+        assert got == []
+    else:
+        # every call back (>= 0.1 s apart) prints; the last line is the end line
+        assert len(got) >= 2, res.stderr
+        assert all(LINE.match(line) for line in got[:-1]), got
+        assert END.match(got[-1]) and got[-1].startswith("progress: finished"), got[-1]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["summary"]["partial"] is False
+    assert summary["meta"]["partial"] is False
+
+
+@pytest.mark.parametrize("every", ["-1", "nan"], ids=["negative", "nan"])
+def test_cli_bad_progress_interval_is_bad_input(tmp_path: Path, every: str) -> None:
+    out = tmp_path / "out"
+    res = CliRunner().invoke(
+        app, ["simulate", "--trace", SMALL, "--report", str(out), "--progress-every", every]
+    )
+    assert res.exit_code == 2
+    assert "--progress-every" in res.stderr and "must be >= 0 seconds" in res.stderr
+    assert not out.exists()
+
+
+# --------------------------------------------------------------------------- signals
+
+
+def _start(out: Path) -> subprocess.Popen[str]:
+    code = "import sys; from bosun.cli.main import app; sys.exit(app())"
+    args = ["simulate", "--trace", LONG, "--report", str(out), "--progress-every", "0.2"]
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def _wait_for_line(proc: subprocess.Popen[str], prefix: str) -> list[str]:
+    """stderr lines up to the first starting with ``prefix`` (bounded; kills on timeout)."""
+    assert proc.stderr is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + START_TIMEOUT_S
+    os.set_blocking(proc.stderr.fileno(), False)
+    buf = ""
+    while time.monotonic() < deadline:
+        chunk = proc.stderr.read()
+        if chunk:
+            buf += chunk
+            *done, buf = buf.split("\n")
+            seen.extend(done)
+            if any(line.startswith(prefix) for line in done):
+                os.set_blocking(proc.stderr.fileno(), True)
+                return seen
+        elif proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(10)
+    pytest.fail(f"no {prefix!r} line within {START_TIMEOUT_S} s: {seen} {buf}")
+
+
+def _finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    try:
+        out, err = proc.communicate(timeout=EXIT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate(timeout=10)
+        pytest.fail(f"bosun simulate did not exit within {EXIT_TIMEOUT_S} s of the signal")
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize(
+    ("sig", "code"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143)],  # 128 + 2, 128 + 15
+    ids=["sigint", "sigterm"],
+)
+def test_signal_writes_partial_results(tmp_path: Path, sig: int, code: int) -> None:
+    out = tmp_path / "out"
+    proc = _start(out)
+    try:
+        before = _wait_for_line(proc, "progress: sim")
+        proc.send_signal(sig)
+        rc, stdout, stderr = _finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    name = signal.Signals(sig).name
+    assert rc == code, (stdout, stderr)
+    assert f"{name}: stopping at the current event" in stderr
+    assert re.search(rf"^progress: stopped by {name} at sim [\d,]+ s", stderr, re.M), stderr
+    assert f"stopped by {name}; wrote partial results" in stderr
+    # the same files as a full run
+    for f in ("summary.json", "pods.csv", "timeseries.csv", "report.html"):
+        assert (out / f).is_file(), f
+    doc = json.loads((out / "summary.json").read_text())
+    s: dict[str, Any] = doc["summary"]
+    assert s["partial"] is True and doc["meta"]["partial"] is True
+    assert doc["meta"]["stopped_by"] == name
+    # the trace spans 48 h of arrivals; a replay of minutes was stopped after its first line
+    assert 0 < s["end_s"] < 48 * 3600, s["end_s"]
+    assert LINE.match(next(line for line in before if line.startswith("progress: sim")))
+    pods = pd.read_csv(out / "pods.csv", keep_default_na=False, na_values=[""])
+    ts = pd.read_csv(out / "timeseries.csv")
+    # every pod that arrived has an outcome, and no arrival after the time reached
+    assert len(pods) == s["arrivals"] > 0
+    assert set(pods["outcome"]) <= set(OUTCOMES)
+    assert (pods["arrival_s"] <= s["end_s"]).all()
+    counts = pods["outcome"].value_counts()
+    assert s["completed"] == counts.get("Completed", 0)
+    assert s["unschedulable_at_end"] == counts.get("Pending", 0)
+    assert s["running_final"] == counts.get("Running", 0)
+    # every bind is one row with a bound time (no pod was bound before the replay)
+    assert s["scheduled"] == pods["bound_s"].notna().sum()
+    assert (pods["bound_s"].notna() == (pods["node"] != "")).all()
+    assert ts["time_s"].iloc[-1] == s["end_s"]
+
+
+def test_second_signal_aborts_and_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = _start(out)
+    try:
+        _wait_for_line(proc, "progress: sim")
+        # two different signals back to back: both are pending at once (two SIGINTs could
+        # merge into one), and Python runs the handlers in signal-number order, so SIGINT
+        # stops the replay and SIGTERM aborts while the run is still stopping or writing
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
+        rc, stdout, stderr = _finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert rc == 143, (stdout, stderr)
+    assert "aborted by SIGTERM; nothing written" in stderr
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []  # no staging folder left beside it
