@@ -25,10 +25,17 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plotly.offline import get_plotlyjs
 
 from bosun.errors import InputError
-from bosun.plotting import MAX_POINTS, PALETTE, downsample_indices
-from bosun.twin.report import chart_ids, format_value, write_report
+from bosun.plotting import PALETTE, downsample_indices
+from bosun.twin.report import (
+    PLOTLY_JS,
+    REPORT_POINTS,
+    chart_ids,
+    format_value,
+    write_report,
+)
 from bosun.twin.results import POD_COLUMNS, TIMESERIES_COLUMNS, SimulationResult
 
 # ---------------------------------------------------------------------------- builders
@@ -257,33 +264,49 @@ def test_report_holds_names_meta_charts_and_summary_numbers(tmp_path: Path) -> N
     assert "Decision time, p50<span class='unit'> (wall ms)</span>" in text
 
 
-def test_report_is_self_contained(hand_report: Path) -> None:
+def test_report_loads_plotly_from_the_one_file_beside_it(hand_report: Path) -> None:
     text = hand_report.read_text(encoding="utf-8")
-    assert '<script src="http' not in text
-    assert re.search(r"<script[^>]*\ssrc\s*=", text, re.I) is None  # no external script
+    # the only script with a source is the sibling file, by a relative name (works offline)
+    assert re.findall(r"<script[^>]*\ssrc\s*=\s*'([^']*)'", text, re.I) == [PLOTLY_JS]
     assert re.search(r"<link[^>]*\shref\s*=\s*['\"]?https?:", text, re.I) is None
-    assert "Plotly.newPlot" in text and "plotly.js" in text  # the library is inlined
+    assert "Plotly.newPlot" in text
+    assert "plotly.js v" not in text  # the library is not inlined
+    assert (hand_report.parent / PLOTLY_JS).read_text(encoding="utf-8") == get_plotlyjs()
 
 
-def test_only_one_copy_of_plotly_is_inlined(tmp_path: Path, hand_report: Path) -> None:
-    one = hand_report.stat().st_size
-    three = (
-        write_report(
-            [hand_result("a"), hand_result("b"), hand_result("c")], tmp_path / "three.html"
-        )
-        .stat()
-        .st_size
-    )
+def test_inline_report_is_self_contained(tmp_path: Path) -> None:
+    text = write_report([hand_result()], tmp_path / "r.html", plotly="inline").read_text()
+    assert re.search(r"<script[^>]*\ssrc\s*=", text, re.I) is None  # no external script
+    assert text.count(get_plotlyjs()) == 1  # the library, inlined once
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html"]
+
+
+def test_only_one_copy_of_plotly_is_inlined(tmp_path: Path) -> None:
+    one = write_report([hand_result()], tmp_path / "one.html", plotly="inline").stat().st_size
+    runs = [hand_result("a"), hand_result("b"), hand_result("c")]
+    three = write_report(runs, tmp_path / "three.html", plotly="inline").stat().st_size
     assert three < one * 1.5  # plotly.js (~4.8 MB) is not repeated per run or chart
+
+
+def test_reports_in_one_folder_share_one_plotly_file(tmp_path: Path) -> None:
+    write_report([hand_result("a")], tmp_path / "a.html")
+    shared = tmp_path / PLOTLY_JS
+    first = shared.stat().st_mtime_ns
+    write_report([hand_result("b")], tmp_path / "b.html")
+    assert shared.stat().st_mtime_ns == first  # the same bytes: left alone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.html", "b.html", PLOTLY_JS]
+    shared.write_text("stale")  # another file under that name is replaced
+    write_report([hand_result("c")], tmp_path / "c.html")
+    assert shared.read_text(encoding="utf-8") == get_plotlyjs()
 
 
 def test_write_is_atomic_and_leaves_no_temp_file(tmp_path: Path) -> None:
     target = tmp_path / "out" / "report.html"
     write_report([hand_result()], target)
-    assert sorted(p.name for p in target.parent.iterdir()) == ["report.html"]
+    assert sorted(p.name for p in target.parent.iterdir()) == [PLOTLY_JS, "report.html"]
     write_report([hand_result("second")], target)  # overwriting works too
     assert "second" in target.read_text(encoding="utf-8")
-    assert sorted(p.name for p in target.parent.iterdir()) == ["report.html"]
+    assert sorted(p.name for p in target.parent.iterdir()) == [PLOTLY_JS, "report.html"]
 
 
 def test_failed_write_keeps_old_file_and_leaves_no_temp_file(
@@ -451,8 +474,11 @@ def test_comparison_charts_and_table(tmp_path: Path) -> None:
         assert text.count(f"<div id='{chart}' class='chart'>") == 1
     # the table: mean ± std by the documented rules: 52.1 (>= 10: one decimal), 3.1 (>= 1: two
     # decimals); ratios as % with one decimal: 0.912 -> 91.2, 0.011 -> 1.1
-    assert "<th scope='row'>FGD</th><td class='num'>52.1 ± 3.10</td>" in text
-    assert "<td class='num'>91.2 ± 1.1</td>" in text
+    # FGD is bold in both: 10 repeats each; unallocated 88.4 - 52.1 = 36.3 GPUs against
+    # 2 * sqrt(3.1^2/10 + 4.25^2/10) = 3.33, allocation 0.912 - 0.861 = 0.051 against
+    # 2 * sqrt(0.011^2/10 + 0.015^2/10) = 0.0118
+    assert "<th scope='row'>FGD</th><td class='num best'>52.1 ± 3.10</td>" in text
+    assert "<td class='num best'>91.2 ± 1.1</td>" in text
     assert "<td class='num'>10</td>" in text  # the integer column stays an integer
     # bars with error bars; policies drawn in the colour of the run they name
     bar = figures(text)["chart-comparison-unallocated-gpus"]["data"][0]
@@ -506,7 +532,7 @@ def test_fragmentation_experiment_table(tmp_path: Path, seeds: int) -> None:
     # gpu_alloc_ratio_mean 12.0 (index 2 above) is a ratio: 1200.0 %; std 1.5 -> 150.0
     row = re.search(r"<tr><th scope='row'>FGD <small class='muted'>fgd</small></th>.*?</tr>", text)
     assert row is not None
-    cells = re.findall(r"<td class='num'>([^<]*)</td>", row.group(0))
+    cells = re.findall(r"<td class='num(?: best)?'>([^<]*)</td>", row.group(0))
     if seeds > 1:
         assert cells[:3] == ["10.0 ± 1.50", "11.0 ± 1.50", "1200.0 ± 150.0"]
     else:
@@ -621,14 +647,16 @@ def test_large_runs_are_downsampled(tmp_path: Path) -> None:
     runs = [big_run("FGD", 1), big_run("BestFit", 2), big_run("LeastAllocated", 3)]
     out = write_report(runs, tmp_path / "big.html", comparison=COMPARISON)
     text = out.read_text()
-    assert out.stat().st_size < 15e6
+    assert out.stat().st_size < 2e6
     for chart, fig in figures(text).items():
         for trace in fig["data"]:
-            assert len(array(trace["x"])) <= MAX_POINTS, chart
-    # 24,000 samples became at most 2,000 points, and the peak of pending pods survived
+            assert len(array(trace["x"])) <= REPORT_POINTS, chart
+    # 3 runs x (10 panels + 2 CDFs) = 36 series: 120,000 // 36 = 3,333, capped at 1,000;
+    # 24,000 samples became at most 1,000 points, and the peak of pending pods survived
     pending = figures(text)["chart-pending"]["data"][0]
+    assert len(array(pending["x"])) <= 1000
     assert array(pending["y"]).max() == runs[0].timeseries["pending_pods"].max()
-    assert "at most 2,000 points per run" in text
+    assert "at most 1,000 points per run" in text
 
 
 # ---------------------------------------------------------------------------- browser

@@ -1,27 +1,40 @@
-"""A self-contained HTML report of one or several twin runs.
+"""An HTML report of one or several twin runs that claims only what it measured.
 
 :func:`write_report` turns :class:`~bosun.twin.results.SimulationResult` objects into one
-HTML file that opens in any browser without network access: plotly.js is inlined once, and
-every chart is a plotly figure stored as JSON in the page and drawn by a small bootstrap
-script. Several runs in one report are read as a comparison (the same trace under FGD,
-BestFit, LeastAllocated, ...): every chart draws one line per run, in the run's colour.
+HTML file that opens in any browser without network access. plotly.js is loaded from ONE
+shared script: by default the file :data:`PLOTLY_JS` (``plotly.min.js``) written once beside
+the report (:func:`write_plotly_js`; several reports in one folder share it), or, with
+``plotly="inline"``, inlined once into the page. Every chart is a plotly figure stored as
+JSON in the page and drawn by a small bootstrap script. Several runs in one report are read
+as a comparison (the same trace under FGD, BestFit, LeastAllocated, ...): every chart draws
+one line per run, in the run's colour.
 
 Sections:
 
+* banners at the top: a run that was interrupted (``summary["partial"]``: "partial:
+  interrupted at simulated time T"), and a cluster that never became loaded (the peak GPU,
+  CPU or memory allocation of every run under :data:`LOADED_THRESHOLD`), which points to the
+  saturation protocol, ``bosun experiment fragmentation``;
 * header: the run labels with their ``meta`` (trace, profile, seed, ...);
 * summary table: the run's ``summary`` numbers side by side, one column per run, units in
-  the row headers, the best value of a row marked when several runs are compared;
+  the row headers. When several runs are compared, a row marks its best run in bold only
+  when the best one differs from the others by more than the row's threshold
+  (:func:`difference_threshold`); otherwise it says :data:`NO_DIFFERENCE`;
 * time series (:data:`~bosun.twin.results.TIMESERIES_COLUMNS`): CPU / memory / GPU
   allocation ratios, GPU fragmentation (GPUs) and its ratio, pending and running pods, and
   the cumulative scheduled / failed / preempted counters;
 * distributions (:data:`~bosun.twin.results.POD_COLUMNS`): queue wait (simulated seconds)
   and decision time (wall-clock milliseconds) as empirical CDFs, and the pods' outcomes;
 * policy comparison (optional): the fragmentation experiment's table, one bar chart with
-  ``±std`` error bars per ``*_mean`` column, and the table itself.
+  ``±std`` error bars per ``*_mean`` column, and the table itself, where the best policy
+  of a column is bold only when it beats the others by more than the seeds' noise
+  (:func:`best_runs`).
 
-Time series are reduced to at most :data:`MAX_POINTS` points per run and series with
-:func:`downsample_indices` (per-bucket minimum and maximum, so peaks survive), which keeps
-an 8000-pod replay's report small and quick to open.
+Every line and CDF is thinned with :func:`~bosun.plotting.downsample_indices` (per-bucket
+minimum and maximum, so peaks survive) to at most :data:`REPORT_POINTS` points per run and
+series, fewer when many runs share the report (:data:`TOTAL_POINTS` in all), and stored as
+32-bit floats, so that a report stays under 2 MB; ``full_resolution=True`` keeps every
+sample.
 
 Every chart's container carries ``id="chart-<name>"`` (see :func:`chart_ids`); once the page
 has drawn them, ``<body>`` gets ``data-charts-rendered`` (the number drawn) beside
@@ -51,15 +64,25 @@ from plotly.subplots import make_subplots
 
 from bosun import __version__
 from bosun.errors import InputError, InputProblem
-from bosun.plotting import MAX_POINTS, PALETTE, downsample_indices
+from bosun.plotting import PALETTE, downsample_indices
 from bosun.twin.results import OUTCOMES, POD_COLUMNS, TIMESERIES_COLUMNS, SimulationResult
 
 __all__ = [
+    "LOADED_THRESHOLD",
+    "NO_DIFFERENCE",
+    "PLOTLY_JS",
+    "REL_THRESHOLD",
+    "REPORT_POINTS",
     "SUMMARY_GROUPS",
     "SUMMARY_METRICS",
+    "TOTAL_POINTS",
     "MetricSpec",
+    "best_runs",
     "chart_ids",
+    "difference_threshold",
     "format_value",
+    "peak_allocation",
+    "write_plotly_js",
     "write_report",
 ]
 
@@ -187,6 +210,38 @@ _WIDE_HEIGHT = 300
 #: (unit, seconds per unit, largest span in seconds shown in it).
 _TIME_UNITS = (("s", 1.0, 600.0), ("min", 60.0, 36_000.0), ("h", 3600.0, 864_000.0))
 
+#: The file beside a report that holds plotly.js (the name plotly.py's own
+#: ``include_plotlyjs="directory"`` uses), written by :func:`write_plotly_js`.
+PLOTLY_JS = "plotly.min.js"
+#: Most points per run and series in a line or CDF chart (unless ``full_resolution``).
+REPORT_POINTS = 1000
+#: Most points in all the line and CDF charts of one report together: with many runs each
+#: series gets fewer (never under :data:`MIN_POINTS`). At 16 bytes of base64 per point
+#: (x and y as 32-bit floats), 120,000 points are about 1.3 MB.
+TOTAL_POINTS = 120_000
+#: The fewest points per run and series the budget above may leave.
+MIN_POINTS = 200
+
+# ---------------------------------------------------------------- what a report claims
+
+#: What a row says instead of bolding a winner when no run is measurably better.
+NO_DIFFERENCE = "no measurable difference"
+#: Relative threshold: runs closer than 1 % of the row's largest value are a tie.
+REL_THRESHOLD = 0.01
+#: Relative threshold of wall-clock rows (``wall ms``, ``wall s``): machine timing moves by
+#: well over 1 % between two runs of the same replay on a shared machine.
+WALL_REL_THRESHOLD = 0.10
+#: Absolute floors: 1 % of the cluster's GPUs for a GPU count, 1 % of the arrived pods for a
+#: pod count, one percentage point (0.01) for a ratio.
+CAPACITY_SHARE = 0.01
+#: Seeds: two runs differ when their means differ by more than this many standard errors
+#: of the difference (Welch: ``sqrt(s_a**2 / n_a + s_b**2 / n_b)``), about 95 % two-sided.
+NOISE_Z = 2.0
+#: A cluster is loaded when some run's peak GPU, CPU or memory allocation reaches 50 %.
+LOADED_THRESHOLD = 0.5
+#: Summary keys shown as a banner rather than a table row.
+_BANNER_KEYS = frozenset({"partial", "partial_at_s"})
+
 
 # ---------------------------------------------------------------------------- formatting
 
@@ -283,7 +338,206 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
 
 
-# ---------------------------------------------------------------------------- downsampling
+# ---------------------------------------------------------------------------- claims
+
+
+def difference_threshold(
+    spec: MetricSpec,
+    values: Sequence[float],
+    *,
+    cluster_gpus: float | None = None,
+    arrived_pods: float | None = None,
+) -> float:
+    """The smallest difference between two single runs on a summary row that the report
+    calls measurable (a difference at or under it is :data:`NO_DIFFERENCE`).
+
+    ``max(rel * max(|v|), floor)`` over the row's finite ``values``: ``rel`` is
+    :data:`WALL_REL_THRESHOLD` (10 %) for wall-clock units (``wall ms``, ``wall s``), else
+    :data:`REL_THRESHOLD` (1 %); ``floor`` is one percentage point (0.01) for a ratio, 1 %
+    of ``cluster_gpus`` for a row in GPUs, 1 % of ``arrived_pods`` for a row in pods or
+    attempts (:data:`CAPACITY_SHARE`), else 0. Why these numbers: docs/twin.md, "What a
+    report claims".
+
+    Args:
+        spec: the row's :class:`MetricSpec` (its ``kind`` and ``unit``).
+        values: the runs' values (NaN ignored).
+        cluster_gpus: whole GPUs of the cluster, when known.
+        arrived_pods: pods that arrived in the run, when known.
+
+    Returns:
+        The threshold, in the row's unit (a ratio in 0..1); 0 when nothing is known.
+    """
+    finite = [abs(float(v)) for v in values if math.isfinite(float(v))]
+    rel = WALL_REL_THRESHOLD if spec.unit.startswith("wall") else REL_THRESHOLD
+    threshold = rel * max(finite, default=0.0)
+    if spec.kind == "ratio":
+        floor = CAPACITY_SHARE
+    elif spec.unit == "GPUs" and cluster_gpus:
+        floor = CAPACITY_SHARE * cluster_gpus
+    elif spec.unit in ("pods", "attempts") and arrived_pods:
+        floor = CAPACITY_SHARE * arrived_pods
+    else:
+        floor = 0.0
+    return max(threshold, floor)
+
+
+def best_runs(
+    values: Sequence[float],
+    better: Literal["higher", "lower"],
+    threshold: float = 0.0,
+    *,
+    std: Sequence[float] | None = None,
+    n: Sequence[float] | None = None,
+) -> list[int]:
+    """The runs not measurably worse than the best one on a row.
+
+    The best run is the highest (``better="higher"``) or lowest finite value. Another run
+    ``i`` is measurably worse when its gap to the best ``b`` is larger than the noise: with
+    seeds (``n[i]`` and ``n[b]`` at least 2, both ``std`` finite) more than
+    :data:`NOISE_Z` standard errors of the difference of the means,
+    ``2 * sqrt(std[i]**2 / n[i] + std[b]**2 / n[b])`` (Welch's standard error, about a
+    95 % two-sided test); without them more than ``threshold``
+    (:func:`difference_threshold`).
+
+    Args:
+        values: one value per run (a mean over seeds, or one run's number); NaN: not
+            measured, never among the best.
+        better: which direction is better.
+        threshold: the single-run threshold, in the values' unit.
+        std: per run, the sample standard deviation over seeds (NaN: unknown).
+        n: per run, the number of seeds.
+
+    Returns:
+        Ascending indices of the best run and of every run within the noise of it; empty
+        when no value is finite. When it holds every run with a finite value (two or
+        more), no run is measurably better: the report writes :data:`NO_DIFFERENCE`.
+
+    Raises:
+        ValueError: ``better`` is neither ``higher`` nor ``lower``, or ``std`` / ``n`` do
+            not have one entry per run.
+    """
+    if better not in ("higher", "lower"):
+        raise ValueError(f"better must be 'higher' or 'lower', got {better!r}")
+    v = np.asarray(values, dtype=np.float64)
+    s = np.full(v.shape, np.nan) if std is None else np.asarray(std, dtype=np.float64)
+    k = np.ones(v.shape) if n is None else np.asarray(n, dtype=np.float64)
+    if s.shape != v.shape or k.shape != v.shape:
+        raise ValueError(f"std and n need {v.size} entries, one per run")
+    finite = np.isfinite(v)
+    if not finite.any():
+        return []
+    b = int(np.nanargmax(v) if better == "higher" else np.nanargmin(v))
+    seeded = (k >= 2) & np.isfinite(s)
+    out: list[int] = []
+    for i in np.flatnonzero(finite):
+        gap = abs(float(v[i] - v[b]))
+        if seeded[i] and seeded[b]:
+            noise = NOISE_Z * math.sqrt(s[i] ** 2 / k[i] + s[b] ** 2 / k[b])
+        else:
+            noise = threshold
+        if gap <= noise:
+            out.append(int(i))
+    return out
+
+
+#: (label, time-series column) of the resources whose peak allocation says "loaded".
+_RESOURCES = (
+    ("GPU", "gpu_alloc_ratio"),
+    ("CPU", "cpu_alloc_ratio"),
+    ("memory", "memory_alloc_ratio"),
+)
+
+
+def peak_allocation(timeseries: pd.DataFrame) -> tuple[str, float] | None:
+    """The scarce resource of a run and its peak allocation: of GPU, CPU and memory (the
+    ``*_alloc_ratio`` columns of :data:`~bosun.twin.results.TIMESERIES_COLUMNS`), the one
+    whose highest sample is highest, as ``(name, ratio in 0..1)``; None when the table has
+    no finite sample of any of them."""
+    best: tuple[str, float] | None = None
+    for name, col in _RESOURCES:
+        if col not in timeseries.columns:
+            continue
+        y = pd.to_numeric(timeseries[col], errors="coerce").to_numpy(dtype=np.float64)
+        y = y[np.isfinite(y)]
+        if y.size and (best is None or float(y.max()) > best[1]):
+            best = (name, float(y.max()))
+    return best
+
+
+def _cluster_gpus(ts: pd.DataFrame) -> float | None:
+    """Whole GPUs of the cluster, from the definitions of the time-series columns:
+    ``gpu_fragmentation_ratio = gpu_fragmentation / unallocated`` and ``gpu_alloc_ratio =
+    allocated / total`` give ``total = gpu_fragmentation / gpu_fragmentation_ratio / (1 -
+    gpu_alloc_ratio)`` (median over the samples where both are defined); None when no
+    sample allows it (no GPU, no fragmentation, a full cluster)."""
+    frag = ts["gpu_fragmentation"].to_numpy(dtype=np.float64)
+    ratio = ts["gpu_fragmentation_ratio"].to_numpy(dtype=np.float64)
+    alloc = ts["gpu_alloc_ratio"].to_numpy(dtype=np.float64)
+    ok = np.isfinite(frag) & np.isfinite(alloc) & (ratio > 0) & (alloc < 1) & (frag > 0)
+    if not ok.any():
+        return None
+    return float(np.median(frag[ok] / ratio[ok] / (1.0 - alloc[ok])))
+
+
+def _duration(seconds: float) -> str:
+    """``12,901,792 s (149.3 d)``: simulated seconds with the largest fitting unit."""
+    unit, div = _time_unit(seconds)
+    text = f"{seconds:,.0f} s"
+    return text if unit == "s" else f"{text} ({seconds / div:,.1f} {unit})"
+
+
+def _truthy(value: object) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value) if isinstance(value, bool | int | float | np.integer) else False
+
+
+def _partial_at(run: _Run) -> float | None:
+    """The simulated time a partial run stopped at: ``partial_at_s``, else ``end_s``
+    (summary, then meta), else the last time-series sample."""
+    for source in (run.result.summary, run.result.meta):
+        for key in ("partial_at_s", "end_s"):
+            value = source.get(key)
+            number = _numbers([value])[0]
+            if math.isfinite(number):
+                return number
+    if len(run.ts):
+        return float(run.ts["time_s"].iloc[-1])
+    return None
+
+
+def _banners(runs: Sequence[_Run]) -> str:
+    """The warnings at the top of the page: interrupted runs, and a cluster that never
+    became loaded."""
+    out: list[str] = []
+    for run in runs:
+        if not (
+            _truthy(run.result.summary.get("partial")) or _truthy(run.result.meta.get("partial"))
+        ):
+            continue
+        at = _partial_at(run)
+        when = _duration(at) if at is not None else "an unknown time"
+        who = f"{run.label}: " if len(runs) > 1 else ""
+        out.append(
+            f"<div class='banner warn' role='note' data-banner='partial'><strong>{_esc(who)}"
+            f"partial: interrupted at simulated time {_esc(when)}</strong>. The numbers below "
+            "are what was measured until then; pods that had not arrived are not counted.</div>"
+        )
+    peaks = [p for p in (peak_allocation(r.ts) for r in runs) if p is not None]
+    if peaks:
+        name, peak = max(peaks, key=lambda p: p[1])
+        if peak < LOADED_THRESHOLD:
+            out.append(
+                "<div class='banner warn' role='note' data-banner='not-loaded'><strong>The "
+                f"cluster never became loaded</strong>: the peak allocation of its scarcest "
+                f"resource ({_esc(name)}) was {100.0 * peak:.1f} %, under "
+                f"{100.0 * LOADED_THRESHOLD:.0f} %. With room to spare, placement policies "
+                "rarely change the outcome, so differences between runs here say little "
+                "about them. To compare policies on a cluster filled to saturation, run "
+                '<code>bosun experiment fragmentation</code> (docs/twin.md, "What a report '
+                'claims").</div>'
+            )
+    return "".join(out)
 
 
 # ---------------------------------------------------------------------------- runs
@@ -508,17 +762,55 @@ def _fault_bands(fig: Any, runs: Sequence[_Run], div: float, cols: int) -> None:
             )
 
 
+def _line(
+    x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], run: _Run, hover: str, width: float
+) -> Any:
+    """One run's step line; x and y go into the page as 32-bit floats (7 significant
+    digits, half the bytes of 64-bit ones)."""
+    return go.Scatter(
+        x=x.astype(np.float32),
+        y=y.astype(np.float32),
+        mode="lines",
+        name=run.label,
+        line={"color": run.color, "width": width, "shape": "hv"},
+        hovertemplate=hover,
+    )
+
+
+def _thin(y: npt.NDArray[np.float64], points: int | None) -> npt.NDArray[np.intp]:
+    """:func:`~bosun.plotting.downsample_indices` to ``points``; every row when None."""
+    if points is None:
+        return np.arange(y.size, dtype=np.intp)
+    return downsample_indices(y, points)
+
+
+def _thinning_note(points: int | None) -> str:
+    if points is None:
+        return "Step lines, every sample (full resolution)."
+    return (
+        f"Step lines, at most {points:,} points per run (the min and max of each stretch "
+        "kept, so peaks survive)."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _SeriesSpec:
+    """A time-series chart: one subplot per panel, one line per run; ``needs``: the
+    column a run must carry to be drawn (the fault and energy controllers' columns)."""
+
+    name: str
+    title: str
+    note: str
+    panels: tuple[_Panel, ...]
+    wide: bool = False
+    needs: str = ""
+
+
 def _timeseries_chart(
-    runs: Sequence[_Run],
-    panels: Sequence[_Panel],
-    time_unit: tuple[str, float],
-    *,
-    name: str,
-    title: str,
-    note: str,
-    wide: bool = False,
+    runs: Sequence[_Run], spec: _SeriesSpec, time_unit: tuple[str, float], points: int | None
 ) -> _Chart:
     unit, div = time_unit
+    panels = spec.panels
     cols = len(panels)
     fig = make_subplots(
         rows=1,
@@ -533,21 +825,10 @@ def _timeseries_chart(
             y = run.ts[panel.column].to_numpy(dtype=np.float64)
             if y.size == 0 or bool(np.all(np.isnan(y))):
                 continue
-            idx = downsample_indices(y)
-            fig.add_trace(
-                go.Scatter(
-                    x=t[idx] / div,
-                    y=y[idx],
-                    mode="lines",
-                    name=run.label,
-                    line={"color": run.color, "width": 1.8, "shape": "hv"},
-                    hovertemplate=_Y_HOVER[panel.kind],
-                ),
-                row=1,
-                col=j,
-            )
+            idx = _thin(y, points)
+            fig.add_trace(_line(t[idx] / div, y[idx], run, _Y_HOVER[panel.kind], 1.8), 1, j)
             drawn += 1
-    _style(fig, height=_WIDE_HEIGHT if wide else _HALF_HEIGHT, titled=len(panels) > 1)
+    _style(fig, height=_WIDE_HEIGHT if spec.wide else _HALF_HEIGHT, titled=cols > 1)
     fig.update_xaxes(
         title_text=f"simulated time ({unit})",
         hoverformat=",.2f",
@@ -567,23 +848,25 @@ def _timeseries_chart(
             ann.update(x=domain[0], xanchor="left", font={"size": 12.5, "color": _INK})
     if drawn == 0:
         _empty(fig, "no time series samples")
-    return _Chart(name, title, note, fig, wide)
+    return _Chart(spec.name, spec.title, f"{spec.note} {_thinning_note(points)}", fig, spec.wide)
 
 
 def _ecdf(
-    values: npt.NDArray[np.float64], total: int
+    values: npt.NDArray[np.float64], total: int, points: int | None
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Empirical CDF of ``values`` over ``total`` items (items not in ``values`` never reach
-    the curve, so it ends at ``len(values) / total``); at most MAX_POINTS steps."""
+    the curve, so it ends at ``len(values) / total``), thinned like the time series
+    (:func:`~bosun.plotting.downsample_indices` on the rising share: each stretch keeps its
+    first and last step, so the smallest and largest value stay), plus a first point at
+    share 0."""
     v = np.sort(values)
     y = np.arange(1, v.size + 1, dtype=np.float64) / float(total)
-    if v.size > MAX_POINTS:
-        keep = np.unique(np.linspace(0, v.size - 1, MAX_POINTS - 1).round().astype(np.intp))
-        v, y = v[keep], y[keep]
+    keep = _thin(y, None if points is None else max(points - 1, 4))
+    v, y = v[keep], y[keep]
     return np.concatenate([v[:1], v]), np.concatenate([[0.0], y])
 
 
-def _wait_chart(runs: Sequence[_Run]) -> _Chart:
+def _wait_chart(runs: Sequence[_Run], points: int | None) -> _Chart:
     waits = [
         pd.to_numeric(r.pods["wait_s"], errors="coerce").to_numpy(dtype=np.float64) for r in runs
     ]
@@ -594,17 +877,9 @@ def _wait_chart(runs: Sequence[_Run]) -> _Chart:
     for run, all_w, w in zip(runs, waits, finite, strict=True):
         if w.size == 0:
             continue
-        x, y = _ecdf(w / div, all_w.size)
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=y,
-                mode="lines",
-                name=run.label,
-                line={"color": run.color, "width": 2, "shape": "hv"},
-                hovertemplate=f"%{{y:.1%}} of pods bound within %{{x:,.3g}} {unit}",
-            )
-        )
+        x, y = _ecdf(w / div, all_w.size, points)
+        hover = f"%{{y:.1%}} of pods bound within %{{x:,.3g}} {unit}"
+        fig.add_trace(_line(x, y, run, hover, 2.0))
     _style(fig, height=_HALF_HEIGHT, hovermode="closest")
     fig.update_xaxes(
         title_text=f"queue wait, arrival to bind (simulated {unit})", rangemode="tozero"
@@ -621,7 +896,7 @@ def _wait_chart(runs: Sequence[_Run]) -> _Chart:
     )
 
 
-def _decision_chart(runs: Sequence[_Run]) -> _Chart:
+def _decision_chart(runs: Sequence[_Run], points: int | None) -> _Chart:
     fig = go.Figure()
     lows: list[float] = []
     highs: list[float] = []
@@ -630,21 +905,12 @@ def _decision_chart(runs: Sequence[_Run]) -> _Chart:
         d = d[np.isfinite(d)]
         if d.size == 0:
             continue
-        x, y = _ecdf(d, d.size)
+        x, y = _ecdf(d, d.size, points)
         pos = d[d > 0]
         if pos.size:
             lows.append(float(pos.min()))
             highs.append(float(pos.max()))
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=y,
-                mode="lines",
-                name=run.label,
-                line={"color": run.color, "width": 2, "shape": "hv"},
-                hovertemplate="%{y:.1%} of decisions took at most %{x:.3g} ms",
-            )
-        )
+        fig.add_trace(_line(x, y, run, "%{y:.1%} of decisions took at most %{x:.3g} ms", 2.0))
     _style(fig, height=_HALF_HEIGHT, hovermode="closest")
     log = bool(lows) and min(lows) > 0 and max(highs) / min(lows) > 20.0
     fig.update_xaxes(
@@ -697,149 +963,158 @@ def _outcome_chart(runs: Sequence[_Run]) -> _Chart:
     )
 
 
-def _charts(runs: Sequence[_Run]) -> list[_Chart]:
-    tu = _runs_time_unit(runs)
-    step = f"Each line: at most {MAX_POINTS:,} points per run, peaks kept."
+_P = _Panel
 
-    return [
-        _timeseries_chart(
-            runs,
-            [
-                _Panel("gpu_alloc_ratio", "GPU", "allocated / allocatable", "ratio"),
-                _Panel("cpu_alloc_ratio", "CPU", "", "ratio"),
-                _Panel("memory_alloc_ratio", "Memory", "", "ratio"),
-            ],
-            tu,
-            name="allocation",
-            title="Allocation ratios (% of allocatable): GPU, CPU, memory",
-            note="Share of the schedulable nodes' capacity requested by bound pods (GPU: "
-            "milli-GPU over 1000 × GPUs); higher is a fuller cluster. Step lines, sampled after "
-            "every batch of events, at most "
-            f"{MAX_POINTS:,} points per run (min and max of each stretch kept, so peaks survive).",
-            wide=True,
+#: The time-series charts of every run, in page order.
+RUN_SERIES = (
+    _SeriesSpec(
+        "allocation",
+        "Allocation ratios (% of allocatable): GPU, CPU, memory",
+        "Share of the schedulable nodes' capacity requested by bound pods (GPU: milli-GPU "
+        "over 1000 × GPUs); higher is a fuller cluster. Sampled after every batch of events.",
+        (
+            _P("gpu_alloc_ratio", "GPU", "allocated / allocatable", "ratio"),
+            _P("cpu_alloc_ratio", "CPU", "", "ratio"),
+            _P("memory_alloc_ratio", "Memory", "", "ratio"),
         ),
-        _timeseries_chart(
-            runs,
-            [_Panel("gpu_fragmentation", "", "fragmented GPUs", "gpus")],
-            tu,
-            name="fragmentation",
-            title="GPU fragmentation (GPUs)",
-            note="Free GPU capacity the typical workload cannot use (FGD, Weng et al., ATC "
-            "2023), in whole GPUs; lower is better. " + step,
+        wide=True,
+    ),
+    _SeriesSpec(
+        "fragmentation",
+        "GPU fragmentation (GPUs)",
+        "Free GPU capacity the typical workload cannot use (FGD, Weng et al., ATC 2023), in "
+        "whole GPUs; lower is better.",
+        (_P("gpu_fragmentation", "", "fragmented GPUs", "gpus"),),
+    ),
+    _SeriesSpec(
+        "fragmentation-ratio",
+        "Fragmentation ratio (% of unallocated GPUs)",
+        "Fragmented GPUs over unallocated GPUs (0 when none are free); lower: the free "
+        "capacity is usable.",
+        (_P("gpu_fragmentation_ratio", "", "fragmented / unallocated", "ratio"),),
+    ),
+    _SeriesSpec(
+        "pending",
+        "Pending pods (pods)",
+        "Pods waiting in the active, backoff or unschedulable queue; a line that keeps "
+        "rising: the cluster cannot keep up.",
+        (_P("pending_pods", "", "pods", "count"),),
+    ),
+    _SeriesSpec(
+        "running",
+        "Running pods (pods)",
+        "Pods bound to a node at each moment; higher: more work placed.",
+        (_P("running_pods", "", "pods", "count"),),
+    ),
+    _SeriesSpec(
+        "cumulative",
+        "Cumulative scheduled, failed and preempted (counts)",
+        "Running totals of successful binds, unschedulable scheduling attempts and pods "
+        "evicted by preemption; the slope is the rate.",
+        (
+            _P("scheduled_total", "Scheduled (binds)", "cumulative count", "count"),
+            _P("failed_attempts_total", "Failed attempts", "", "count"),
+            _P("preempted_total", "Preempted (evictions)", "", "count"),
         ),
-        _timeseries_chart(
-            runs,
-            [_Panel("gpu_fragmentation_ratio", "", "fragmented / unallocated", "ratio")],
-            tu,
-            name="fragmentation-ratio",
-            title="Fragmentation ratio (% of unallocated GPUs)",
-            note="Fragmented GPUs over unallocated GPUs (0 when none are free); lower: the "
-            "free capacity is usable. " + step,
+        wide=True,
+    ),
+)
+
+#: The fault controller's chart (runs with its columns).
+FAULT_SERIES = (
+    _SeriesSpec(
+        "faults",
+        "Faults: nodes down and disrupted pods (counts)",
+        "Nodes whose kubelet is stopped or cut off now, and pods of disrupted workloads not "
+        "running (on a crashed node, or a replacement still pending); 0 again: recovered. "
+        "Shaded: fault windows.",
+        (
+            _P("nodes_down", "Nodes down", "nodes", "count"),
+            _P("disrupted_pods", "Disrupted pods not running", "pods", "count"),
         ),
-        _timeseries_chart(
-            runs,
-            [_Panel("pending_pods", "", "pods", "count")],
-            tu,
-            name="pending",
-            title="Pending pods (pods)",
-            note="Pods waiting in the active, backoff or unschedulable queue; a line that "
-            "keeps rising: the cluster cannot keep up. " + step,
+        wide=True,
+        needs="nodes_down",
+    ),
+)
+
+#: The energy controller's charts (runs with its columns).
+ENERGY_SERIES = (
+    _SeriesSpec(
+        "power",
+        "Power (kW) and nodes switched on",
+        "Modelled IT power (SPECpower / linear node tables, GPUs by allocated share), "
+        "facility power (UPS losses, cooling by outside temperature, fixed loads) and nodes "
+        "not switched off; lower is cheaper.",
+        (
+            _P("it_power_kw", "IT power", "kW", "kw"),
+            _P("facility_power_kw", "Facility power", "", "kw"),
+            _P("nodes_on", "Nodes on", "nodes", "count"),
         ),
-        _timeseries_chart(
-            runs,
-            [_Panel("running_pods", "", "pods", "count")],
-            tu,
-            name="running",
-            title="Running pods (pods)",
-            note="Pods bound to a node at each moment; higher: more work placed. " + step,
+        wide=True,
+        needs="it_power_kw",
+    ),
+    _SeriesSpec(
+        "energy",
+        "Energy (kWh, cumulative)",
+        "The integral of the power above; the end value over completed pods is the energy "
+        "per completed pod in the summary.",
+        (
+            _P("facility_energy_kwh", "Facility energy", "kWh, cumulative", "kwh"),
+            _P("it_energy_kwh", "IT energy", "", "kwh"),
         ),
-        _timeseries_chart(
-            runs,
-            [
-                _Panel("scheduled_total", "Scheduled (binds)", "cumulative count", "count"),
-                _Panel("failed_attempts_total", "Failed attempts", "", "count"),
-                _Panel("preempted_total", "Preempted (evictions)", "", "count"),
-            ],
-            tu,
-            name="cumulative",
-            title="Cumulative scheduled, failed and preempted (counts)",
-            note="Running totals of successful binds, unschedulable scheduling attempts and "
-            "pods evicted by preemption; the slope is the rate. " + step,
-            wide=True,
-        ),
-        _wait_chart(runs),
-        _decision_chart(runs),
-        _outcome_chart(runs),
-    ]
+        needs="it_power_kw",
+    ),
+    _SeriesSpec(
+        "pue",
+        "PUE over time",
+        "Facility power over IT power at each moment (The Green Grid's PUE is the ratio of "
+        "the energies: the summary); 1 is the ideal.",
+        (_P("pue", "", "facility / IT power", "pue"),),
+        needs="it_power_kw",
+    ),
+)
 
 
 def _has(runs: Sequence[_Run], columns: Sequence[str]) -> bool:
     return any(all(c in r.ts.columns for c in columns) for r in runs)
 
 
-def _extra_charts(runs: Sequence[_Run]) -> list[_Chart]:
-    """The fault and energy panels, for runs that carry their columns."""
-    tu = _runs_time_unit(runs)
-    step = f"Step lines, at most {MAX_POINTS:,} points per run; shaded: fault windows."
-    out: list[_Chart] = []
+def _series_specs(runs: Sequence[_Run]) -> list[_SeriesSpec]:
+    """The time-series charts ``runs`` get: :data:`RUN_SERIES`, then the fault and energy
+    charts when a run carries those controllers' columns."""
+    specs = list(RUN_SERIES)
     if _has(runs, FAULT_COLUMNS):
-        out.append(
-            _timeseries_chart(
-                [r for r in runs if "nodes_down" in r.ts.columns],
-                [
-                    _Panel("nodes_down", "Nodes down", "nodes", "count"),
-                    _Panel("disrupted_pods", "Disrupted pods not running", "pods", "count"),
-                ],
-                tu,
-                name="faults",
-                title="Faults: nodes down and disrupted pods (counts)",
-                note="Nodes whose kubelet is stopped or cut off now, and pods of disrupted "
-                "workloads not running (on a crashed node, or a replacement still pending); "
-                "0 again: recovered. " + step,
-                wide=True,
-            )
-        )
+        specs += FAULT_SERIES
     if _has(runs, ENERGY_COLUMNS):
-        eruns = [r for r in runs if "it_power_kw" in r.ts.columns]
-        out += [
-            _timeseries_chart(
-                eruns,
-                [
-                    _Panel("it_power_kw", "IT power", "kW", "kw"),
-                    _Panel("facility_power_kw", "Facility power", "", "kw"),
-                    _Panel("nodes_on", "Nodes on", "nodes", "count"),
-                ],
-                tu,
-                name="power",
-                title="Power (kW) and nodes switched on",
-                note="Modelled IT power (SPECpower / linear node tables, GPUs by allocated "
-                "share), facility power (UPS losses, cooling by outside temperature, fixed "
-                "loads) and nodes not switched off; lower is cheaper. " + step,
-                wide=True,
-            ),
-            _timeseries_chart(
-                eruns,
-                [
-                    _Panel("facility_energy_kwh", "Facility energy", "kWh, cumulative", "kwh"),
-                    _Panel("it_energy_kwh", "IT energy", "", "kwh"),
-                ],
-                tu,
-                name="energy",
-                title="Energy (kWh, cumulative)",
-                note="The integral of the power above; the end value over completed pods is the "
-                "energy per completed pod in the summary. " + step,
-            ),
-            _timeseries_chart(
-                eruns,
-                [_Panel("pue", "", "facility / IT power", "pue")],
-                tu,
-                name="pue",
-                title="PUE over time",
-                note="Facility power over IT power at each moment (The Green Grid's PUE is "
-                "the ratio of the energies: the summary); 1 is the ideal. " + step,
-            ),
-        ]
-    return out
+        specs += ENERGY_SERIES
+    return specs
+
+
+def _points(runs: Sequence[_Run], max_points: int, full_resolution: bool) -> int | None:
+    """Points per run and series: ``max_points``, lowered so that all line and CDF series
+    together hold at most :data:`TOTAL_POINTS` (never under :data:`MIN_POINTS`); None
+    (every sample) with ``full_resolution``."""
+    if full_resolution:
+        return None
+    per_run = sum(len(s.panels) for s in _series_specs(runs)) + 2  # + the two CDFs
+    series = max(1, len(runs) * per_run)
+    return max(MIN_POINTS, min(max_points, TOTAL_POINTS // series))
+
+
+def _charts(runs: Sequence[_Run], points: int | None) -> list[_Chart]:
+    """Every chart of the runs, in page order: :data:`RUN_SERIES`, the queue-wait and
+    decision-time CDFs and the outcomes, then the fault and energy charts (over the runs
+    that carry their columns)."""
+    tu = _runs_time_unit(runs)
+    series = [
+        _timeseries_chart(
+            [r for r in runs if not spec.needs or spec.needs in r.ts.columns], spec, tu, points
+        )
+        for spec in _series_specs(runs)
+    ]
+    n = len(RUN_SERIES)
+    spread = [_wait_chart(runs, points), _decision_chart(runs, points), _outcome_chart(runs)]
+    return series[:n] + spread + series[n:]
 
 
 def _faults_table(runs: Sequence[_Run]) -> str:
@@ -1018,13 +1293,28 @@ def _comparison_charts(comparison: pd.DataFrame, runs: Sequence[_Run]) -> list[_
     return charts
 
 
+def _seed_counts(comparison: pd.DataFrame) -> list[float] | None:
+    """Seeds per policy row: the ``seeds`` (or ``repeats``, ``repetitions``) column."""
+    for col in ("seeds", "repeats", "repetitions"):
+        if col in comparison.columns:
+            return [float(x) for x in pd.to_numeric(comparison[col], errors="coerce")]
+    return None
+
+
 def _comparison_table(comparison: pd.DataFrame) -> str:
+    """The policy table: one row per policy, ``mean ± std`` per metric; a metric's best
+    policy is bold only when it beats the others by more than the seeds' noise
+    (:func:`best_runs`; single-run thresholds without seeds), and the last row says which
+    policy is best or :data:`NO_DIFFERENCE`."""
     shown, keys = _policy_names(comparison)
     metrics = _comparison_metrics(comparison)
     used = {c for _, m, s in metrics for c in (m, s) if c} | {"policy", "label"}
     other = [str(c) for c in comparison.columns if str(c) not in used]
+    counts = _seed_counts(comparison)
     head = ["<th scope='col'>policy</th>"]
-    for base, _, std_col in metrics:
+    bold: list[set[int]] = []
+    verdicts: list[str] = []
+    for base, mean_col, std_col in metrics:
         spec = _spec(base)
         unit = f" ({spec.unit})" if spec.unit else ""
         what = "mean ± std" if std_col else "value"
@@ -1032,6 +1322,12 @@ def _comparison_table(comparison: pd.DataFrame) -> str:
             f"<th scope='col' class='num'>{_esc(spec.label)}{_esc(unit)}<br>"
             f"<small class='muted'>{what}</small></th>"
         )
+        std = _numbers(list(comparison[std_col])) if std_col else None
+        best, verdict = _verdict(
+            spec, _numbers(list(comparison[mean_col])), shown, _Scale(), std=std, n=counts
+        )
+        bold.append(best)
+        verdicts.append(verdict)
     for c in other:
         spec = _spec(c)
         unit = f" ({spec.unit})" if spec.unit else ""
@@ -1040,22 +1336,36 @@ def _comparison_table(comparison: pd.DataFrame) -> str:
     for i, (name, key) in enumerate(zip(shown, keys, strict=True)):
         extra = f" <small class='muted'>{_esc(key)}</small>" if key != name else ""
         cells = [f"<th scope='row'>{_esc(name)}{extra}</th>"]
-        for base, mean_col, std_col in metrics:
+        for (base, mean_col, std_col), best in zip(metrics, bold, strict=True):
             kind = _spec(base).kind
             text = format_value(comparison[mean_col].iloc[i], kind)
             if std_col and not pd.isna(comparison[std_col].iloc[i]):
                 text += " ± " + format_value(comparison[std_col].iloc[i], kind)
-            cells.append(f"<td class='num'>{_esc(text)}</td>")
+            cells.append(f"<td class='num{' best' if i in best else ''}'>{_esc(text)}</td>")
         for c in other:
             value = format_value(comparison[c].iloc[i], _spec(c).kind)
             cells.append(f"<td class='num'>{_esc(value)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
+    if len(shown) > 1 and any(verdicts):
+        cells = [f"<td class='verdict'>{_esc(v)}</td>" for v in verdicts]
+        cells += ["<td></td>"] * len(other)
+        rows.append(
+            "<tr class='verdict'><th scope='row'>difference</th>" + "".join(cells) + "</tr>"
+        )
+    seeded = counts is not None and any(math.isfinite(c) and c >= 2 for c in counts)
+    how = (
+        f"more than {NOISE_Z:g} standard errors of the difference of the means over the seeds"
+        if seeded
+        else "more than the single-run threshold of the summary table"
+    )
     return (
         "<div class='table-wrap'><table class='summary'><thead><tr>"
         + "".join(head)
         + "</tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table></div>"
+        + f"<p class='note'>Bold: the best policy of a column, only where it beats the others "
+        f"by {_esc(how)}; otherwise \u201c{NO_DIFFERENCE}\u201d.</p>"
     )
 
 
@@ -1147,24 +1457,72 @@ def _run_key(runs: Sequence[_Run]) -> str:
 SUMMARY_GROUPS = ("Pods", "Cluster", "Latency", "Faults", "Energy", "Run", "Other")
 
 
-def _summary_row(key: str, runs: Sequence[_Run]) -> str:
-    spec = _spec(key)
-    values = [r.result.summary.get(key) for r in runs]
-    numbers = [
-        float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
+@dataclass(frozen=True, slots=True)
+class _Scale:
+    """What the absolute floors of :func:`difference_threshold` are measured against."""
+
+    cluster_gpus: float | None = None
+    arrived_pods: float | None = None
+
+
+def _scale(runs: Sequence[_Run]) -> _Scale:
+    gpus = [g for g in (_cluster_gpus(r.ts) for r in runs if len(r.ts)) if g is not None]
+    pods = [
+        float(v)
+        for r in runs
+        if isinstance(v := r.result.summary.get("arrivals"), int | float)
+        and not isinstance(v, bool)
+        and math.isfinite(float(v))
+    ]
+    return _Scale(max(gpus, default=None), max(pods, default=None))
+
+
+def _numbers(values: Sequence[object]) -> list[float]:
+    return [
+        float(v)
+        if isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+        else math.nan
         for v in values
     ]
-    finite = [x for x in numbers if math.isfinite(x)]
-    best: set[int] = set()
-    if spec.better and len(runs) > 1 and len(finite) > 1 and min(finite) != max(finite):
-        target = max(finite) if spec.better == "higher" else min(finite)
-        best = {i for i, x in enumerate(numbers) if x == target}
+
+
+def _verdict(
+    spec: MetricSpec,
+    numbers: Sequence[float],
+    names: Sequence[str],
+    scale: _Scale,
+    *,
+    std: Sequence[float] | None = None,
+    n: Sequence[float] | None = None,
+) -> tuple[set[int], str]:
+    """(runs to bold, the row's verdict text) for a row of several runs: the best runs
+    (:func:`best_runs`) and ``best: <names>``, or no bold and :data:`NO_DIFFERENCE` when
+    every measured run is within the noise of the best; nothing for a row without a better
+    direction or with fewer than two measured runs."""
+    measured = [i for i, x in enumerate(numbers) if math.isfinite(x)]
+    if not spec.better or len(numbers) < 2 or len(measured) < 2:
+        return set(), ""
+    threshold = difference_threshold(
+        spec, numbers, cluster_gpus=scale.cluster_gpus, arrived_pods=scale.arrived_pods
+    )
+    best = best_runs(numbers, spec.better, threshold, std=std, n=n)
+    if len(best) == len(measured):
+        return set(), NO_DIFFERENCE
+    return set(best), "best: " + ", ".join(names[i] for i in best)
+
+
+def _summary_row(key: str, runs: Sequence[_Run], scale: _Scale) -> str:
+    spec = _spec(key)
+    values = [r.result.summary.get(key) for r in runs]
+    best, verdict = _verdict(spec, _numbers(values), [r.label for r in runs], scale)
     unit = f" ({spec.unit})" if spec.unit else ""
     hint = f" — {spec.better} is better" if spec.better else ""
     cells = "".join(
         f"<td class='num{' best' if i in best else ''}'>{_esc(format_value(v, spec.kind))}</td>"
         for i, v in enumerate(values)
     )
+    if len(runs) > 1:
+        cells += f"<td class='verdict'>{_esc(verdict)}</td>"
     return (
         f"<tr><th scope='row' title='{_esc(key + hint)}'>{_esc(spec.label)}"
         f"<span class='unit'>{_esc(unit)}</span></th>{cells}</tr>"
@@ -1173,19 +1531,25 @@ def _summary_row(key: str, runs: Sequence[_Run]) -> str:
 
 def _summary_table(runs: Sequence[_Run]) -> str:
     """The runs' ``summary`` numbers, one column per run, in one small table per
-    :data:`SUMMARY_GROUPS` entry (side by side where the page is wide enough)."""
-    keys = [k for k in SUMMARY_METRICS if any(k in r.result.summary for r in runs)]
-    keys += sorted({k for r in runs for k in r.result.summary} - set(SUMMARY_METRICS))
+    :data:`SUMMARY_GROUPS` entry (side by side where the page is wide enough); with
+    several runs a last column says which run is measurably best, or
+    :data:`NO_DIFFERENCE`."""
+    shown = {k for r in runs for k in r.result.summary} - _BANNER_KEYS
+    keys = [k for k in SUMMARY_METRICS if k in shown]
+    keys += sorted(shown - set(SUMMARY_METRICS))
     if not keys:
         return "<p class='muted'>No summary numbers.</p>"
+    scale = _scale(runs) if len(runs) > 1 else _Scale()
     head = "".join(
         f"<th scope='col' class='num'><span class='swatch' style='--run:{r.color}'></span>"
         f"{_esc(r.label)}</th>"
         for r in runs
     )
+    if len(runs) > 1:
+        head += "<th scope='col'>difference</th>"
     tables = []
     for group in SUMMARY_GROUPS:
-        rows = [_summary_row(k, runs) for k in keys if _spec(k).group == group]
+        rows = [_summary_row(k, runs, scale) for k in keys if _spec(k).group == group]
         if rows:
             tables.append(
                 "<div class='table-wrap'><table class='summary'><thead><tr>"
@@ -1193,7 +1557,10 @@ def _summary_table(runs: Sequence[_Run]) -> str:
                 "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
             )
     note = (
-        "<p class='note'>Bold: the best run on that row (when a direction is better). "
+        "<p class='note'>Bold: the best run on that row (when a direction is better), only "
+        "where it beats the others by more than 1 % of the value (10 % for wall-clock "
+        "times), one percentage point for a ratio, 1 % of the cluster's GPUs for GPUs and "
+        f"1 % of the arrived pods for pods; otherwise \u201c{NO_DIFFERENCE}\u201d. "
         "— : not measured. Hover a row name for its summary key.</p>"
         if len(runs) > 1
         else "<p class='note'>— : not measured. Hover a row name for its summary key.</p>"
@@ -1255,6 +1622,12 @@ table.summary th[scope=row] { font-weight:500; }
 table.summary .unit { color:var(--muted); font-weight:400; }
 .num { text-align:right !important; font-variant-numeric:tabular-nums; }
 td.best { font-weight:700; }
+td.verdict { color:var(--muted); font-size:12.5px; white-space:nowrap; }
+tr.verdict th, tr.verdict td { background:#fafbfc; }
+.banner { margin:12px 28px 0; padding:10px 14px; border-radius:8px; font-size:14px; }
+.banner.warn { background:#fff8c5; border:1px solid #d4a72c; color:#3b2300; }
+.banner code { font-size:13px; background:rgba(255,255,255,.6); padding:0 4px;
+  border-radius:4px; }
 .grid { display:grid; grid-template-columns:repeat(2, minmax(0, 1fr)); gap:14px; }
 .grid.three { grid-template-columns:repeat(3, minmax(0, 1fr)); }
 .key { position:sticky; top:0; z-index:10; display:flex; flex-wrap:wrap; align-items:center;
@@ -1338,26 +1711,42 @@ _BOOT_JS = """
 """
 
 
-def _render(runs: Sequence[_Run], title: str, comparison: pd.DataFrame | None) -> tuple[str, int]:
-    charts = _charts(runs) if runs else []
-    extra = _extra_charts(runs) if runs else []
+def _render(
+    runs: Sequence[_Run],
+    title: str,
+    comparison: pd.DataFrame | None,
+    *,
+    points: int | None,
+    plotly: Literal["file", "inline"],
+) -> tuple[str, int]:
+    charts = _charts(runs, points) if runs else []
     comp = comparison if comparison is not None and len(comparison) > 0 else None
     comp_charts = _comparison_charts(comp, runs) if comp is not None else []
-    n_charts = len(charts) + len(extra) + len(comp_charts)
+    n_charts = len(charts) + len(comp_charts)
+    n_series = len(RUN_SERIES)
+    over_time, spread = charts[:n_series], charts[n_series : n_series + 3]
+    fault_charts = [c for c in charts[n_series + 3 :] if c.name == "faults"]
+    energy_charts = [c for c in charts[n_series + 3 :] if c.name != "faults"]
 
     n = len(runs)
     common, _ = _short_labels([r.result.name for r in runs])
     what = "1 run" if n == 1 else f"{n} runs compared" + (f" on {common}" if common else "")
     labels = ", ".join(r.label for r in runs) if runs else "no runs"
+    library = (
+        f"<script>{get_plotlyjs()}</script>"
+        if plotly == "inline"
+        else f"<script src='{PLOTLY_JS}' charset='utf-8'></script>"
+    )
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<meta name='generator' content='bosun {_esc(__version__)}'>",
         f"<title>{_esc(title)}</title><style>{_CSS}</style>",
         f"<script>{_HEAD_JS}</script>",
-        f"<script>{get_plotlyjs()}</script>",
+        library,
         f"</head><body data-charts-expected='{n_charts}'>",
         "<div id='js-errors' role='alert' hidden></div>",
+        _banners(runs),
         f"<header><h1>{_esc(title)}</h1><p class='sub'>{_esc(what)}: {_esc(labels)} · "
         f"bosun {_esc(__version__)} digital twin</p>",
         _run_cards(runs) if runs else "",
@@ -1367,52 +1756,71 @@ def _render(runs: Sequence[_Run], title: str, comparison: pd.DataFrame | None) -
         if len(runs) > 1:
             parts += [_run_key(runs)]
         parts += ["<h2 class='section' id='summary'>Summary</h2>", _summary_table(runs)]
-        parts += ["<h2 class='section' id='over-time'>Over time</h2><div class='grid'>"]
-        parts += [_chart_card(c) for c in charts[:6]]
-        parts += ["</div><h2 class='section' id='distributions'>Distributions</h2>"]
-        parts += ["<div class='grid three'>"]
-        parts += [_chart_card(c) for c in charts[6:]]
-        parts += ["</div>"]
+        parts += ["<h2 class='section' id='over-time'>Over time</h2>"]
+        parts += [_grid(over_time), "<h2 class='section' id='distributions'>Distributions</h2>"]
+        parts += [_grid(spread, "three")]
         faults_html = _faults_table(runs)
-        fault_charts = [c for c in extra if c.name == "faults"]
         if faults_html or fault_charts:
             if not faults_html:
                 parts += ["<h2 class='section' id='faults'>Faults</h2>"]
-            parts += [faults_html, "<div class='grid'>"]
-            parts += [_chart_card(c) for c in fault_charts]
-            parts += ["</div>"]
-        energy_charts = [c for c in extra if c.name != "faults"]
+            parts += [faults_html, _grid(fault_charts)]
         if energy_charts:
-            parts += ["<h2 class='section' id='energy'>Energy and PUE</h2><div class='grid'>"]
-            parts += [_chart_card(c) for c in energy_charts]
-            parts += ["</div>"]
+            parts += ["<h2 class='section' id='energy'>Energy and PUE</h2>", _grid(energy_charts)]
     if comp is not None:
         parts += [
             "<h2 class='section' id='comparison'>Policy comparison</h2>",
             _comparison_table(comp),
         ]
         if comp_charts:
-            parts += ["<div class='grid three' style='margin-top:14px'>"]
-            parts += [_chart_card(c) for c in comp_charts]
-            parts += ["</div>"]
+            parts += [_grid(comp_charts, "three", style="margin-top:14px")]
     if not runs and comp is None:
         parts += ["<p class='muted'>Nothing to show: no runs and no comparison table.</p>"]
     parts += ["</main>", f"<script>{_BOOT_JS}</script>", "</body></html>"]
     return "".join(parts), n_charts
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _grid(charts: Sequence[_Chart], kind: str = "", style: str = "") -> str:
+    """The chart cards in a two-column (``kind="three"``: three-column) grid."""
+    cls = f"grid {kind}".strip()
+    attr = f" style='{style}'" if style else ""
+    return f"<div class='{cls}'{attr}>" + "".join(_chart_card(c) for c in charts) + "</div>"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         tmp.chmod(0o644)
         tmp.replace(path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_plotly_js(folder: Path) -> Path:
+    """Write plotly.js (the build plotly.py ships, about 4.8 MB) as ``folder /``
+    :data:`PLOTLY_JS`, the one script every report in ``folder`` loads
+    (``<script src='plotly.min.js'>``, which a browser reads from disk, offline).
+
+    A file already there with the same bytes is left alone; any other is replaced. The
+    write goes through a temporary file and a rename, so a reader never sees half a file.
+
+    Returns:
+        The file's path.
+
+    Raises:
+        OSError: it cannot be written.
+    """
+    target = Path(folder) / PLOTLY_JS
+    data = get_plotlyjs().encode("utf-8")
+    same = target.is_file() and not target.is_symlink() and target.stat().st_size == len(data)
+    if same and target.read_bytes() == data:
+        return target
+    _write_atomic(target, data)
+    return target
 
 
 def write_report(
@@ -1421,13 +1829,25 @@ def write_report(
     *,
     title: str = "bosun twin report",
     comparison: pd.DataFrame | None = None,
+    plotly: Literal["file", "inline"] = "file",
+    max_points: int = REPORT_POINTS,
+    full_resolution: bool = False,
 ) -> Path:
-    """Write one self-contained HTML report of ``results`` to ``path``.
+    """Write one HTML report of ``results`` to ``path``.
 
     Several results are drawn as a comparison, one colour per run (:data:`PALETTE`, in
-    order). The file needs no network: plotly.js is inlined. It is written to a temporary
-    file beside ``path`` and renamed over it, so an interrupted write leaves no partial
-    report (and no temporary file).
+    order). The page needs no network. With ``plotly="file"`` (the default) it loads
+    plotly.js from :data:`PLOTLY_JS` beside it, written first by :func:`write_plotly_js`
+    (keep the two files together when moving the report); with ``plotly="inline"`` the
+    library is inlined once and the file stands alone (about 4.8 MB more). The report is
+    written to a temporary file beside ``path`` and renamed over it, so an interrupted
+    write leaves no partial report (and no temporary file).
+
+    Size: every line and CDF is thinned to at most ``max_points`` points per run and
+    series (lower when many runs share the page: :data:`TOTAL_POINTS` in all, at least
+    :data:`MIN_POINTS` each), as 32-bit floats; the openb replay's report is about 0.2 MB,
+    ten runs about 1.4 MB (docs/twin.md, "What a report claims"). ``full_resolution``
+    keeps every sample instead.
 
     Args:
         results: the runs; may be empty (then only ``comparison`` is shown). Tables may be
@@ -1436,9 +1856,12 @@ def write_report(
         title: the page title.
         comparison: optional policy table (the fragmentation experiment): one row per
             policy (a ``policy`` column, else the index), numeric columns such as
-            ``unallocated_gpus_mean`` / ``unallocated_gpus_std``. Each ``*_mean`` column
-            becomes a bar chart with its ``*_std`` as error bars (without ``*_mean``
-            columns, every numeric column gets a chart).
+            ``unallocated_gpus_mean`` / ``unallocated_gpus_std`` and a ``seeds`` count.
+            Each ``*_mean`` column becomes a bar chart with its ``*_std`` as error bars
+            (without ``*_mean`` columns, every numeric column gets a chart).
+        plotly: ``file`` (a shared ``plotly.min.js`` beside the report) or ``inline``.
+        max_points: the most points per run and series, at least 4.
+        full_resolution: draw every sample (no thinning, no budget).
 
     Returns:
         ``path``.
@@ -1446,12 +1869,27 @@ def write_report(
     Raises:
         InputError: a non-empty timeseries or pods table lacks columns of
             :data:`~bosun.twin.results.TIMESERIES_COLUMNS` /
-            :data:`~bosun.twin.results.POD_COLUMNS` (every missing column is listed), or a
-            table is not a DataFrame.
-        OSError: the file cannot be written.
+            :data:`~bosun.twin.results.POD_COLUMNS` (every missing column is listed), a
+            table is not a DataFrame, ``plotly`` is neither ``file`` nor ``inline``, or
+            ``max_points`` is under 4. Nothing is written then.
+        OSError: a file cannot be written.
     """
     path = Path(path)
+    problems: list[InputProblem] = []
+    if plotly not in ("file", "inline"):
+        problems.append(
+            InputProblem("write_report", "arguments", "plotly", f"file or inline, got {plotly!r}")
+        )
+    if max_points < 4:
+        problems.append(
+            InputProblem("write_report", "arguments", "max_points", f"at least 4, got {max_points}")
+        )
+    if problems:
+        raise InputError(problems)
     runs = _prepare(results)
-    text, _ = _render(runs, title, comparison)
-    _write_atomic(path, text)
+    points = _points(runs, max_points, full_resolution)
+    text, _ = _render(runs, title, comparison, points=points, plotly=plotly)
+    if plotly == "file":
+        write_plotly_js(path.parent)
+    _write_atomic(path, text.encode("utf-8"))
     return path
