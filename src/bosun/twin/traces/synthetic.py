@@ -55,7 +55,7 @@ Every pod fits on at least one node of its cluster when that node is empty.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from bosun.api.build import make_node
-from bosun.api.types import GPU, Node
+from bosun.api.types import GPU, Node, Pod
 from bosun.errors import InputError, InputProblem
 from bosun.twin.trace import PodArrival, Trace
 from bosun.twin.traces.generic import QOS_LABEL, PodFactory, node_labels
@@ -72,10 +72,16 @@ __all__ = [
     "CORES",
     "GPU_KINDS",
     "NODE_CLASSES",
+    "POOL_LABEL",
     "QOS_SHARES",
+    "RDMA",
+    "SERVICE_POOLS",
     "SHARED_MILLI",
     "NodeClass",
+    "ServicePool",
+    "parse_service_spec",
     "parse_synthetic_spec",
+    "synthetic_service_trace",
     "synthetic_trace",
 ]
 
@@ -322,6 +328,13 @@ def parse_synthetic_spec(text: str) -> dict[str, Any]:
         InputError: an unknown or repeated key, a missing ``=``, or a value of the wrong
             type.
     """
+    return _parse_spec(text, "synthetic", _INT_PARAMS, _FLOAT_PARAMS)
+
+
+def _parse_spec(
+    text: str, source: str, ints: Sequence[str], floats: Sequence[str]
+) -> dict[str, Any]:
+    """``key=value,...`` -> keyword arguments: ``ints`` as int, ``floats`` as float."""
     out: dict[str, Any] = {}
     problems: list[InputProblem] = []
     seen: set[str] = set()
@@ -331,24 +344,270 @@ def parse_synthetic_spec(text: str) -> dict[str, Any]:
             continue
         key, eq, raw = (s.strip() for s in item.partition("="))
         if not eq:
-            problems.append(InputProblem("synthetic", "spec", item, "expected key=value"))
+            problems.append(InputProblem(source, "spec", item, "expected key=value"))
         elif key in seen:
-            problems.append(InputProblem("synthetic", "spec", key, "given more than once"))
-        elif key in _INT_PARAMS:
+            problems.append(InputProblem(source, "spec", key, "given more than once"))
+        elif key in ints:
             try:
                 out[key] = int(raw)
             except ValueError:
-                problems.append(InputProblem("synthetic", "spec", key, f"not an integer: {raw!r}"))
-        elif key in _FLOAT_PARAMS:
+                problems.append(InputProblem(source, "spec", key, f"not an integer: {raw!r}"))
+        elif key in floats:
             try:
                 out[key] = float(raw)
             except ValueError:
-                problems.append(InputProblem("synthetic", "spec", key, f"not a number: {raw!r}"))
+                problems.append(InputProblem(source, "spec", key, f"not a number: {raw!r}"))
         else:
-            known = ", ".join((*_INT_PARAMS, *_FLOAT_PARAMS))
-            problems.append(InputProblem("synthetic", "spec", key, f"unknown key (known: {known})"))
+            known = ", ".join((*ints, *floats))
+            problems.append(InputProblem(source, "spec", key, f"unknown key (known: {known})"))
         if eq:
             seen.add(key)
     if problems:
         raise InputError(problems)
     return out
+
+
+# --------------------------------------------------------------------------- services
+
+#: Node label naming a service-cluster node's pool (``cpu`` or ``gpu``).
+POOL_LABEL = "bosun.io/node-pool"
+#: The RDMA extended resource of the service workload (an RDMA device plugin's HCA count).
+RDMA = "rdma/hca"
+_TIB = 1 << 40
+_DAY_S = 86400.0
+_SERVICE_INT_PARAMS = ("seed", "nodes", "pods")
+_SERVICE_FLOAT_PARAMS = ("days", "gpu_node_fraction", "initial_fraction")
+
+
+@dataclass(frozen=True, slots=True)
+class ServicePool:
+    """One node pool of the synthetic service cluster (:func:`synthetic_service_trace`).
+
+    Attributes:
+        name: the pool (label :data:`POOL_LABEL`). cores, memory_gib, gpus, model: the shape.
+        disk_tib: ``ephemeral-storage``, TiB. rdma: ``rdma/hca`` per node (0: none).
+        rdma_share: the share of the pool's nodes that have ``rdma`` HCAs.
+    """
+
+    name: str
+    cores: int
+    memory_gib: int
+    gpus: int
+    model: str
+    disk_tib: float
+    rdma: int
+    rdma_share: float
+
+
+#: The two pools: CPU nodes (a third of them with 2 RDMA HCAs) and 8-GPU nodes (8 HCAs).
+SERVICE_POOLS = (
+    ServicePool("cpu", 96, 384, 0, "", 3.5, 2, 1 / 3),
+    ServicePool("gpu", 128, 1024, 8, "A100", 7.0, 8, 1.0),
+)
+
+#: App roles -> share of apps: ``cpu-only`` must stay off GPU nodes (nodeSelector
+#: ``bosun.io/node-pool=cpu``), ``any`` may land anywhere, ``gpu`` asks for GPUs.
+SERVICE_ROLES: Mapping[str, float] = {"cpu-only": 0.55, "any": 0.30, "gpu": 0.15}
+#: Per-node cap k of an app -> share of apps (0: no cap).
+SERVICE_CAPS: Mapping[int, float] = {1: 0.35, 2: 0.25, 4: 0.20, 0: 0.20}
+#: Cores per instance of a CPU app -> weight.
+SERVICE_CORES: Mapping[int, int] = {2: 10, 4: 25, 8: 30, 16: 20, 32: 10, 64: 5}
+#: GPU request of a GPU app -> weight: ``(gpus, gpu_milli)``; milli 0 = whole GPUs.
+SERVICE_GPUS: Mapping[tuple[int, int], int] = {(1, 0): 70, (1, 500): 20, (2, 0): 10}
+#: Memory per core, GiB -> weight.
+SERVICE_MEMORY_PER_CORE: Mapping[int, int] = {2: 30, 4: 50, 8: 20}
+#: ``ephemeral-storage`` per instance, GiB -> weight.
+SERVICE_DISK_GIB: Mapping[int, int] = {10: 30, 50: 40, 100: 20, 200: 10}
+
+
+def _pick(rng: np.random.Generator, weights: Mapping[Any, float], size: int) -> list[Any]:
+    keys = list(weights)
+    w = np.array([float(weights[k]) for k in keys])
+    idx = rng.choice(len(keys), size, p=w / w.sum())
+    return [keys[i] for i in idx.tolist()]
+
+
+def _app_sizes(rng: np.random.Generator, pods: int, apps: int, largest: int) -> list[int]:
+    """``apps`` instance counts summing to ``pods``: lognormal weights (sigma 1.2, a heavy
+    tail), largest-remainder rounding, each in ``[1, largest]``."""
+    w = rng.lognormal(0.0, 1.2, apps)
+    sizes = np.ones(apps, dtype=np.int64)
+    left = pods - apps
+    for _ in range(50):  # pour the rest in by weight, capping at ``largest``
+        room = largest - sizes
+        open_ = room > 0
+        if left <= 0 or not open_.any():
+            break
+        share = np.where(open_, w, 0.0)
+        exact = share / share.sum() * left
+        add = np.minimum(np.floor(exact).astype(np.int64), room)
+        if add.sum() == 0:
+            order = np.argsort(-(exact - np.floor(exact)) * open_)
+            add = np.zeros(apps, dtype=np.int64)
+            add[order[:left]] = 1
+            add = np.minimum(add, room)
+        sizes += add
+        left -= int(add.sum())
+    return sizes.tolist()
+
+
+def _check_service_args(args: Mapping[str, Any]) -> None:
+    problems: list[InputProblem] = []
+
+    def bad(name: str, message: str) -> None:
+        problems.append(InputProblem("synthetic-service", "argument", name, message))
+
+    seed = args["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        bad("seed", f"must be a whole number >= 0 (numpy's SeedSequence), got {seed!r}")
+    if not isinstance(args["nodes"], int) or args["nodes"] < 10:
+        bad("nodes", "must be at least 10 (both pools)")
+    if not isinstance(args["pods"], int) or args["pods"] < 1:
+        bad("pods", "must be >= 1")
+    days = args["days"]
+    if not (isinstance(days, (int, float)) and math.isfinite(days) and days > 0):
+        bad("days", "must be a finite number > 0")
+    for name in ("gpu_node_fraction", "initial_fraction"):
+        v = args[name]
+        if not (isinstance(v, (int, float)) and 0.0 < v < 1.0):
+            bad(name, "must be within (0, 1)")
+    if problems:
+        raise InputError(problems)
+
+
+def synthetic_service_trace(
+    *,
+    seed: int = 0,
+    nodes: int = 2800,
+    pods: int = 25000,
+    days: float = 30.0,
+    gpu_node_fraction: float = 0.25,
+    initial_fraction: float = 0.6,
+) -> Trace:
+    """A month of long-running service instances with kube placement constraints.
+
+    The shape of issue 21's service-trace target (25,000 instances, 30 days, 2,800 nodes,
+    per-app caps, roles kept off GPU nodes, RDMA and disk requests); the numbers below are
+    bosun's choices for a plausible production service cluster, **not** fitted to a
+    recorded trace. All draws come from one ``numpy.random.default_rng(seed)`` in a fixed
+    order, so a seed gives the same trace on every run.
+
+    **Nodes**: ``round(nodes * gpu_node_fraction)`` GPU nodes, the rest CPU nodes
+    (:data:`SERVICE_POOLS`): CPU nodes have 96 cores, 384 GiB, 3.5 TiB
+    ``ephemeral-storage``, and a third of them (every third) 2 ``rdma/hca``; GPU nodes 128
+    cores, 1 TiB, 8 ``A100`` GPUs, 7 TiB disk, 8 ``rdma/hca``. Labels:
+    ``kubernetes.io/hostname``, :data:`POOL_LABEL`, the GPU model on GPU nodes. No taints.
+
+    **Apps**: ``max(1, pods // 40)`` apps; instance counts lognormal-weighted (sigma 1.2),
+    each at most 30 % of the CPU nodes. Per app: a role (:data:`SERVICE_ROLES`), a per-node
+    cap k (:data:`SERVICE_CAPS`, the ``max_per_node`` of the generic schema: required
+    anti-affinity for 1, a hostname spread with ``minDomains`` for k > 1,
+    :func:`bosun.twin.traces.generic.per_node_cap`), and one request shape for all its
+    instances: CPU apps cores from :data:`SERVICE_CORES`, GPU apps 8 cores per GPU and a
+    GPU request from :data:`SERVICE_GPUS`; memory per core from
+    :data:`SERVICE_MEMORY_PER_CORE`; disk from :data:`SERVICE_DISK_GIB`; one ``rdma/hca``
+    for 10 % of CPU-only apps and half of the GPU apps. ``cpu-only`` apps carry the
+    nodeSelector ``bosun.io/node-pool=cpu``.
+
+    **Times** (seconds, window ``days * 86400``): a share ``initial_fraction`` of each app's
+    instances is the initial rollout, arriving uniformly in the first hour; 30 % of them are
+    deleted at a uniform time in ``[1 day, window)``, the rest run to the end. The other
+    instances (scale-ups, restarts) arrive uniformly over the window and live a lognormal
+    time (median 2 days, 90th percentile 10 days); a deletion past the window is dropped
+    (the instance runs to the end). Deletions are ``departure_s`` (absolute), as a recorded
+    trace has them.
+
+    Pods: ``<app>-<i>`` in namespace ``default``, label ``bosun.io/workload=<app>``
+    (owner ``ReplicaSet/<app>``), priority 0.
+
+    Raises:
+        InputError: an argument out of range (all of them listed).
+    """
+    _check_service_args(locals())
+    rng = np.random.default_rng(seed)
+    window_s = days * _DAY_S
+    n_gpu = min(nodes - 1, max(1, round(nodes * gpu_node_fraction)))
+    n_cpu = nodes - n_gpu
+
+    node_list: list[Node] = []
+    for pool, count in zip(SERVICE_POOLS, (n_cpu, n_gpu), strict=True):
+        width = max(4, len(str(count - 1)))
+        step = round(1 / pool.rdma_share)
+        for i in range(count):
+            name = f"svc-{pool.name}-{i:0{width}d}"
+            extra: dict[str, str | int] = {"ephemeral-storage": int(pool.disk_tib * _TIB)}
+            if pool.gpus:
+                extra[GPU] = pool.gpus
+            if pool.rdma and i % step == 0:
+                extra[RDMA] = pool.rdma
+            node_list.append(
+                make_node(
+                    name,
+                    cpu=pool.cores,
+                    memory=f"{pool.memory_gib}Gi",
+                    extra=extra,
+                    labels=node_labels(name, {POOL_LABEL: pool.name}, pool.model),
+                )
+            )
+
+    apps = max(1, pods // 40)
+    sizes = _app_sizes(rng, pods, apps, max(1, int(0.3 * n_cpu)))
+    roles = _pick(rng, SERVICE_ROLES, apps)
+    caps = _pick(rng, SERVICE_CAPS, apps)
+    cores = _pick(rng, SERVICE_CORES, apps)
+    gpu_req = _pick(rng, SERVICE_GPUS, apps)
+    mem_per_core = _pick(rng, SERVICE_MEMORY_PER_CORE, apps)
+    disk = _pick(rng, SERVICE_DISK_GIB, apps)
+    rdma_draw = rng.random(apps)
+
+    factory = PodFactory()
+    rows: list[tuple[float, float | None, Pod]] = []
+    awidth = len(str(apps - 1))
+    for a in range(apps):
+        app = f"svc-{a:0{awidth}d}"
+        role = roles[a]
+        gpus, milli = gpu_req[a] if role == "gpu" else (0, 0)
+        c = 8 * gpus if role == "gpu" else cores[a]
+        rdma = (
+            1 if rdma_draw[a] < (0.5 if role == "gpu" else 0.1 if role == "cpu-only" else 0) else 0
+        )
+        n = sizes[a]
+        initial = rng.random(n) < initial_fraction
+        arrival = np.where(initial, rng.uniform(0, 3600, n), rng.uniform(0, window_s, n))
+        lifetime = rng.lognormal(math.log(2 * _DAY_S), math.log(5) / 1.2816, n)
+        gone = np.where(
+            initial,
+            np.where(rng.random(n) < 0.3, rng.uniform(_DAY_S, window_s, n), np.inf),
+            arrival + lifetime,
+        )
+        gone = np.maximum(gone, arrival)
+        iwidth = len(str(n - 1))
+        for i in range(n):
+            pod = factory.pod(
+                f"{app}-{i:0{iwidth}d}",
+                milli_cpu=c * 1000,
+                memory=c * mem_per_core[a] * _GIB,
+                gpus=gpus,
+                gpu_milli=milli,
+                extra={"ephemeral-storage": disk[a] * _GIB, RDMA: rdma},
+                node_selector={POOL_LABEL: "cpu"} if role == "cpu-only" else None,
+                workload=app,
+                max_per_node=caps[a],
+            )
+            dep = float(gone[i])
+            rows.append((float(arrival[i]), dep if dep < window_s else None, pod))
+    rows.sort(key=lambda r: r[0])
+    arrivals = [PodArrival(pod, t, departure_s=d) for t, d, pod in rows]
+    name = f"synthetic-service(seed={seed}, nodes={nodes}, pods={pods}, days={days:g})"
+    return Trace(name=name, nodes=node_list, arrivals=arrivals)
+
+
+def parse_service_spec(text: str) -> dict[str, Any]:
+    """``"nodes=280,pods=2500,days=3"`` -> keyword arguments for
+    :func:`synthetic_service_trace`.
+
+    Raises:
+        InputError: an unknown or repeated key, a missing ``=``, or a value of the wrong
+            type.
+    """
+    return _parse_spec(text, "synthetic-service", _SERVICE_INT_PARAMS, _SERVICE_FLOAT_PARAMS)
