@@ -8,11 +8,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bosun.cli.common import fail
+
+if TYPE_CHECKING:
+    from bosun.federation.live import LiveHooks
 
 federate = typer.Typer(
     name="federate",
@@ -36,6 +39,32 @@ def parse_hostport(text: str, flag: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def live_hooks(kubeconfig: Path | None, context: str | None = None) -> LiveHooks:
+    """The live mode's parts the federation's live backend runs on, for the cluster of
+    ``kubeconfig`` (``bosun.federation`` may not import ``bosun.live``; the CLI wires them):
+    its ``ApiClient``, a Node and a Pod informer (Pods not Succeeded/Failed, as
+    kube-scheduler's), ``node_from_api``/``pod_from_api`` and the ``pods/binding`` poster.
+
+    Raises:
+        ClusterError: the kubeconfig cannot be read or is not valid (file named).
+    """
+    from bosun.federation.live import LiveHooks
+    from bosun.live.binder import api_poster
+    from bosun.live.client import connect
+    from bosun.live.informer import node_informer, pod_informer
+    from bosun.live.sync import node_from_api, pod_from_api
+
+    api = connect(kubeconfig, context)
+    return LiveHooks(
+        api_client=api,
+        server=str(api.configuration.host),
+        informers=lambda deliver: [node_informer(api, deliver), pod_informer(api, deliver)],
+        node_from_api=node_from_api,
+        pod_from_api=pod_from_api,
+        post_binding=api_poster(api),
+    )
+
+
 def agent(
     cluster: Annotated[str, typer.Option("--cluster", help="This member cluster's name.")],
     listen: Annotated[
@@ -47,6 +76,25 @@ def agent(
     snapshot: Annotated[
         Path | None, typer.Option("--snapshot", help="Cluster to front: a bosun snapshot file.")
     ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig", help="Or: a real cluster (the live backend)."),
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", help="kubeconfig context (live backend).")
+    ] = None,
+    pending_window: Annotated[
+        float,
+        typer.Option("--pending-window", help="Live: seconds a pod that fits nowhere here waits."),
+    ] = 2.0,
+    copy_ready: Annotated[
+        str,
+        typer.Option("--copy-ready", help="Live: running, or bound (no kubelets)."),
+    ] = "running",
+    running_timeout: Annotated[
+        float,
+        typer.Option("--running-timeout", help="Live: seconds a copy has to become ready."),
+    ] = 60.0,
     synthetic_nodes: Annotated[
         int, typer.Option("--synthetic-nodes", help="Or: this many openb-shaped nodes.")
     ] = 0,
@@ -77,13 +125,16 @@ def agent(
 ) -> None:
     """Run one federation agent for one member cluster (events as JSON lines on stdout).
 
-    Exit code 2 on bad flags, an unreadable snapshot or key file.
+    The cluster: a snapshot file, synthetic nodes, or a real API server (``--kubeconfig``:
+    the live backend, docs/federation.md). Exit code 2 on bad flags, an unreadable snapshot,
+    key file or kubeconfig, or an API server whose Nodes and Pods cannot be listed.
     """
     import asyncio
 
     from bosun.errors import BosunError
     from bosun.federation.agent import Agent, AgentConfig, run_agent
     from bosun.federation.backend import from_snapshot, synthetic
+    from bosun.federation.summary import TwinCluster
     from bosun.federation.sync import SyncConfig
 
     try:
@@ -96,8 +147,12 @@ def agent(
         raise fail(f"--cluster {cluster!r}: a non-empty name without '/'")
     if mode not in ("delta", "full"):
         raise fail(f"--mode {mode!r}: must be delta or full")
-    if (snapshot is None) == (synthetic_nodes <= 0):
-        raise fail("give exactly one of --snapshot FILE and --synthetic-nodes N")
+    if sum((snapshot is not None, synthetic_nodes > 0, kubeconfig is not None)) != 1:
+        raise fail("give exactly one of --snapshot FILE, --synthetic-nodes N and --kubeconfig FILE")
+    if copy_ready not in ("running", "bound"):
+        raise fail(f"--copy-ready {copy_ready!r}: must be running or bound")
+    if pending_window < 0 or running_timeout <= 0:
+        raise fail("--pending-window must be >= 0 and --running-timeout > 0")
     if interval <= 0 or exact_every < 0 or group_size < 1 or not 0 <= fill <= 1 or delay_ms < 0:
         raise fail(
             "--interval must be > 0, --exact-every >= 0, --group-size >= 1, --fill 0..1, "
@@ -111,13 +166,22 @@ def agent(
             key = key_file.read_text(encoding="utf-8").strip()
         except OSError as e:
             raise fail(f"--key-file {key_file}: cannot read: {e.strerror}") from None
+    live_cluster = None
+    twin: TwinCluster
     try:
-        if snapshot is not None:
+        if kubeconfig is not None:
+            from bosun.federation.live import LiveCluster
+
+            live_cluster = LiveCluster(cluster, live_hooks(kubeconfig, context), group_size)
+            live_cluster.start()
+            twin = live_cluster
+        elif snapshot is not None:
             twin = from_snapshot(cluster, snapshot, group_size)
         else:
             twin = synthetic(cluster, synthetic_nodes, seed, fill, group_size)
     except BosunError as e:
-        raise fail(str(e)) from None
+        where = f"--kubeconfig {kubeconfig}: " if kubeconfig is not None else ""
+        raise fail(f"{where}{e}") from None
     cfg = AgentConfig(
         cluster=cluster,
         host=host,
@@ -130,8 +194,16 @@ def agent(
         probe_timeout_s=probe_interval / 2,
         suspicion_mult=suspicion_mult,
     )
+    the_agent: Agent
+    if live_cluster is not None:
+        from bosun.federation.live import LiveAgent, LiveSettings
+
+        settings = LiveSettings(pending_window, copy_ready, running_timeout)
+        the_agent = LiveAgent(cfg, live_cluster, settings)
+    else:
+        the_agent = Agent(cfg, twin)
     try:
-        asyncio.run(run_agent(Agent(cfg, twin), stdin_control=control, duration_s=duration))
+        asyncio.run(run_agent(the_agent, stdin_control=control, duration_s=duration))
     except KeyboardInterrupt:
         pass
     except OSError as e:

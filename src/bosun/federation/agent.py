@@ -32,7 +32,7 @@ import random
 import struct
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,6 +181,7 @@ class Agent:
         self.marks: dict[str, str] = {}
         self.mark = ""
         self.placed_remote: dict[str, str] = {}  # pod key -> cluster it runs on (holder view)
+        self.placed_res: dict[str, Reservation] = {}  # pod key -> its reservation (holder view)
         self.in_doubt: dict[str, tuple[str, Reservation, Pod]] = {}
         self.overloaded = False
         self._over_since: float | None = None
@@ -229,14 +230,7 @@ class Agent:
         self._server = await asyncio.start_server(self._serve, self.cfg.host, self.cfg.port + 1)
         await self._start_membership()
         self.publish(force=True)
-        for coro in (
-            self._sync_loop(),
-            self._summary_loop(),
-            self._overload_loop(),
-            self._doubt_loop(),
-            self._return_loop(),
-            self._member_events(),
-        ):
+        for coro in self._loops():
             self._tasks.append(asyncio.create_task(coro))
         self.emit(
             {
@@ -247,6 +241,17 @@ class Agent:
                 "capacity": self.capacity,
             }
         )
+
+    def _loops(self) -> list[Coroutine[Any, Any, None]]:
+        """The background loops :meth:`start` runs (a backend may replace some)."""
+        return [
+            self._sync_loop(),
+            self._summary_loop(),
+            self._overload_loop(),
+            self._doubt_loop(),
+            self._return_loop(),
+            self._member_events(),
+        ]
 
     async def _start_membership(self) -> None:
         import kinship
@@ -459,13 +464,13 @@ class Agent:
             elif kind == "grant":
                 await self._send(writer, "granted", self._grant(peer, msg))
             elif kind == "bind":
-                await self._send(writer, "bound", self._bind_remote(peer, msg))
+                await self._send(writer, "bound", await self._bind_remote(peer, msg))
             elif kind == "cancel":
                 await self._send(writer, "cancelled", self._cancel(msg))
             elif kind == "ledger":
                 self.ledger.merge_wire(msg.get("ledger"), peer=peer)
                 await self._send(writer, "merged", {})
-            else:
+            elif not await self._serve_extra(peer, kind, msg, writer):
                 raise WireError(f"peer {peer}: field t: unknown message type {kind!r}")
         except (WireError, EscrowError) as e:
             self._drop(e)
@@ -475,6 +480,13 @@ class Agent:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _serve_extra(
+        self, peer: str, kind: str, msg: Mapping[str, Any], writer: asyncio.StreamWriter
+    ) -> bool:
+        """A backend's own RPC types: answer ``msg`` and return True, or False when ``kind``
+        is not one of them (the twin backend has none)."""
+        return False
 
     def _amounts(self, raw: Any, peer: str, fld: str) -> dict[str, int]:
         if not isinstance(raw, Mapping) or not all(
@@ -532,7 +544,28 @@ class Agent:
             raise WireError(f"peer {peer}: field res.holder: {res.holder!r} is not the sender")
         return res
 
-    def _bind_remote(self, peer: str, msg: Mapping[str, Any]) -> dict[str, Any]:
+    def _pod_of_item(self, item: Mapping[str, Any], peer: str, i: int) -> Pod:
+        """The pod a bind item asks for: the twin backend builds it from the item's
+        ``pod`` requests (:func:`~bosun.federation.summary.make_pod`).
+
+        Raises:
+            WireError: a field is missing or of the wrong type (peer and field named).
+        """
+        p = item["pod"]
+        try:
+            return make_pod(str(p["name"]), int(p["cpu"]), int(p["mem"]), int(p["gpu"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise WireError(f"peer {peer}: field items[{i}].pod: {exc}") from None
+
+    async def commit_bind(
+        self, res: Reservation, pod: Pod, node: str, item: Mapping[str, Any]
+    ) -> tuple[bool, str]:
+        """Make a bind that passed the fence real in the cluster: ``(ok, reason)``. In the
+        twin the snapshot's bind is the pod running, so there is nothing more to do; the live
+        backend creates the Pod and its Binding here, and undoes the bind when that fails."""
+        return True, ""
+
+    async def _bind_remote(self, peer: str, msg: Mapping[str, Any]) -> dict[str, Any]:
         items = msg.get("items")
         if not isinstance(items, list):
             raise WireError(f"peer {peer}: field items: not a list")
@@ -541,22 +574,27 @@ class Agent:
         except EscrowError as e:
             self._drop(e)
             return {"results": [[False, f"ledger refused: {e}", ""] for _ in items]}
-        results = []
+        results: list[list[Any]] = []
+        commits: dict[int, Awaitable[tuple[bool, str]]] = {}
         for i, it in enumerate(items):
             if not isinstance(it, Mapping) or not isinstance(it.get("pod"), Mapping):
                 raise WireError(f"peer {peer}: field items[{i}]: not a map with a pod")
             res = self._parse_reservation(it.get("res"), peer)
-            p = it["pod"]
-            try:
-                pod = make_pod(str(p["name"]), int(p["cpu"]), int(p["mem"]), int(p["gpu"]))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise WireError(f"peer {peer}: field items[{i}].pod: {exc}") from None
+            pod = self._pod_of_item(it, peer, i)
             if tuple(res.amounts.get(r, 0) for r in VECTOR) != pod_vector(pod):
                 results.append([False, "reservation amounts differ from the pod's requests", ""])
                 self.fence.refused.add(res.rid)
                 continue
             ok, why, node = self.bind_here(res, pod)
             results.append([ok, why, node])
+            if ok:
+                commits[i] = self.commit_bind(res, pod, node, it)
+        # every bind of the batch has taken its room in the snapshot (one event-loop step, so
+        # two batches cannot both take the last room); the cluster writes run together
+        done = await asyncio.gather(*commits.values())
+        for i, (ok, why) in zip(commits, done, strict=True):
+            if not ok:
+                results[i] = [False, why, ""]
         return {"results": results}
 
     def bind_here(self, res: Reservation, pod: Pod) -> tuple[bool, str, str]:
@@ -650,10 +688,17 @@ class Agent:
                 return False
             return self.ledger.can_reserve(owner, amounts)
 
-    async def place(self, pod: Pod, exclude: set[str] | None = None) -> tuple[str | None, str]:
+    async def place(
+        self,
+        pod: Pod,
+        exclude: set[str] | None = None,
+        manifest: Mapping[str, Any] | None = None,
+    ) -> tuple[str | None, str]:
         """Place ``pod`` on the best-scoring member that accepts it: ``(cluster, "")``, or
         ``(None, reason)`` when none did. A bind whose answer was lost leaves the pod *in
-        doubt* (not retried elsewhere until the owner confirms; no double booking)."""
+        doubt* (not retried elsewhere until the owner confirms; no double booking).
+        ``manifest``: the pod's API object, sent with the bind (the live backend creates the
+        copy from it)."""
         tried = set(exclude or ())
         reasons = []
         for owner in self.rank(pod, tried):
@@ -670,10 +715,13 @@ class Agent:
                 reasons.append(f"{owner}: no rights")
                 continue
             if owner == self.name:
-                ok, why, _ = self.bind_here(res, pod)
+                ok, why, node = self.bind_here(res, pod)
+                if ok:
+                    item = {"manifest": dict(manifest)} if manifest is not None else {}
+                    ok, why = await self.commit_bind(res, pod, node, item)
             else:
                 try:
-                    ok, why = await self._bind_remote_call(owner, res, pod)
+                    ok, why = await self._bind_remote_call(owner, res, pod, manifest)
                 except NotSentError as e:
                     ok, why = False, f"not delivered ({e})"
                 except (OSError, TimeoutError, ConnectionError, WireError):
@@ -681,15 +729,22 @@ class Agent:
                     return None, f"{owner}: bind answer lost, in doubt"
             if ok:
                 self.placed_remote[pod.key] = owner
+                self.placed_res[pod.key] = res
                 return owner, ""
             self.ledger.release(owner, amounts)
             reasons.append(f"{owner}: {why}")
         return None, "; ".join(reasons) or "no member fits"
 
-    async def _bind_remote_call(self, owner: str, res: Reservation, pod: Pod) -> tuple[bool, str]:
+    async def _bind_remote_call(
+        self,
+        owner: str,
+        res: Reservation,
+        pod: Pod,
+        manifest: Mapping[str, Any] | None = None,
+    ) -> tuple[bool, str]:
         """Queue the bind for ``owner``; binds queued together go in one message."""
         cpu, mem, gpu = pod_vector(pod)
-        item = {
+        item: dict[str, Any] = {
             "res": {
                 "rid": res.rid,
                 "holder": res.holder,
@@ -700,6 +755,8 @@ class Agent:
             },
             "pod": {"name": pod.name, "cpu": cpu, "mem": mem, "gpu": gpu},
         }
+        if manifest is not None:
+            item["manifest"] = dict(manifest)
         fut: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
         q = self._bind_queues.setdefault(owner, [])
         q.append((item, fut))
@@ -745,6 +802,7 @@ class Agent:
                 del self.in_doubt[key]
                 if reply.get("bound"):
                     self.placed_remote[key] = owner
+                    self.placed_res[key] = res
                     self.emit(
                         {
                             "ev": "placed",

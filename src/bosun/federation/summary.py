@@ -156,16 +156,23 @@ class TwinCluster:
         """Bind ``pod`` on the fullest node that fits it (NodeResourcesFit's fit test over CPU,
         memory and GPU devices, then MostAllocated-style: least free CPU); the node name, or
         None when no node fits."""
+        rows, free = self._fitting_rows(pod)
+        if len(rows) == 0:
+            return None
+        row = int(rows[np.argmin(free[rows, 0])])
+        self.snapshot.add_pod(pod, row)
+        return self.snapshot.node_names[row]
+
+    def fits(self, pod: Pod) -> bool:
+        """Whether some node has room for ``pod`` now (the fit test of :meth:`place`)."""
+        return len(self._fitting_rows(pod)[0]) > 0
+
+    def _fitting_rows(self, pod: Pod) -> tuple[np.ndarray, np.ndarray]:
         snap = self.snapshot
         need = np.array(pod_vector(pod), dtype=np.int64)
         free = self.free_matrix()
         ok = np.all(free >= need, axis=1) & gpu_devices_fit(snap, pod.gpu_count, pod.gpu_milli)
-        rows = np.flatnonzero(ok)
-        if len(rows) == 0:
-            return None
-        row = int(rows[np.argmin(free[rows, 0])])
-        snap.add_pod(pod, row)
-        return snap.node_names[row]
+        return np.flatnonzero(ok), free
 
     def remove(self, key: str) -> Pod | None:
         """Remove a bound pod; the pod, or None when it is not here."""

@@ -1,0 +1,853 @@
+"""The federation agent's live backend: a member cluster behind a real kube-apiserver.
+
+What comes from where
+---------------------
+* **Summary** (free capacity per node group and GPU model, pending pods): the live mode's
+  informers (:mod:`bosun.live.informer`: list + watch of Nodes and of the Pods that are not
+  Succeeded/Failed) feed a queue; the agent's loop applies the events to a
+  :class:`LiveCluster`, a :class:`~bosun.federation.summary.TwinCluster` whose snapshot
+  follows the API server. API objects become bosun objects through the live mode's
+  ``node_from_api`` / ``pod_from_api`` (the manifest loader's checks). The summaries are
+  the twin backend's, computed on that snapshot.
+* **A pod moved here** (the owner side): the bind request passes the same escrow fence as in
+  the twin backend (:class:`~bosun.federation.escrow.Fence`: reservation for this owner, not
+  bound or refused before, current epoch, not expired, the holder's spend visible in the
+  bounded counter). The fenced bind then takes its room in the snapshot (the fullest node
+  that fits: NodeResourcesFit's test on CPU, memory and GPU devices; one event-loop step,
+  so two sources cannot both take the last room), and only then the agent writes the
+  cluster: it creates the Pod (``spec.schedulerName: bosun-federation``, which no scheduler
+  serves, so nothing else binds it) and POSTs its ``pods/binding`` through the live mode's
+  binder (``bosun.live.binder.api_poster``), the Binding kube's DefaultBinder posts. A
+  refused create (``409`` name taken, ``403``, ...) or Binding (``409``) undoes the bind
+  (the snapshot room, the fence entry) and the holder releases its rights, as after a bind
+  conflict.
+* **A pod moved away** (the holder side): a pod of this cluster that is pending (no
+  ``spec.nodeName``) for ``pending_window_s`` and fits no node here (the same fit test), and
+  that no controller owns (a ReplicaSet would make a new one here at once), is placed on
+  another member through :meth:`Agent.place`, with its manifest. The agent then asks the
+  owner for the copy's phase until it is ``Running`` (``copy_ready="running"``: the kubelet
+  reports it) or bound (``copy_ready="bound"``, for control planes without kubelets), at
+  most ``running_timeout_s``; only then it DELETEs the source pod, with preconditions on its
+  uid *and* resourceVersion: if the source pod was bound here meanwhile (this cluster's
+  scheduler found room), the delete answers ``409``, the copy is removed again and its rights
+  released, so a pod never stays in two clusters. A copy that does not become ready in time
+  is removed the same way and the source pod stays pending.
+* **Rights of a copy that ends**: when a pod held by another agent leaves this cluster (its
+  ``DELETED`` event), the fence forgets it and the holder is told (a ``gone`` message,
+  retried until delivered), so that it releases its spend on this cluster's pools.
+
+Layering: ``bosun.federation`` does not import ``bosun.live`` (tests/test_layering.py), so
+the live mode's parts come in a :class:`LiveHooks` that the CLI builds
+(``bosun.cli.federation.live_hooks``). The few requests the live mode's ``RawApi`` does not
+have (create and read a Pod, create a Namespace, a DELETE with a resourceVersion
+precondition) are sent by :func:`rest` through the same ``ApiClient``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import dataclasses
+import json
+import logging
+import queue
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bosun.api.types import Node, Pod
+from bosun.errors import BosunError, InputError
+from bosun.federation.agent import Agent, AgentConfig, Emit, emit_stdout
+from bosun.federation.escrow import Reservation
+from bosun.federation.summary import DEFAULT_CLASSES, TwinCluster
+from bosun.federation.sync import WireError
+from bosun.gpu.fragmentation import TaskClasses
+
+log = logging.getLogger("bosun.federation.live")
+
+Obj = dict[str, Any]
+#: ``(type, kind, object)`` as the live mode's informers deliver them.
+InformerEvent = tuple[str, str, Obj]
+
+#: ``spec.schedulerName`` of the copies the federation creates: no scheduler serves it, so
+#: only the owner's agent binds them (and no agent moves them again).
+FED_SCHEDULER = "bosun-federation"
+#: Annotations on a copy: the cluster it came from and the agent holding its reservation.
+ANN_SOURCE = "federation.bosun.dev/source-cluster"
+ANN_HOLDER = "federation.bosun.dev/holder"
+ANN_RESERVATION = "federation.bosun.dev/reservation"
+#: Seconds one API request may take.
+REQUEST_TIMEOUT_S = 10.0
+
+
+class LiveError(BosunError):
+    """The member cluster's API server cannot be used (unreachable, refused, not synced)."""
+
+
+class ManifestError(BosunError):
+    """A pod's API object cannot be copied (no name, no spec)."""
+
+
+class InformerLike(Protocol):
+    """What the backend uses of :class:`bosun.live.informer.Informer`."""
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout_s: float | None = 30.0) -> bool: ...
+
+    def wait_synced(self, timeout_s: float | None = None) -> bool: ...
+
+
+@dataclass(frozen=True)
+class LiveHooks:
+    """The live mode's parts the backend runs on (built by ``bosun.cli.federation``).
+
+    Attributes:
+        api_client: an official-client ``ApiClient`` for the member cluster.
+        server: the API server's URL (for messages).
+        informers: ``deliver -> [node informer, pod informer]`` (not started).
+        node_from_api, pod_from_api: API object -> bosun object (``InputError`` if bad).
+        post_binding: POSTs ``pods/binding`` of a pod (with its uid) onto a node; raises a
+            ``BosunError`` carrying ``status`` (the HTTP status) when refused.
+    """
+
+    api_client: Any
+    server: str
+    informers: Callable[[Callable[[InformerEvent], object]], Sequence[InformerLike]]
+    node_from_api: Callable[[Obj], Node]
+    pod_from_api: Callable[[Obj], Pod | None]
+    post_binding: Callable[[Pod, str], None]
+
+
+def rest(
+    api_client: Any,
+    method: str,
+    path: str,
+    body: Obj | None = None,
+    query: Sequence[tuple[str, str]] = (),
+) -> tuple[int, Obj]:
+    """One request to the API server through ``api_client`` (its TLS and credentials):
+    ``(HTTP status, the JSON answer or {})``. Any status comes back; only an unreachable
+    server raises.
+
+    Raises:
+        LiveError: the server could not be reached (or answered something that is not JSON).
+    """
+    import urllib3
+
+    headers: Obj = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    try:
+        m, url, hdr, out, post = api_client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=list(query),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        resp = api_client.call_api(m, url, hdr, out, post, _request_timeout=REQUEST_TIMEOUT_S)
+        data = resp.read()
+    except (urllib3.exceptions.HTTPError, OSError) as e:
+        raise LiveError(f"{method} {path}: the API server did not answer: {e}") from None
+    try:
+        parsed = json.loads(data) if data else {}
+    except ValueError:
+        raise LiveError(f"{method} {path}: status {resp.status}: the answer is not JSON") from None
+    return int(resp.status), parsed if isinstance(parsed, dict) else {}
+
+
+def _status_text(status: int, obj: Obj) -> str:
+    msg = obj.get("message") if isinstance(obj.get("message"), str) else ""
+    return f"{status} {obj.get('reason', '')}: {msg}".strip()
+
+
+# ---------------------------------------------------------------------- manifests
+
+
+def _owned(obj: Obj) -> bool:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(isinstance(r, dict) and r.get("controller") for r in refs)
+
+
+def copy_manifest(obj: Mapping[str, Any], holder: str, source: str, rid: str = "") -> Obj:
+    """The Pod to create in the target cluster for the API object ``obj``: its name,
+    namespace, labels, annotations and spec, with ``spec.nodeName`` and ``spec.priority``
+    dropped (the target's Priority admission resolves the class again),
+    ``spec.schedulerName`` set to :data:`FED_SCHEDULER`, the ServiceAccount token volume
+    (``kube-api-access-*``, added by the source's admission) dropped, and the federation's
+    annotations added. Nothing of the source's status, uid, ownerReferences or
+    resourceVersion is kept.
+
+    Raises:
+        ManifestError: ``obj`` has no ``metadata.name`` or no ``spec`` map.
+    """
+    meta = obj.get("metadata")
+    spec = obj.get("spec")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+        raise ManifestError("pod manifest: field metadata.name: missing")
+    if not isinstance(spec, Mapping):
+        raise ManifestError(f"pod manifest {meta['name']}: field spec: not a map")
+    new_spec = copy.deepcopy(dict(spec))
+    for k in ("nodeName", "priority"):
+        new_spec.pop(k, None)
+    new_spec["schedulerName"] = FED_SCHEDULER
+    vols = new_spec.get("volumes")
+    if isinstance(vols, list):
+        token = {
+            v.get("name")
+            for v in vols
+            if isinstance(v, dict) and str(v.get("name", "")).startswith("kube-api-access-")
+        }
+        new_spec["volumes"] = [
+            v for v in vols if not (isinstance(v, dict) and v.get("name") in token)
+        ]
+        for group in ("containers", "initContainers"):
+            for c in new_spec.get(group) or []:
+                if isinstance(c, dict) and isinstance(c.get("volumeMounts"), list):
+                    c["volumeMounts"] = [
+                        m
+                        for m in c["volumeMounts"]
+                        if isinstance(m, dict) and m.get("name") not in token
+                    ]
+    ann = {
+        str(k): str(v) for k, v in dict(meta.get("annotations") or {}).items() if isinstance(k, str)
+    }
+    ann[ANN_SOURCE] = source
+    ann[ANN_HOLDER] = holder
+    if rid:
+        ann[ANN_RESERVATION] = rid
+    out_meta: Obj = {
+        "name": meta["name"],
+        "namespace": str(meta.get("namespace") or "default"),
+        "annotations": ann,
+    }
+    if isinstance(meta.get("labels"), Mapping):
+        out_meta["labels"] = dict(meta["labels"])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": out_meta, "spec": new_spec}
+
+
+# ---------------------------------------------------------------------- the cluster
+
+
+@dataclass
+class Changes:
+    """What one :meth:`LiveCluster.drain` changed: pods newly bound in the snapshot (by
+    anyone), pods that left it, and whether the node set changed."""
+
+    bound: list[Pod] = dataclasses.field(default_factory=list)
+    gone: list[Pod] = dataclasses.field(default_factory=list)
+    nodes_changed: bool = False
+
+
+class LiveCluster(TwinCluster):
+    """A member cluster whose snapshot follows a real API server (module docstring).
+
+    Not thread-safe: the informers only put events on a queue; :meth:`drain` (the agent's
+    loop) applies them.
+
+    Args:
+        name: the cluster's federation name.
+        hooks: the live mode's parts.
+        group_size, classes: as :class:`TwinCluster`.
+        clock: seconds (when a pending pod was first seen).
+
+    Attributes:
+        raw: ``namespace/name`` -> the last API object of every pod not terminated.
+        pending_since: ``namespace/name`` -> when the pending pod was first seen.
+        orphans: bound pods whose node is not (or no longer) known, kept until it returns.
+        skipped: objects the loader rejected (``kind name`` -> the reason).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        hooks: LiveHooks,
+        group_size: int = 10,
+        classes: TaskClasses = DEFAULT_CLASSES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(name, [], (), group_size, classes)
+        self.hooks = hooks
+        self.clock = clock
+        self.events: queue.Queue[InformerEvent] = queue.Queue()
+        self._informers: list[InformerLike] = []
+        self.node_objs: dict[str, Node] = {}
+        self.raw: dict[str, Obj] = {}
+        self.pending_since: dict[str, float] = {}
+        self.orphans: dict[str, Pod] = {}
+        self.skipped: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ informers
+
+    def start(self, timeout_s: float = 60.0) -> Changes:
+        """Start the informers, wait for their first lists and apply them.
+
+        Raises:
+            LiveError: an informer did not deliver its first list within ``timeout_s``
+                (the server is unreachable or refuses the list: the informer logs why).
+        """
+        self._informers = list(self.hooks.informers(self.events.put))
+        for inf in self._informers:
+            inf.start()
+        deadline = time.monotonic() + timeout_s
+        for inf in self._informers:
+            if not inf.wait_synced(max(0.0, deadline - time.monotonic())):
+                self.stop()
+                raise LiveError(
+                    f"cluster {self.name}: {self.hooks.server}: the informers did not list "
+                    f"Nodes and Pods within {timeout_s:.0f} s (see the bosun.live.informer log)"
+                )
+        return self.drain()
+
+    def stop(self) -> None:
+        """Stop the informers."""
+        for inf in self._informers:
+            inf.stop(10.0)
+        self._informers = []
+
+    def drain(self, max_events: int = 100_000) -> Changes:
+        """Apply the queued informer events (at most ``max_events``); what changed."""
+        ch = Changes()
+        for _ in range(max_events):
+            try:
+                type_, kind, obj = self.events.get_nowait()
+            except queue.Empty:
+                break
+            if kind == "Node":
+                ch.nodes_changed |= self._node(type_, obj)
+            elif kind == "Pod":
+                self._pod(type_, obj, ch)
+        if ch.nodes_changed:
+            self._rebuild(ch)
+        return ch
+
+    def _node(self, type_: str, obj: Obj) -> bool:
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        if type_ == "DELETED":
+            return self.node_objs.pop(name, None) is not None
+        try:
+            node = self.hooks.node_from_api(obj)
+        except InputError as e:
+            self.skipped[f"Node {name}"] = str(e)
+            log.warning("cluster %s: skipping Node %s: %s", self.name, name, e)
+            return False
+        self.skipped.pop(f"Node {name}", None)
+        if self.node_objs.get(name) == node:
+            return False
+        self.node_objs[name] = node
+        return True
+
+    def _forget(self, key: str, ch: Changes) -> None:
+        self.raw.pop(key, None)
+        self.pending.pop(key, None)
+        self.pending_since.pop(key, None)
+        self.orphans.pop(key, None)
+        gone = self.remove(key)
+        if gone is not None:
+            ch.gone.append(gone)
+
+    def _pod(self, type_: str, obj: Obj, ch: Changes) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        if type_ == "DELETED":
+            self._forget(key, ch)
+            return
+        try:
+            pod = self.hooks.pod_from_api(obj)
+        except InputError as e:
+            self.skipped[f"Pod {key}"] = str(e)
+            log.warning("cluster %s: skipping Pod %s: %s", self.name, key, e)
+            return
+        self.skipped.pop(f"Pod {key}", None)
+        if pod is None:  # Succeeded or Failed: holds nothing
+            self._forget(key, ch)
+            return
+        self.raw[key] = obj
+        held = self.snapshot.pods.by_key.get(key)
+        if pod.node_name:
+            self.pending.pop(key, None)
+            self.pending_since.pop(key, None)
+            if held is not None:
+                entry = self.snapshot.pods.entries[held]
+                if entry is not None and self.snapshot.node_names[entry.node_row] == pod.node_name:
+                    return  # the echo of a bind this agent made, or an update of a bound pod
+                self.remove(key)
+            self._account(pod, ch)
+            return
+        if held is not None:
+            return  # a stale pending version of a pod this agent has just bound
+        if meta.get("deletionTimestamp"):
+            self.pending.pop(key, None)
+            self.pending_since.pop(key, None)
+            return
+        self.pending[key] = pod
+        self.pending_since.setdefault(key, self.clock())
+
+    def _account(self, pod: Pod, ch: Changes) -> None:
+        if pod.node_name not in self.snapshot.node_index:
+            self.orphans[pod.key] = pod
+            return
+        try:
+            self.snapshot.add_pod(pod, pod.node_name)
+        except BosunError as e:  # GPU devices full: the API's truth, kept aside
+            log.warning("cluster %s: pod %s cannot be accounted: %s", self.name, pod.key, e)
+            self.orphans[pod.key] = pod
+            return
+        self.orphans.pop(pod.key, None)
+        ch.bound.append(pod)
+
+    def _rebuild(self, ch: Changes) -> None:
+        """The node set changed: a new snapshot of the nodes, with every bound pod again."""
+        snap = self.snapshot
+        bound: list[Pod] = [
+            dataclasses.replace(e.pod, node_name=snap.node_names[e.node_row])
+            for e in snap.pods.entries
+            if e is not None
+        ]
+        bound += list(self.orphans.values())
+        keep = (self.load_factor, self.pending, self._published)
+        self.nodes = sorted(self.node_objs.values(), key=lambda n: n.name)
+        self.bound = ()
+        self.__post_init__()
+        self.load_factor, self.pending, self._published = keep
+        self.orphans = {}
+        for pod in bound:
+            if pod.node_name in self.snapshot.node_index:
+                try:
+                    self.snapshot.add_pod(pod, pod.node_name)
+                    continue
+                except BosunError:
+                    pass
+            self.orphans[pod.key] = pod
+
+    # ------------------------------------------------------------------ writes
+
+    def create_bound(self, manifest: Obj, pod: Pod, node: str) -> tuple[bool, str]:
+        """Create ``manifest`` as a Pod and bind it onto ``node`` (a Binding, through the live
+        mode's poster): ``(True, uid)``, or ``(False, reason)`` with nothing left behind (a
+        created pod whose Binding is refused is deleted again). Blocking: call it in a thread.
+        """
+        api = self.hooks.api_client
+        ns = str(manifest["metadata"]["namespace"])
+        path = f"/api/v1/namespaces/{ns}/pods"
+        try:
+            status, got = rest(api, "POST", path, manifest)
+            if status == 404:  # the namespace is missing here: create it, then once again
+                rest(api, "POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
+                status, got = rest(api, "POST", path, manifest)
+        except LiveError as e:
+            return False, str(e)
+        if status == 409:
+            return False, f"pod {pod.key} already exists in cluster {self.name} (conflict)"
+        if not 200 <= status < 300:
+            return (
+                False,
+                f"creating pod {pod.key} in cluster {self.name}: {_status_text(status, got)}",
+            )
+        uid = str((got.get("metadata") or {}).get("uid", ""))
+        try:
+            self.hooks.post_binding(dataclasses.replace(pod, uid=uid), node)
+        except BosunError as e:
+            with contextlib.suppress(LiveError):
+                self.delete(pod.key, uid=uid)
+            return False, f"binding pod {pod.key} to {node}: {e}"
+        return True, uid
+
+    def delete(self, key: str, uid: str = "", resource_version: str = "") -> tuple[int, Obj]:
+        """DELETE the pod ``key`` (grace period 0), preconditioned on ``uid`` and
+        ``resource_version`` when given: the API server answers ``409`` when the pod changed
+        since (``200``/``202`` deleted, ``404`` already gone).
+
+        Raises:
+            LiveError: the server could not be reached.
+        """
+        ns, name = key.split("/", 1)
+        pre: Obj = {}
+        if uid:
+            pre["uid"] = uid
+        if resource_version:
+            pre["resourceVersion"] = resource_version
+        body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+        if pre:
+            body["preconditions"] = pre
+        return rest(self.hooks.api_client, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body)
+
+    def read(self, key: str) -> tuple[int, Obj]:
+        """GET the pod ``key``: ``(status, object)``.
+
+        Raises:
+            LiveError: the server could not be reached.
+        """
+        ns, name = key.split("/", 1)
+        return rest(self.hooks.api_client, "GET", f"/api/v1/namespaces/{ns}/pods/{name}")
+
+
+# ---------------------------------------------------------------------- the agent
+
+
+@dataclass
+class LiveSettings:
+    """The live backend's settings.
+
+    Attributes:
+        pending_window_s: a pod pending this long (and fitting no node here) is moved away.
+        copy_ready: ``running`` (the copy's ``status.phase`` is Running) or ``bound`` (its
+            ``spec.nodeName`` is set: for control planes without kubelets) before the
+            source pod is deleted.
+        running_timeout_s: a copy not ready within this is removed; the pod stays here.
+        retry_after_s: a pod that could not be moved is tried again after this.
+    """
+
+    pending_window_s: float = 2.0
+    copy_ready: str = "running"
+    running_timeout_s: float = 60.0
+    retry_after_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.copy_ready not in ("running", "bound"):
+            raise ValueError(f"copy_ready {self.copy_ready!r}: running or bound")
+
+
+class LiveAgent(Agent):
+    """A federation agent whose cluster is a real API server (module docstring).
+
+    Args:
+        config: the agent's settings.
+        cluster: the started :class:`LiveCluster` (its informers synced).
+        settings: the live backend's settings.
+        emit, clock: as :class:`Agent`.
+    """
+
+    cluster: LiveCluster
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        cluster: LiveCluster,
+        settings: LiveSettings | None = None,
+        emit: Emit = emit_stdout,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(config, cluster, emit, clock)
+        self.live = settings or LiveSettings()
+        self.moving: set[str] = set()
+        self.not_before: dict[str, float] = {}
+        self.gone_notices: dict[str, tuple[str, str]] = {}  # rid -> (holder, pod key)
+        self.migrations: list[dict[str, Any]] = []
+
+    def _loops(self) -> list[Coroutine[Any, Any, None]]:
+        # the live backend moves pending pods away; moving running pods on overload is not
+        # built for a live cluster (it would evict running workloads), only the signal is
+        return [
+            self._sync_loop(),
+            self._summary_loop(),
+            self._signal_loop(),
+            self._doubt_loop(),
+            self._return_loop(),
+            self._member_events(),
+            self._informer_loop(),
+            self._pending_loop(),
+            self._gone_loop(),
+        ]
+
+    async def stop(self) -> None:
+        """Stop the agent, then the informers."""
+        await super().stop()
+        await asyncio.to_thread(self.cluster.stop)
+
+    # ------------------------------------------------------------------ informer events
+
+    async def _informer_loop(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            self.apply(self.cluster.drain())
+
+    def apply(self, ch: Changes) -> None:
+        """Account what the informers changed: pods bound by anyone are adopted (this
+        cluster's own rights, as at start), pods gone are released (their holder told),
+        a new capacity grows the pools, a smaller one bumps the fence epoch."""
+        for pod in ch.bound:
+            if pod.key not in self.local_pods:
+                slot = self.cluster.snapshot.pods.by_key[pod.key]
+                self._adopt(self.cluster.snapshot.pods.entries[slot])
+        for pod in ch.gone:
+            held = self.local_pods.pop(pod.key, None)
+            if held is None:
+                continue
+            _, res = held
+            self.fence.unbind(res.rid)
+            if res.holder == self.name:
+                self.ledger.release(self.name, res.amounts)
+            else:
+                self.gone_notices[res.rid] = (res.holder, pod.key)
+        if ch.nodes_changed:
+            cap = self.cluster.total_allocatable()
+            grow = {r: max(0, cap[r] - self.capacity.get(r, 0)) for r in cap}
+            if any(grow.values()):
+                self.ledger.grow(grow)
+            if any(cap[r] < self.capacity.get(r, 0) for r in cap):
+                self.fence.bump()
+            self.capacity = {r: max(cap[r], self.capacity.get(r, 0)) for r in cap}
+
+    async def _signal_loop(self) -> None:
+        """The overload signal (as the twin backend's), without moving running pods."""
+        while True:
+            await asyncio.sleep(0.25)
+            u = self.cluster.usage()
+            now = self.clock()
+            if u > self.cfg.overload_threshold:
+                self._over_since = self._over_since or now
+                if not self.overloaded and now - self._over_since >= self.cfg.overload_window_s:
+                    self.overloaded = True
+                    self.publish()
+                    self.emit({"ev": "overload", "t": now, "usage": round(u, 3)})
+            elif u < self.cfg.evac_target:
+                self._over_since = None
+                if self.overloaded:
+                    self.overloaded = False
+                    self.publish()
+                    self.emit({"ev": "overload_end", "t": now})
+
+    # ------------------------------------------------------------------ holder side
+
+    def movable(self, now: float) -> list[str]:
+        """Pending pods to move away now: pending for the window, fitting no node here, not
+        a federation copy, owned by no controller, not moving or waiting for a retry."""
+        out = []
+        for key, pod in self.cluster.pending.items():
+            if key in self.moving or now < self.not_before.get(key, 0.0):
+                continue
+            if now - self.cluster.pending_since.get(key, now) < self.live.pending_window_s:
+                continue
+            obj = self.cluster.raw.get(key, {})
+            if pod.scheduler_name == FED_SCHEDULER or _owned(obj) or self.cluster.fits(pod):
+                continue
+            out.append(key)
+        return sorted(out, key=lambda k: self.cluster.pending_since.get(k, 0.0))
+
+    async def _pending_loop(self) -> None:
+        step = 0.25
+        while True:
+            await asyncio.sleep(step)
+            budget = max(1, int(self.cfg.evac_rate_per_s * step))
+            for key in self.movable(self.clock())[:budget]:
+                self.moving.add(key)
+                self._tasks.append(asyncio.create_task(self.migrate(key)))
+
+    async def migrate(self, key: str) -> bool:
+        """Move the pending pod ``key`` to another member: the copy there first, ready
+        (Running, or bound), then the pod here deleted (uid and resourceVersion
+        preconditions). True when moved; the events say why not."""
+        self.moving.add(key)
+        try:
+            return await self._migrate(key)
+        finally:
+            self.moving.discard(key)
+
+    async def _migrate(self, key: str) -> bool:
+        t_pending = self.cluster.pending_since.get(key, self.clock())
+        obj = self.cluster.raw.get(key)
+        pod = self.cluster.pending.get(key)
+        if obj is None or pod is None:
+            return False
+        meta = obj.get("metadata") or {}
+        uid, rv = str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+        try:
+            manifest = copy_manifest(obj, holder=self.name, source=self.name)
+        except ManifestError as e:
+            return self._give_up(key, str(e))
+        t0 = self.clock()
+        where, why = await self.place(pod, exclude={self.name}, manifest=manifest)
+        if where is None:
+            return self._give_up(key, why)
+        res = self.placed_res[key]
+        t_bound = self.clock()
+        self.emit({"ev": "copied", "t": t_bound, "pod": key, "to": where})
+        phase = await self._wait_ready(where, key)
+        if phase is None:
+            await self._undo_copy(where, key, res)
+            return self._give_up(key, f"the copy in {where} was not ready within "
+                                 f"{self.live.running_timeout_s:.0f} s")  # fmt: skip
+        t_ready = self.clock()
+        ok, why = await asyncio.to_thread(self._delete_source, key, uid, rv)
+        if not ok:
+            await self._undo_copy(where, key, res)
+            return self._give_up(key, why)
+        t_done = self.clock()
+        rec = {
+            "ev": "migrated",
+            "t": t_done,
+            "pod": key,
+            "to": where,
+            "pending_s": round(t0 - t_pending, 3),
+            "bound_s": round(t_bound - t0, 3),
+            "ready_s": round(t_ready - t_bound, 3),
+            "delete_s": round(t_done - t_ready, 3),
+            "phase": phase,
+        }
+        self.migrations.append(rec)
+        self.emit(rec)
+        return True
+
+    def _give_up(self, key: str, why: str) -> bool:
+        self.not_before[key] = self.clock() + self.live.retry_after_s
+        self.emit({"ev": "migrate_failed", "t": self.clock(), "pod": key, "why": why})
+        return False
+
+    async def _wait_ready(self, owner: str, key: str) -> str | None:
+        """Ask ``owner`` for the copy's phase until ready; the phase, or None on timeout."""
+        deadline = self.clock() + self.live.running_timeout_s
+        while self.clock() < deadline:
+            with contextlib.suppress(OSError, TimeoutError, ConnectionError, WireError):
+                reply = await self._rpc(owner, "status", {"pod": key})
+                phase, node = str(reply.get("phase", "")), str(reply.get("node", ""))
+                if phase == "Running" or (self.live.copy_ready == "bound" and node):
+                    return phase or "bound"
+            await asyncio.sleep(0.2)
+        return None
+
+    def _delete_source(self, key: str, uid: str, rv: str) -> tuple[bool, str]:
+        """Delete the source pod if it is still the pending pod that was copied."""
+        for _ in range(3):
+            try:
+                status, got = self.cluster.delete(key, uid=uid, resource_version=rv)
+                if 200 <= status < 300:
+                    return True, ""
+                if status == 404:
+                    return False, f"pod {key} was deleted here meanwhile"
+                if status != 409:
+                    return False, f"deleting pod {key}: {_status_text(status, got)}"
+                # 409: it changed since; still pending (a status update) -> again, else stop
+                status, cur = self.cluster.read(key)
+            except LiveError as e:
+                return False, str(e)
+            if status == 404:
+                return False, f"pod {key} was deleted here meanwhile"
+            cmeta, cspec = cur.get("metadata") or {}, cur.get("spec") or {}
+            if cmeta.get("uid") != uid:
+                return False, f"pod {key} was created again here meanwhile"
+            if cspec.get("nodeName"):
+                return False, f"pod {key} was bound here meanwhile (to {cspec['nodeName']})"
+            rv = str(cmeta.get("resourceVersion", ""))
+        return False, f"pod {key} kept changing; not deleted"
+
+    async def _undo_copy(self, owner: str, key: str, res: Reservation) -> None:
+        try:
+            reply = await self._rpc(owner, "remove", {"pod": key, "rid": res.rid})
+        except (OSError, TimeoutError, ConnectionError, WireError) as e:
+            self.emit({"ev": "undo_failed", "t": self.clock(), "pod": key, "why": str(e)})
+            return
+        if reply.get("removed"):
+            self.placed_remote.pop(key, None)
+            self.placed_res.pop(key, None)
+            self.ledger.release(owner, res.amounts)
+
+    # ------------------------------------------------------------------ owner side
+
+    def _pod_of_item(self, item: Mapping[str, Any], peer: str, i: int) -> Pod:
+        manifest = item.get("manifest")
+        if not isinstance(manifest, Mapping):
+            raise WireError(f"peer {peer}: field items[{i}].manifest: a live cluster needs the "
+                            "pod's manifest")  # fmt: skip
+        try:
+            clean = copy_manifest(manifest, holder=peer, source=str(
+                dict(manifest.get("metadata") or {}).get("annotations", {}).get(ANN_SOURCE, peer)
+            ))  # fmt: skip
+            pod = self.cluster.hooks.pod_from_api(clean)
+        except (InputError, ManifestError, AttributeError, TypeError) as e:
+            raise WireError(f"peer {peer}: field items[{i}].manifest: {e}") from None
+        if pod is None:
+            raise WireError(f"peer {peer}: field items[{i}].manifest: a terminated pod")
+        return pod
+
+    async def commit_bind(
+        self, res: Reservation, pod: Pod, node: str, item: Mapping[str, Any]
+    ) -> tuple[bool, str]:
+        """Create the Pod and its Binding (module docstring); on a refusal undo the bind."""
+        manifest = item.get("manifest")
+        if not isinstance(manifest, Mapping):
+            ok, why = False, "no manifest to create the pod from"
+        else:
+            src = str(dict(manifest.get("metadata") or {}).get("annotations", {}).get(
+                ANN_SOURCE, res.holder))  # fmt: skip
+            clean = copy_manifest(manifest, holder=res.holder, source=src, rid=res.rid)
+            ok, why = await asyncio.to_thread(self.cluster.create_bound, clean, pod, node)
+        if ok:
+            self.emit({"ev": "created", "t": self.clock(), "pod": pod.key, "node": node,
+                       "holder": res.holder})  # fmt: skip
+            return True, ""
+        self.cluster.remove(pod.key)
+        self.local_pods.pop(pod.key, None)
+        self.fence.refuse(res.rid)
+        self.emit({"ev": "create_failed", "t": self.clock(), "pod": pod.key, "why": why})
+        return False, why
+
+    async def _serve_extra(
+        self, peer: str, kind: str, msg: Mapping[str, Any], writer: asyncio.StreamWriter
+    ) -> bool:
+        if kind == "status":
+            key = str(msg.get("pod", ""))
+            obj = self.cluster.raw.get(key) or {}
+            held = self.local_pods.get(key)
+            await self._send(writer, "status", {
+                "phase": str((obj.get("status") or {}).get("phase", "")),
+                "node": str((obj.get("spec") or {}).get("nodeName", "")),
+                "holder": held[1].holder if held else "",
+            })  # fmt: skip
+            return True
+        if kind == "remove":
+            await self._send(writer, "removed", await self._remove_copy(peer, msg))
+            return True
+        if kind == "gone":
+            await self._send(writer, "released", self._released(peer, msg))
+            return True
+        return False
+
+    async def _remove_copy(self, peer: str, msg: Mapping[str, Any]) -> dict[str, Any]:
+        key, rid = str(msg.get("pod", "")), str(msg.get("rid", ""))
+        held = self.local_pods.get(key)
+        if held is None or held[1].rid != rid or held[1].holder != peer:
+            raise WireError(f"peer {peer}: field rid: {rid!r} is not a copy it holds here")
+        uid = str(((self.cluster.raw.get(key) or {}).get("metadata") or {}).get("uid", ""))
+        try:
+            status, got = await asyncio.to_thread(self.cluster.delete, key, uid)
+        except LiveError as e:
+            return {"removed": False, "why": str(e)}
+        if not (200 <= status < 300 or status == 404):
+            return {"removed": False, "why": _status_text(status, got)}
+        self.local_pods.pop(key, None)
+        self.cluster.remove(key)
+        self.fence.unbind(rid)
+        return {"removed": True}
+
+    def _released(self, peer: str, msg: Mapping[str, Any]) -> dict[str, Any]:
+        rid, key = str(msg.get("rid", "")), str(msg.get("pod", ""))
+        res = self.placed_res.get(key)
+        if res is None or res.rid != rid or res.owner != peer:
+            return {"ok": True, "known": False}  # already released (a retried notice)
+        del self.placed_res[key]
+        self.placed_remote.pop(key, None)
+        self.ledger.release(peer, res.amounts)
+        self.emit({"ev": "released", "t": self.clock(), "pod": key, "owner": peer})
+        return {"ok": True, "known": True}
+
+    async def _gone_loop(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            for rid, (holder, key) in list(self.gone_notices.items()):
+                with contextlib.suppress(OSError, TimeoutError, ConnectionError, WireError):
+                    await self._rpc(holder, "gone", {"rid": rid, "pod": key})
+                    self.gone_notices.pop(rid, None)
+
+    def report(self) -> dict[str, Any]:
+        """The twin report plus the live parts: migrations done, pending pods, skipped
+        objects."""
+        out = super().report()
+        out["migrations"] = list(self.migrations)
+        out["pending"] = sorted(self.cluster.pending)
+        out["skipped"] = dict(self.cluster.skipped)
+        return out

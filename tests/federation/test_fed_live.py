@@ -1,0 +1,352 @@
+"""The federation agent's live backend against TWO real kube-apiservers (``shared/k8s``: two
+control planes, each with its own etcd, on 127.0.0.1 and random ports).
+
+The agents run in this process on one event loop, over real sockets (kinship membership on
+UDP/TCP, sync and RPC on TCP); each reads its cluster through the live mode's informers and
+writes it through the API server. The control planes have no kubelet, so a *kubelet
+stand-in* thread marks the pods bound in cluster B ``Running`` (``pods/status``), as a kubelet
+reports a started pod, and only when the test opens its gate: this shows the source pod is
+deleted only after the copy runs.
+
+Without ``BOSUN_K8S_DIR`` a missing control plane skips (reason given); with it set (CI) it
+fails, as tests/live does (``tests/live/controlplane.py``'s ``require_k8s``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from bosun.api.types import CPU, MEMORY, Node
+from bosun.cli.federation import live_hooks
+from bosun.federation.agent import Agent, AgentConfig
+from bosun.federation.live import ANN_HOLDER, ANN_SOURCE, FED_SCHEDULER, LiveAgent, LiveCluster
+from bosun.federation.live import LiveSettings
+from bosun.federation.summary import TwinCluster
+from bosun.federation.sync import SyncConfig
+
+pytestmark = pytest.mark.k8s
+
+
+def _load_controlplane() -> ModuleType:
+    """tests/live/controlplane.py (the one way this project starts a control plane), loaded
+    by path: tests/federation is not a package."""
+    path = Path(__file__).resolve().parents[1] / "live" / "controlplane.py"
+    spec = importlib.util.spec_from_file_location("fed_live_controlplane", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+cp = _load_controlplane()
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def planes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
+    """Two started control planes (A and B), started side by side; stopped (etcd wiped)."""
+    cp.require_k8s()
+    ports = cp.free_ports(6)
+    made = [
+        cp.ControlPlane(tmp_path_factory.mktemp(f"k8s{i}"), *ports[3 * i : 3 * i + 3])
+        for i in range(2)
+    ]
+    with ThreadPoolExecutor(2) as ex:
+        started = list(ex.map(lambda c: c.start(), made))
+    try:
+        yield started[0], started[1]
+    finally:
+        for c in made:
+            c.stop()
+
+
+@pytest.fixture
+def cores(planes: tuple[Any, Any]) -> Iterator[tuple[client.CoreV1Api, client.CoreV1Api]]:
+    """Admin CoreV1Apis of A and B; every Pod in ``default`` and every Node deleted after."""
+    apis = [p.api_client() for p in planes]
+    cores = [client.CoreV1Api(a) for a in apis]
+    try:
+        yield cores[0], cores[1]
+    finally:
+        for c in cores:
+            c.delete_collection_namespaced_pod("default", grace_period_seconds=0)
+            c.delete_collection_node()
+        for a in apis:
+            a.close()
+
+
+def make_node(core: client.CoreV1Api, name: str, cpu: str) -> None:
+    """A Ready Node with ``cpu`` cores, 8Gi, 110 pods (no kubelet: status written)."""
+    alloc = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
+    core.create_node({"apiVersion": "v1", "kind": "Node",
+                      "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}})  # fmt: skip
+    core.patch_node_status(name, {"status": {
+        "capacity": alloc, "allocatable": alloc,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+    }})  # fmt: skip
+
+
+def pod_manifest(name: str, cpu: str) -> Obj:
+    """A bare Pod in ``default`` asking ``cpu`` and 100Mi (default-scheduler)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "fed"}},
+        "spec": {"containers": [{"name": "c", "image": "pause",
+                                 "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]},
+    }  # fmt: skip
+
+
+def read_pod(core: client.CoreV1Api, name: str) -> client.V1Pod | None:
+    try:
+        return core.read_namespaced_pod(name, "default")
+    except client.exceptions.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+class KubeletStandIn:
+    """Marks the bound pods of a cluster ``Running`` (``pods/status``) while ``gate`` is set,
+    as a kubelet does once it started them; polls every 0.1 s until stopped."""
+
+    def __init__(self, core: client.CoreV1Api) -> None:
+        self.core = core
+        self.gate = threading.Event()
+        self._stop = threading.Event()
+        self.marked: dict[str, float] = {}
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            if not self.gate.is_set():
+                continue
+            for p in self.core.list_namespaced_pod("default").items:
+                if p.spec.node_name and p.status.phase != "Running":
+                    self.core.patch_namespaced_pod_status(
+                        p.metadata.name, "default", {"status": {"phase": "Running"}}
+                    )
+                    self.marked[p.metadata.name] = time.time()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def free_port_pair() -> int:
+    """A port p with p and p+1 free on 127.0.0.1 (TCP and UDP): kinship, then the RPC."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = int(s.getsockname()[1])
+        if p >= 65534:
+            continue
+        try:
+            for port in (p, p + 1):
+                for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+                    with socket.socket(socket.AF_INET, kind) as t:
+                        t.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return p
+    raise RuntimeError("no free port pair")
+
+
+def agent_config(name: str, join: list[str]) -> AgentConfig:
+    return AgentConfig(
+        cluster=name,
+        port=free_port_pair(),
+        join=join,
+        sync=SyncConfig(interval_s=0.2),
+        summary_interval_s=0.2,
+        probe_interval_s=0.2,
+        probe_timeout_s=0.1,
+        suspicion_mult=4,
+    )
+
+
+def live_agent(
+    name: str, plane: Any, join: list[str], events: list[Obj], settings: LiveSettings
+) -> LiveAgent:
+    cluster = LiveCluster(name, live_hooks(plane.kubeconfig), group_size=1)
+    cluster.start(timeout_s=30)
+    return LiveAgent(
+        agent_config(name, join), cluster, settings, emit=lambda ev: events.append(ev | {"a": name})
+    )
+
+
+async def until(pred: Callable[[], bool], timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def athread(fn: Callable[..., Any], *args: Any) -> Any:
+    return await asyncio.to_thread(fn, *args)
+
+
+def test_pending_pod_moves_to_the_cluster_with_room(
+    planes: tuple[Any, Any], cores: tuple[client.CoreV1Api, client.CoreV1Api]
+) -> None:
+    """A pod pending in A for lack of room (3 CPUs asked, A's only node has 2) is copied to
+    B (4 CPUs free), bound there by a real Binding, and deleted from A only once the copy is
+    Running; a pending pod that fits in A (500m) stays in A for A's own scheduler. The
+    summaries come from the informers: after the move A sees B's free CPU as 4000 - 3000 =
+    1000 milli-CPU and its own pending demand as the 500m pod alone."""
+    core_a, core_b = cores
+    make_node(core_a, "a1", "2")
+    make_node(core_b, "b1", "4")
+    core_a.create_namespaced_pod("default", pod_manifest("big", "3"))
+    core_a.create_namespaced_pod("default", pod_manifest("small", "500m"))
+    t_created = time.time()
+    kubelet = KubeletStandIn(core_b)
+    events: list[Obj] = []
+    fast = LiveSettings(pending_window_s=0.5, running_timeout_s=30, retry_after_s=0.5)
+
+    async def main() -> None:
+        a = live_agent("A", planes[0], [], events, fast)
+        await a.start()
+        b = live_agent("B", planes[1], [f"127.0.0.1:{a.cfg.port}"], events, fast)
+        await b.start()
+        try:
+            await until(lambda: "B/_" in a.store.entries and "A/_" in b.store.entries, 20,
+                        "the agents to sync summaries")  # fmt: skip
+            # A's summary of itself, from its informers: one node of 2000 milli-CPU, nothing
+            # bound, two pending pods asking 3000 + 500
+            assert a.store.entries["A/_"].value["p"] == 2
+            assert a.store.entries["A/_"].value["d"][0] == 3500
+            copy = await until_bound(core_b, "big", 30)
+            assert copy.spec.node_name == "b1"
+            assert copy.spec.scheduler_name == FED_SCHEDULER
+            assert copy.metadata.annotations[ANN_SOURCE] == "A"
+            assert copy.metadata.annotations[ANN_HOLDER] == "A"
+            assert copy.spec.containers[0].resources.requests["cpu"] == "3"
+            # bound in B but not Running: A must keep its pod
+            await asyncio.sleep(1.5)
+            assert await athread(read_pod, core_a, "big") is not None, "deleted before Running"
+            kubelet.gate.set()
+            await until(lambda: read_pod(core_a, "big") is None, 20, "A's pod to be deleted")
+            t_gone = time.time()
+            # the fence on B holds A's reservation; B's pool shows A spending 3000 milli-CPU
+            (res,) = [r for r in b.fence.bound.values() if r.holder == "A"]
+            assert res.amounts[CPU] == 3000
+            assert b.ledger.pool("B", CPU).spent("A") >= 3000
+            assert a.placed_remote["default/big"] == "B"
+            # summaries through the informers: B's free CPU as A sees it, A's pending pods
+            await until(lambda: sum(e.value["f"][0] for k, e in a.store.view("B").items()
+                                    if k != "_") == 1000, 10, "A to see B's free CPU")  # fmt: skip
+            await until(lambda: a.store.entries["A/_"].value["p"] == 1, 10, "A's pending")
+            (mig,) = [e for e in events if e["ev"] == "migrated"]
+            assert mig["pod"] == "default/big" and mig["to"] == "B" and mig["phase"] == "Running"
+            # the copy was marked Running before A's pod was deleted
+            assert kubelet.marked["big"] <= t_gone
+            print(f"\npending in A -> deleted from A: {t_gone - t_created:.2f} s; {mig}")
+        finally:
+            await b.stop()
+            await a.stop()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 120))
+    finally:
+        kubelet.stop()
+    small = read_pod(core_a, "small")
+    assert small is not None and not small.spec.node_name  # never moved: it fits in A
+    assert read_pod(core_b, "small") is None
+    running = read_pod(core_b, "big")
+    assert running is not None and running.status.phase == "Running"
+
+
+async def until_bound(core: client.CoreV1Api, name: str, timeout: float) -> client.V1Pod:
+    found: list[client.V1Pod] = []
+
+    def bound() -> bool:
+        p = read_pod(core, name)
+        if p is not None and p.spec.node_name:
+            found.append(p)
+            return True
+        return False
+
+    await until(bound, timeout, f"pod {name} to be bound")
+    return found[-1]
+
+
+@pytest.mark.slow
+def test_two_sources_race_for_the_last_room(
+    planes: tuple[Any, Any], cores: tuple[client.CoreV1Api, client.CoreV1Api]
+) -> None:
+    """Two sources place into B at the same moment: A moves its 3 pending pods (1 CPU each,
+    A's node has 500m) and a third agent C (twin backend) places 3 pods of 1 CPU, all six
+    started together. B has 2 CPUs: by hand, exactly 2 of the 6 can be bound there. The API
+    server shows exactly 2 bound in B, no node over-committed, and every one of A's pods in
+    exactly one cluster (moved ones gone from A, the others still pending in A)."""
+    core_a, core_b = cores
+    make_node(core_a, "a1", "500m")
+    make_node(core_b, "b1", "2")
+    names = [f"a-{i}" for i in range(3)]
+    for n in names:
+        core_a.create_namespaced_pod("default", pod_manifest(n, "1"))
+    kubelet = KubeletStandIn(core_b)
+    kubelet.gate.set()
+    events: list[Obj] = []
+    # pending pods are moved only by the direct calls below (all at once), not the loop
+    slow = LiveSettings(pending_window_s=3600, running_timeout_s=30, retry_after_s=3600)
+
+    async def main() -> tuple[list[bool], list[str | None]]:
+        a = live_agent("A", planes[0], [], events, slow)
+        await a.start()
+        b = live_agent("B", planes[1], [f"127.0.0.1:{a.cfg.port}"], events, slow)
+        await b.start()
+        c_nodes = [Node(name="c1", allocatable={CPU: 500, MEMORY: 8 << 30, "pods": 110})]
+        c = Agent(agent_config("C", [f"127.0.0.1:{a.cfg.port}"]), TwinCluster("C", c_nodes),
+                  emit=lambda ev: events.append(ev | {"a": "C"}))  # fmt: skip
+        await c.start()
+        try:
+            await until(lambda: all(f"{x}/_" in ag.store.entries for ag in (a, b, c)
+                                    for x in "ABC"), 20, "three-way sync")  # fmt: skip
+            await until(lambda: len(a.cluster.pending) == 3, 10, "A's informer")
+            c_pods = []
+            for i in range(3):
+                m = pod_manifest(f"c-{i}", "1")
+                c_pods.append((b.cluster.hooks.pod_from_api(m), m))
+            moves = [a.migrate(f"default/{n}") for n in names]
+            places = [c.place(p, exclude={"C"}, manifest=m) for p, m in c_pods if p]
+            got = await asyncio.gather(*moves, *places)
+            moved = [bool(x) for x in got[:3]]
+            placed = [x[0] for x in got[3:]]  # type: ignore[index]
+            return moved, placed
+        finally:
+            await c.stop()
+            await b.stop()
+            await a.stop()
+
+    try:
+        moved, placed = asyncio.run(asyncio.wait_for(main(), 150))
+    finally:
+        kubelet.stop()
+    in_b = [p for p in core_b.list_namespaced_pod("default").items if p.spec.node_name]
+    assert len(in_b) == 2, [p.metadata.name for p in in_b]
+    assert sum(moved) + sum(1 for w in placed if w == "B") == 2
+    assert {p.spec.node_name for p in in_b} == {"b1"}
+    for n, m in zip(names, moved, strict=True):
+        in_a = read_pod(core_a, n)
+        there = read_pod(core_b, n)
+        assert (in_a is None) == m and (there is not None) == m, (n, m)
+        if in_a is not None:
+            assert not in_a.spec.node_name  # still pending in A, never half-moved
