@@ -148,7 +148,7 @@ def test_heuristic_chooser_breaks_ties_by_seed() -> None:
 
 def test_unknown_policy_and_no_seed() -> None:
     with pytest.raises(InputError) as err:
-        evaluate(tiny_trace(), timesteps=10, seeds=[], policies=["ppo", "bestfit"], work_dir="x")
+        evaluate(tiny_trace(), timesteps=10, seeds=[], policies=["ppo", "bestfitt"], work_dir="x")
     fields = sorted(p.field for p in err.value.problems)
     assert fields == ["--policies", "--seeds"]
 
@@ -166,8 +166,10 @@ def test_protocol_end_to_end(tmp_path: Path) -> None:
     )
     runs = ev.runs
     assert list(runs.columns) == list(RUN_COLUMNS)
-    assert len(runs) == 8
-    assert list(runs["policy"][:4]) == list(POLICIES)
+    # every policy of the fragmentation experiment, BestFit among them, after PPO
+    assert len(runs) == 2 * len(POLICIES)
+    assert list(runs["policy"][: len(POLICIES)]) == list(POLICIES)
+    assert {"bestfit", "dotprod", "packing", "clustering", "random"} <= set(POLICIES)
     assert (runs["decisions"] > 0).all()
     ppo = runs[runs["policy"] == "ppo"]
     assert (ppo["plugin_agrees"] == 1.0).all()
@@ -236,7 +238,8 @@ def test_saturation_protocol_heuristics(tmp_path: Path) -> None:
     s = ev.settings
     assert (s["nodes"], s["scale_pods"], s["departures"], s["warmup"]) == (2, True, False, "fgd")
     runs = ev.runs.set_index("policy")
-    # scale_trace: nodes g0 and g2 (rows floor(i 4 / 2)), round(32 * 2 / 4) = 16 arrivals.
+    # scale_trace: 2 of the 4 (identical) nodes, rows floor((i + u) 4 / 2) from the seed's
+    # start u (g0 and g2, or g1 and g3), round(32 * 2 / 4) = 16 arrivals.
     # Window: arrivals floor(0.125 * 16) = 2 .. 15, after 2 warm-up pods: 2 of the 8 GPUs
     # are allocated at the first decision (0.25). Pods never leave: 8 fit, 16 - 8 = 8 stay
     # pending, and the GPUs end fully allocated, whatever the policy.

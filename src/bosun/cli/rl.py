@@ -366,10 +366,11 @@ def evaluate_cmd(
         str,
         typer.Option(
             "--policies",
-            help="Comma-separated, among ppo, leastallocated, mostallocated, fgd.",
-            show_default="ppo, leastallocated, mostallocated, fgd",
+            help="Comma-separated, among ppo, leastallocated, mostallocated, fgd, bestfit, "
+            "dotprod, packing, clustering, random (the fragmentation experiment's policies).",
+            show_default="all of them",
         ),
-    ] = "ppo,leastallocated,mostallocated,fgd",
+    ] = "ppo,leastallocated,mostallocated,fgd,bestfit,dotprod,packing,clustering,random",
     departures: Annotated[
         bool,
         typer.Option(

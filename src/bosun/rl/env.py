@@ -268,11 +268,39 @@ def split_trace(trace: Trace, arrival_fraction: tuple[float, float]) -> Trace:
     return replace(trace, arrivals=trace.arrivals[lo:hi], name=f"{src}[{a:g}:{b:g}]")
 
 
-def select_nodes(trace: Trace, nodes: int | Sequence[str] | None) -> Trace:
-    """The trace on a subset of its initial nodes (module docstring, ``nodes``).
+def _start_problems(start: Any, field: str) -> list[InputProblem]:
+    """The problem with a systematic sample's random start: a number in ``[0, 1)``."""
+    number = isinstance(start, int | float) and not isinstance(start, bool)
+    if number and 0.0 <= start < 1.0:
+        return []
+    return [_arg(field, f"expected a number in [0, 1), found {start!r}")]
+
+
+def systematic_rows(total: int, count: int, start: float = 0.0) -> list[int]:
+    """A systematic sample of ``count`` of ``total`` rows with random start ``start``:
+    rows ``floor((i + start) total / count)``, ``i = 0..count-1`` (Cochran, *Sampling
+    Techniques*, 3rd ed., ch. 8: every ``total / count``-th unit from a random start).
+    Distinct and increasing for ``1 <= count <= total`` and ``0 <= start < 1``; ``start``
+    0 gives ``floor(i total / count)``.
 
     Raises:
-        InputError: a count outside ``1..len(trace.nodes)``, or names not in the trace.
+        InputError: ``start`` not in ``[0, 1)``.
+    """
+    bad = _start_problems(start, "start")
+    if bad:
+        raise InputError(bad)
+    return [math.floor((i + start) * total / count) for i in range(count)]
+
+
+def select_nodes(trace: Trace, nodes: int | Sequence[str] | None, *, start: float = 0.0) -> Trace:
+    """The trace on a subset of its initial nodes (module docstring, ``nodes``); a count
+    ``k`` keeps the rows :func:`systematic_rows` ``(N, k, start)`` (``start`` 0: every
+    ``N/k``-th node from the first; another start in ``[0, 1)`` shifts the sample, which
+    is how :func:`bosun.rl.evaluate.seed_window` gives each seed its own cluster).
+
+    Raises:
+        InputError: a count outside ``1..len(trace.nodes)``, names not in the trace, a
+            ``start`` not in ``[0, 1)``.
     """
     if nodes is None:
         return trace
@@ -283,7 +311,7 @@ def select_nodes(trace: Trace, nodes: int | Sequence[str] | None) -> Trace:
             raise InputError(
                 [InputProblem(src, "node subset", "nodes", f"expected 1..{total}, found {nodes}")]
             )
-        keep_rows = sorted({(i * total) // nodes for i in range(nodes)})
+        keep_rows = systematic_rows(total, nodes, start)
         keep = {trace.nodes[r].name for r in keep_rows}
     elif isinstance(nodes, bool):
         raise InputError(
@@ -309,49 +337,64 @@ def select_nodes(trace: Trace, nodes: int | Sequence[str] | None) -> Trace:
         nodes=[n for n in trace.nodes if n.name in keep],
         bound=[p for p in trace.bound if p.node_name in keep],
         node_events=[e for e in trace.node_events if e.node_name in keep],
-        name=f"{src}[{len(keep)} nodes]",
+        name=f"{src}[{len(keep)} nodes{f', start {start:.4f}' if start else ''}]",
     )
 
 
-def scale_trace(trace: Trace, nodes: int) -> Trace:
+def scale_trace(
+    trace: Trace, nodes: int, *, node_start: float = 0.0, arrival_start: float = 0.0
+) -> Trace:
     """The trace scaled down to ``nodes`` of its ``N`` nodes with its load kept: the node
-    subset of :func:`select_nodes` (every ``N/k``-th node, so the mix of node kinds is
-    kept) and the arrivals in the same proportion, ``m = round(n k / N)`` of the ``n``
-    (at least 1), those of index ``floor(j n / m)``, ``j = 0..m-1``, in arrival order (a
-    systematic sample, so the mix of pod shapes and the arrival times are kept). A
-    cluster of ``k`` nodes then receives about the demand per node of the full trace, e.g.
-    to run a no-departures replay (FGD's setting) to saturation on a small cluster.
+    subset of :func:`select_nodes` (every ``N/k``-th node from ``node_start``, so the mix
+    of node kinds is kept) and the arrivals in the same proportion, ``m = round(n k / N)``
+    of the ``n`` (at least 1), those of index :func:`systematic_rows` ``(n, m,
+    arrival_start)``, i.e. ``floor((j + arrival_start) n / m)``, ``j = 0..m-1``, in arrival
+    order (a systematic sample, so the mix of pod shapes and the arrival times are kept).
+    A cluster of ``k`` nodes then receives about the demand per node of the full trace,
+    e.g. to run a no-departures replay (FGD's setting) to saturation on a small cluster.
+    The starts (default 0, the sample from the first node and arrival) let each seed of
+    :func:`bosun.rl.evaluate.evaluate` draw its own sample.
 
     Raises:
-        InputError: ``nodes`` not a count in ``1..N``.
+        InputError: ``nodes`` not a count in ``1..N``, a start not in ``[0, 1)``.
     """
     total = len(trace.nodes)
+    problems = _start_problems(node_start, "node_start") + _start_problems(
+        arrival_start, "arrival_start"
+    )
     if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= total:
-        raise InputError(
-            [
-                InputProblem(
-                    trace.name, "node subset", "nodes", f"expected 1..{total}, found {nodes!r}"
-                )
-            ]
+        problems.append(
+            InputProblem(
+                trace.name, "node subset", "nodes", f"expected 1..{total}, found {nodes!r}"
+            )
         )
-    sub = select_nodes(trace, nodes)
+    if problems:
+        raise InputError(problems)
+    sub = select_nodes(trace, nodes, start=node_start)
     n = len(trace.arrivals)
     m = min(n, max(1, round(n * nodes / total))) if n else 0
     if m == n:
         return sub
-    picks = [trace.arrivals[(j * n) // m] for j in range(m)]
-    return replace(sub, arrivals=picks, name=f"{trace.name}[{nodes} nodes, {m} arrivals]")
+    picks = [trace.arrivals[j] for j in systematic_rows(n, m, arrival_start)]
+    starts = (
+        ""
+        if not (node_start or arrival_start)
+        else (f", starts {node_start:.4f}/{arrival_start:.4f}")
+    )
+    return replace(sub, arrivals=picks, name=f"{trace.name}[{nodes} nodes, {m} arrivals{starts}]")
 
 
-def _gap_problems(gap_s: Any) -> list[InputProblem]:
-    """The problem with a gap between generated arrivals (seconds): a finite number > 0."""
+def _gap_problems(gap_s: Any, field: str = "gap_s") -> list[InputProblem]:
+    """The problem with a gap between arrivals (seconds): a finite number > 0."""
     number = isinstance(gap_s, int | float) and not isinstance(gap_s, bool)
     if number and math.isfinite(gap_s) and gap_s > 0:
         return []
-    return [_arg("gap_s", f"expected a number > 0, found {gap_s!r}")]
+    return [_arg(field, f"expected a number > 0, found {gap_s!r}")]
 
 
-def without_departures(trace: Trace, *, gap_s: float = 1.0) -> Trace:
+def without_departures(
+    trace: Trace, *, gap_s: float = 1.0, max_gap_s: float | None = None
+) -> Trace:
     """The trace with pods that never finish: every ``departure_s`` and ``duration_s``
     dropped, so the cluster fills up as in FGD's experiment (Weng et al., ATC '23, §6:
     tasks are submitted and never leave).
@@ -361,18 +404,44 @@ def without_departures(trace: Trace, *, gap_s: float = 1.0) -> Trace:
     such a list: arrival ``i`` at ``i * gap_s`` seconds (default 1 s), in file order, and
     the result is timed. Without departures the times only order the pods.
 
+    ``max_gap_s`` (seconds, None: keep the times): a timed trace's gaps between
+    consecutive arrivals longer than this are shortened to it (arrival ``i`` at
+    ``t'_i = t'_{i-1} + min(t_i - t_{i-1}, max_gap_s)``; equal times stay equal, order
+    kept). Why: a pod that fits no node stays in the unschedulable pool and kube's queue
+    retries it every 5 minutes (``podMaxInUnschedulablePodsDuration``), so an openb
+    replay, whose arrivals span 149 days, retries each such pod some 43,000 times. With
+    no departures, no node events and a single priority, the cluster only fills up, so no
+    retry can place it: the placements, and the instants at which each pod has waited
+    longer than a deadline ``D < max_gap_s`` (the reward's SLA), fall between the same
+    arrivals as before. What changes is the count of failed attempts and the time
+    averages over the replay. Not applied (the times kept) when the trace has node events.
+
     Raises:
-        InputError: ``gap_s`` not a positive finite number.
+        InputError: ``gap_s`` or ``max_gap_s`` not a positive finite number.
     """
     bad_gap = _gap_problems(gap_s)
+    if max_gap_s is not None:
+        bad_gap += _gap_problems(max_gap_s, "max_gap_s")
     if bad_gap:
         raise InputError(bad_gap)
     if trace.timed:
         arrivals = [PodArrival(a.pod, a.arrival_s) for a in trace.arrivals]
+        if max_gap_s is not None and not trace.node_events and arrivals:
+            order = sorted(range(len(arrivals)), key=lambda i: arrivals[i].arrival_s)
+            now = prev = arrivals[order[0]].arrival_s
+            for i in order:
+                t = arrivals[i].arrival_s
+                now += min(t - prev, max_gap_s)
+                prev = t
+                arrivals[i] = PodArrival(arrivals[i].pod, now)
     else:
         arrivals = [PodArrival(a.pod, i * gap_s) for i, a in enumerate(trace.arrivals)]
     return replace(trace, arrivals=arrivals, name=f"{trace.name}[no departures]", timed=True)
 
+
+#: Without departures, the env shortens gaps between arrivals to the reward's SLA
+#: deadline plus this (seconds; :func:`without_departures`, ``max_gap_s``).
+MAX_GAP_MARGIN_S = 1.0
 
 #: Largest ``demand_limit`` of :func:`inflate_trace` (10 times the GPUs: far past
 #: saturation; a larger value is taken for a typo rather than built clone by clone).
@@ -947,7 +1016,11 @@ class SchedulingEnv(gym.Env[FloatArray, np.int64]):
             loaded = load_trace(trace, seed=seed)
         full = select_nodes(loaded, nodes)
         if not departures:
-            full = without_departures(full)
+            # the long gaps shortened to just past the SLA deadline: the same placements
+            # and SLA steps without retrying unplaceable pods every 5 minutes of them
+            sla_s = (reward if reward is not None else RewardConfig()).sla_wait_s
+            cap = sla_s + MAX_GAP_MARGIN_S if single_priority(full) else None
+            full = without_departures(full, max_gap_s=cap)
         window = split_trace(full, arrival_fraction)
         #: the pods of the window, the agent's (the others are warm-up pods)
         self.window_arrivals = len(window.arrivals)
@@ -1236,6 +1309,7 @@ __all__ = [
     "AGENT_PLUGIN",
     "DEFAULT_TRACE",
     "ENV_ID",
+    "MAX_GAP_MARGIN_S",
     "EnvError",
     "Heuristic",
     "PendingDecision",
@@ -1246,5 +1320,6 @@ __all__ = [
     "select_nodes",
     "single_priority",
     "split_trace",
+    "systematic_rows",
     "without_departures",
 ]

@@ -81,9 +81,25 @@ import pandas as pd
 
 from bosun.errors import BosunError, InputError, InputProblem
 
+
+def _heuristics() -> tuple[str, ...]:
+    """kube's two strategies and FGD first (the published tables' order), then the rest of
+    the fragmentation experiment's policies (:data:`bosun.twin.experiments.fragmentation.
+    POLICIES`: BestFit, DotProduct, GPU Packing, GPU Clustering, Random), each built from
+    its profile there (:class:`bosun.rl.env.Heuristic`)."""
+    from bosun.twin.experiments.fragmentation import POLICIES as FRAGMENTATION_POLICIES
+
+    first = ("leastallocated", "mostallocated", "fgd")
+    return (*first, *(p for p in FRAGMENTATION_POLICIES if p not in first))
+
+
+#: The heuristics compared: every policy of the fragmentation experiment.
+HEURISTICS = _heuristics()
 #: Policies compared: the trained one first, then the heuristics.
-POLICIES = ("ppo", "leastallocated", "mostallocated", "fgd")
-HEURISTICS = ("leastallocated", "mostallocated", "fgd")
+POLICIES = ("ppo", *HEURISTICS)
+#: The stream of :func:`numpy.random.default_rng` that draws a seed's window starts,
+#: apart from the seed's tie-breaking stream (``default_rng(seed)``).
+WINDOW_STREAM = 0x57494E
 #: Columns of one run (one policy under one seed).
 RUN_COLUMNS = (
     "policy",
@@ -481,6 +497,63 @@ def check_split(trace: Any, train_fraction: float) -> list[InputProblem]:
     return problems
 
 
+def window_starts(seed: int) -> tuple[float, float]:
+    """``(node_start, arrival_start)``, each in ``[0, 1)``: the random starts of seed
+    ``seed``'s systematic samples (:func:`bosun.rl.env.systematic_rows`), drawn by
+    ``numpy.random.default_rng([WINDOW_STREAM, seed])``; the same seed gives the same
+    starts."""
+    rng = np.random.default_rng([WINDOW_STREAM, int(seed)])
+    node_start, arrival_start = (float(x) for x in rng.random(2))
+    return node_start, arrival_start
+
+
+def seed_window(trace: Any, nodes: Any, scale_pods: bool, seed: int) -> tuple[Any, dict[str, Any]]:
+    """The cluster and arrivals seed ``seed`` replays: its own draw of the trace.
+
+    * ``nodes`` a count ``k`` below the trace's ``N`` nodes: the systematic sample of ``k``
+      nodes from the seed's random start (:func:`bosun.rl.env.select_nodes`, ``start``);
+      with ``scale_pods`` also the arrivals' systematic sample from the seed's own start
+      (:func:`bosun.rl.env.scale_trace`). Each seed then replays its own cluster and its own
+      sample of the arrivals: the train window (the first ``train_fraction`` of them) and
+      the test window (the rest), disjoint within the seed, as the split is by arrival
+      order. This is the survey statistician's systematic sample with a random start
+      (Cochran, *Sampling Techniques*, ch. 8); the seeds' samples are independent draws of
+      the start, so the 95 % interval over seeds covers the choice of nodes and pods.
+    * ``nodes`` None, names, or ``k = N``: the trace's own nodes and arrivals (nothing to
+      draw; a seed then changes the tie-breaks and, with ``test_load``, the clones).
+
+    Returns:
+        ``(trace, window)``: the seed's trace (all its nodes are evaluated) and what was
+        drawn: ``{"node_start", "arrival_start"}`` (None where nothing was drawn), ``nodes``
+        and ``arrivals`` (counts).
+
+    Raises:
+        InputError: a bad node subset (:func:`bosun.rl.env.select_nodes`).
+    """
+    from bosun.rl.env import scale_trace, select_nodes
+
+    drawn = isinstance(nodes, int) and not isinstance(nodes, bool) and nodes < len(trace.nodes)
+    node_start, arrival_start = window_starts(seed)
+    if drawn and scale_pods:
+        out = scale_trace(trace, nodes, node_start=node_start, arrival_start=arrival_start)
+        arrival_drawn = len(out.arrivals) < len(trace.arrivals)
+    elif drawn:
+        out, arrival_drawn = select_nodes(trace, nodes, start=node_start), False
+    else:
+        out = (
+            scale_trace(trace, nodes)
+            if scale_pods and nodes is not None
+            else select_nodes(trace, nodes)
+        )
+        arrival_drawn = False
+    return out, {
+        "node_start": node_start if drawn else None,
+        "arrival_start": arrival_start if arrival_drawn else None,
+        "nodes": len(out.nodes),
+        "arrivals": len(out.arrivals),
+    }
+
+
 def inflated_train_window(
     trace: Any, nodes: Any, train_fraction: float, train_load: float, seed: int
 ) -> Any:
@@ -602,7 +675,7 @@ def evaluate(
     """
     from dataclasses import replace
 
-    from bosun.rl.env import MAX_DEMAND_LIMIT, policy_name, policy_problems, select_nodes
+    from bosun.rl.env import MAX_DEMAND_LIMIT, policy_name, policy_problems
     from bosun.rl.train import EnvSettings, make_env, train
     from bosun.twin.trace import Trace
 
@@ -649,10 +722,9 @@ def evaluate(
                 )
             )
     base = env_settings or EnvSettings()
+    original_nodes = base.nodes
     # the env's own check, here before any training rather than when the first env is built
-    problems.extend(
-        policy_problems(warmup=base.warmup, gpu_device_policy=base.gpu_device_policy)
-    )
+    problems.extend(policy_problems(warmup=base.warmup, gpu_device_policy=base.gpu_device_policy))
     if test_load is not None and (base.departures or base.warmup is None):
         # the inflation counts the warm-up's demand; without it, or with pods leaving,
         # the arrived demand does not say how full the cluster is
@@ -668,29 +740,34 @@ def evaluate(
         )
     scaled_to: int | None = None
     if scale_pods and isinstance(trace, Trace) and base.nodes is not None:
-        from bosun.rl.env import scale_trace
-
-        trace = scale_trace(trace, base.nodes)
-        scaled_to, base = base.nodes, replace(base, nodes=None)
+        scaled_to = base.nodes
+    windows: dict[int, tuple[Any, dict[str, Any]]] = {}
     if isinstance(trace, Trace):
-        problems.extend(check_split(trace, train_fraction))
+        try:
+            # a bad node subset fails here, before any training; each seed's own draw
+            windows = {s: seed_window(trace, base.nodes, scale_pods, s) for s in seeds}
+        except InputError as e:
+            problems.extend(e.problems)
+        if windows:
+            # the counts of nodes and arrivals do not depend on the draw
+            problems.extend(check_split(next(iter(windows.values()))[0], train_fraction))
     if problems:
         raise InputError(problems)
+    # the seed's trace holds only its evaluated nodes
+    base = replace(base, nodes=None)
     train_env = replace(base, arrival_fraction=(0.0, train_fraction))
-    if train_load is not None or test_load is not None:
-        # bad input fails here, before any training: a bad node subset as itself, a trace
-        # without GPUs to inflate named by the flag that asked for the inflation
-        evaluated = select_nodes(trace, base.nodes)
+    first_window = next(iter(windows.values()))[0]
     if train_load is not None:
+        # a trace without GPUs to inflate is named by the flag that asked for the inflation
         _check_inflation(
             "--train-load",
-            lambda: inflated_train_window(evaluated, None, train_fraction, train_load, 0),
+            lambda: inflated_train_window(first_window, None, train_fraction, train_load, 0),
         )
         train_env = replace(base, arrival_fraction=(0.0, 1.0))
     if test_load is not None:
         _check_inflation(
             "--test-load",
-            lambda: inflated_test_window(evaluated, train_fraction, test_load, 0),
+            lambda: inflated_test_window(first_window, train_fraction, test_load, 0),
         )
     test_env = replace(base, arrival_fraction=(train_fraction, 1.0), max_steps=None)
     train_name = f"{name}" if scaled_to is None else f"{name} (scaled to {scaled_to} nodes)"
@@ -702,15 +779,16 @@ def evaluate(
     rows: list[dict[str, Any]] = []
     dirs: dict[int, Path] = {}
     for seed in seeds:
+        seed_trace = windows[seed][0]
         chooser_of: dict[str, Callable[[], Any]] = {}
         if "ppo" in policies and policy_dir is not None:
             chooser_of["ppo"] = lambda given=Path(policy_dir): PolicyChooser(given)  # type: ignore[misc]
         elif "ppo" in policies:
             pdir = work / f"policy-seed{seed}"
             train(
-                trace
+                seed_trace
                 if train_load is None
-                else inflated_train_window(trace, base.nodes, train_fraction, train_load, seed),
+                else inflated_train_window(seed_trace, None, train_fraction, train_load, seed),
                 timesteps,
                 pdir,
                 algo=algo,
@@ -718,19 +796,17 @@ def evaluate(
                 seed=seed,
                 env_settings=train_env,
                 settings=ppo_settings,
-                trace_spec=train_name,
+                trace_spec=f"{train_name} (window of seed {seed})",
             )
             dirs[seed] = pdir
             chooser_of["ppo"] = lambda pdir=pdir: PolicyChooser(pdir)  # type: ignore[misc]
         for h in HEURISTICS:
             chooser_of[h] = lambda h=h, seed=seed: HeuristicChooser(h, seed)  # type: ignore[misc]
-        replay, window = trace, test_env
+        replay, window = seed_trace, test_env
         if test_load is not None:
             # inflated against the GPUs of the nodes evaluated on
-            replay, fraction = inflated_test_window(
-                select_nodes(trace, base.nodes), train_fraction, test_load, seed
-            )
-            window = replace(test_env, nodes=None, arrival_fraction=fraction)
+            replay, fraction = inflated_test_window(seed_trace, train_fraction, test_load, seed)
+            window = replace(test_env, arrival_fraction=fraction)
         for policy in policies:
             env = make_env(replay, window, seed, record_metrics=True)
             try:
@@ -753,7 +829,7 @@ def evaluate(
     runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
     settings = {
         "trace": name,
-        "nodes": scaled_to if scaled_to is not None else base.nodes,
+        "nodes": scaled_to if scaled_to is not None else original_nodes,
         "scale_pods": scaled_to is not None,
         "departures": base.departures,
         "warmup": base.warmup,
@@ -767,5 +843,8 @@ def evaluate(
         "gpu_device_policy": policy_name(base.gpu_device_policy),
         "algo": algo,
         "policy_dir": None if policy_dir is None else str(policy_dir),
+        "policies": list(policies),
+        # each seed's draw (seed_window): the systematic samples' random starts
+        "windows": {str(seed): drawn for seed, (_, drawn) in windows.items()},
     }
     return Evaluation(str(name), runs, settings, dirs)
