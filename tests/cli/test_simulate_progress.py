@@ -12,14 +12,17 @@ import io
 import json
 import math
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import IO, Any, cast
 
 import pandas as pd
 import pytest
@@ -44,7 +47,9 @@ END = re.compile(
 #: A small trace (about 1-3 s of replay here): long enough for a few call backs (0.1 s).
 SMALL = "synthetic:nodes=12,pods=400,hours=2"
 #: A trace that takes minutes to replay: it is always interrupted well before its end.
-LONG = "synthetic:nodes=60,pods=40000,hours=48"
+LONG = "synthetic:nodes=40,pods=15000,hours=48"
+#: A progress line once the replay has placed some pods (the first line may come at sim 0).
+SOME_DONE = r"^progress: sim .* [1-9][\d,]* done"
 #: Wall-clock bounds of the subprocess tests (the machine is shared and slow at times).
 START_TIMEOUT_S = 90.0
 EXIT_TIMEOUT_S = 90.0
@@ -193,50 +198,71 @@ def test_cli_bad_progress_interval_is_bad_input(tmp_path: Path, every: str) -> N
 # --------------------------------------------------------------------------- signals
 
 
-def _start(out: Path) -> subprocess.Popen[str]:
-    code = "import sys; from bosun.cli.main import app; sys.exit(app())"
-    args = ["simulate", "--trace", LONG, "--report", str(out), "--progress-every", "0.2"]
-    return subprocess.Popen(
-        [sys.executable, "-c", code, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+class _Run:
+    """``bosun simulate`` on :data:`LONG` in a child process; a thread per pipe collects
+    its output, so every wait below is bounded and nothing blocks on a full pipe."""
 
+    def __init__(self, out: Path) -> None:
+        code = "import sys; from bosun.cli.main import app; sys.exit(app())"
+        args = ["simulate", "--trace", LONG, "--report", str(out), "--progress-every", "0.2"]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        self.stderr: queue.Queue[str] = queue.Queue()
+        self.stdout: list[str] = []
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self._threads = [
+            threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr.put)),
+            threading.Thread(target=self._pump, args=(self.proc.stdout, self.stdout.append)),
+        ]
+        for t in self._threads:
+            t.start()
+        self.err_lines: list[str] = []
 
-def _wait_for_line(proc: subprocess.Popen[str], prefix: str) -> list[str]:
-    """stderr lines up to the first starting with ``prefix`` (bounded; kills on timeout)."""
-    assert proc.stderr is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + START_TIMEOUT_S
-    os.set_blocking(proc.stderr.fileno(), False)
-    buf = ""
-    while time.monotonic() < deadline:
-        chunk = proc.stderr.read()
-        if chunk:
-            buf += chunk
-            *done, buf = buf.split("\n")
-            seen.extend(done)
-            if any(line.startswith(prefix) for line in done):
-                os.set_blocking(proc.stderr.fileno(), True)
-                return seen
-        elif proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    proc.kill()
-    proc.wait(10)
-    pytest.fail(f"no {prefix!r} line within {START_TIMEOUT_S} s: {seen} {buf}")
+    @staticmethod
+    def _pump(pipe: IO[str], sink: Callable[[str], object]) -> None:
+        for line in pipe:
+            sink(line.rstrip("\n"))
 
+    def wait_for(self, pattern: str) -> None:
+        """Until a stderr line matches ``pattern`` (fails after START_TIMEOUT_S)."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                line = self.stderr.get(timeout=0.1)
+            except queue.Empty:
+                if self.proc.poll() is not None and self.stderr.empty():
+                    break
+                continue
+            self.err_lines.append(line)
+            if re.match(pattern, line):
+                return
+        self.kill()
+        pytest.fail(f"no {pattern!r} line within {START_TIMEOUT_S} s: {self.err_lines}")
 
-def _finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
-    try:
-        out, err = proc.communicate(timeout=EXIT_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate(timeout=10)
-        pytest.fail(f"bosun simulate did not exit within {EXIT_TIMEOUT_S} s of the signal")
-    return proc.returncode, out, err
+    def finish(self) -> tuple[int, str]:
+        """Exit code and all of stderr (fails after EXIT_TIMEOUT_S)."""
+        try:
+            rc = self.proc.wait(timeout=EXIT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"bosun simulate did not exit within {EXIT_TIMEOUT_S} s")
+        for t in self._threads:
+            t.join(10)
+        while not self.stderr.empty():
+            self.err_lines.append(self.stderr.get())
+        return rc, "\n".join(self.err_lines)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        for t in self._threads:
+            t.join(10)
 
 
 @pytest.mark.parametrize(
@@ -246,17 +272,16 @@ def _finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
 )
 def test_signal_writes_partial_results(tmp_path: Path, sig: int, code: int) -> None:
     out = tmp_path / "out"
-    proc = _start(out)
+    run = _Run(out)
     try:
-        before = _wait_for_line(proc, "progress: sim")
-        proc.send_signal(sig)
-        rc, stdout, stderr = _finish(proc)
+        run.wait_for(SOME_DONE)
+        first = run.err_lines[-1]
+        run.proc.send_signal(sig)
+        rc, stderr = run.finish()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        run.kill()
     name = signal.Signals(sig).name
-    assert rc == code, (stdout, stderr)
+    assert rc == code, (run.stdout, stderr)
     assert f"{name}: stopping at the current event" in stderr
     assert re.search(rf"^progress: stopped by {name} at sim [\d,]+ s", stderr, re.M), stderr
     assert f"stopped by {name}; wrote partial results" in stderr
@@ -269,7 +294,7 @@ def test_signal_writes_partial_results(tmp_path: Path, sig: int, code: int) -> N
     assert doc["meta"]["stopped_by"] == name
     # the trace spans 48 h of arrivals; a replay of minutes was stopped after its first line
     assert 0 < s["end_s"] < 48 * 3600, s["end_s"]
-    assert LINE.match(next(line for line in before if line.startswith("progress: sim")))
+    assert LINE.match(first), first
     pods = pd.read_csv(out / "pods.csv", keep_default_na=False, na_values=[""])
     ts = pd.read_csv(out / "timeseries.csv")
     # every pod that arrived has an outcome, and no arrival after the time reached
@@ -288,20 +313,18 @@ def test_signal_writes_partial_results(tmp_path: Path, sig: int, code: int) -> N
 
 def test_second_signal_aborts_and_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = _start(out)
+    run = _Run(out)
     try:
-        _wait_for_line(proc, "progress: sim")
+        run.wait_for(SOME_DONE)
         # two different signals back to back: both are pending at once (two SIGINTs could
         # merge into one), and Python runs the handlers in signal-number order, so SIGINT
         # stops the replay and SIGTERM aborts while the run is still stopping or writing
-        proc.send_signal(signal.SIGINT)
-        proc.send_signal(signal.SIGTERM)
-        rc, stdout, stderr = _finish(proc)
+        run.proc.send_signal(signal.SIGINT)
+        run.proc.send_signal(signal.SIGTERM)
+        rc, stderr = run.finish()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-    assert rc == 143, (stdout, stderr)
+        run.kill()
+    assert rc == 143, (run.stdout, stderr)
     assert "aborted by SIGTERM; nothing written" in stderr
     assert not out.exists()
     assert list(tmp_path.iterdir()) == []  # no staging folder left beside it
