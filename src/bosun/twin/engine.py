@@ -1019,8 +1019,7 @@ class Simulator:
         attempted = False
         while (res := self.scheduler.schedule_one()) is not None:
             attempted = True
-            self._record_attempt(t, res)
-            self._record_permit_results(t)
+            self._record_permit_results(t, before=res)
             if latency > 0:
                 self._busy_until = t + latency
                 self._request_pass(self._busy_until)
@@ -1037,12 +1036,27 @@ class Simulator:
             self._request_pass(wake)
         return attempted
 
-    def _record_permit_results(self, t: float) -> bool:
-        """Record the pods that left Permit since the last call; whether there were any."""
+    def _record_permit_results(self, t: float, before: SchedulingResult | None = None) -> bool:
+        """Record the pods that left Permit since the last call; whether there were any.
+
+        ``before``: the attempt :meth:`Scheduler.schedule_one` just made, recorded here in
+        order. Its pod's own Permit result can only come from the settling that ran before
+        the pop (it was released, requeued and popped again), so that result is recorded
+        first; every other pod's after it (the attempt may have allowed or released them).
+        """
         settled = self.scheduler.take_permit_results()
+        if before is not None:
+            key = before.pod.key
+            settled = [
+                *(r for r in settled if r.pod.key == key),
+                before,
+                *(r for r in settled if r.pod.key != key),
+            ]
         for res in settled:
             rec = self._current.get(res.pod.key)
-            if rec is not None and rec.outcome == PENDING:
+            if res is before:
+                self._record_attempt(t, res)
+            elif rec is not None and rec.outcome == PENDING:
                 self._record_attempt(t, res, permit=True)
         return bool(settled)
 
