@@ -553,18 +553,29 @@ class TraceRowChecker(RowChecker):
         missing = [c for c in required if c not in seen]
         group_missing = bool(one_of) and not any(c in seen for c in one_of)
         wanted = [*missing, *(one_of if group_missing else ())]
+
+        def consume(target: str) -> None:
+            nonlocal group_missing, wanted
+            if target in missing:
+                missing.remove(target)
+            else:
+                group_missing = False
+            wanted = [c for c in wanted if c != target and (c in missing or group_missing)]
+
         for col in unknown:
             hint = _unit_column_hint(col, known)
-            target = _close_column(col, wanted)
+            if hint is not None:
+                target = next((c for c in hint[0] if c in wanted), None)
+            else:
+                target = _close_column(col, wanted)
+            gap = ""
             if target is not None:
-                if target in missing:
-                    missing.remove(target)
-                else:
-                    group_missing = False
-                    wanted = [c for c in wanted if c not in one_of]
+                gap = f"; {' or '.join(one_of) if target in one_of else target} is missing"
+                consume(target)
+            if hint is not None:
+                self.header(col, f"unknown column: {hint[1]}{gap}")
+            elif target is not None:
                 self.header(col, f"unknown column; did you mean {target!r}? (a required column)")
-            elif hint:
-                self.header(col, f"unknown column: {hint}")
             else:
                 close = _close_column(col, [*known, *(c for c in seen if c != col)])
                 tail = f"did you mean {close!r}?" if close else f"known: {', '.join(known)}"
@@ -630,12 +641,14 @@ _UNIT_COLUMNS = (
 )
 
 
-def _unit_column_hint(col: str, known: Sequence[str]) -> str | None:
-    """For a column that names a known quantity in another unit or layout: what to use."""
+def _unit_column_hint(col: str, known: Sequence[str]) -> tuple[tuple[str, ...], str] | None:
+    """For a column that names a known quantity in another unit or layout: the columns to
+    use instead and what to say, or None."""
     norm = col.strip().lower().replace("-", "_").replace(" ", "_")
     for pattern, use, unit in _UNIT_COLUMNS:
-        if pattern.match(norm) and use.split(" ")[0] in (*known, "res:ephemeral-storage"):
-            return f"use {use} ({unit}); convert the values (docs/trace-schema.md)"
+        cols = tuple(c for c in use.split(" ") if c in known or c.startswith(RESOURCE_PREFIX))
+        if pattern.match(norm) and cols:
+            return cols, f"use {use} ({unit}); convert the values (docs/trace-schema.md)"
     return None
 
 

@@ -448,6 +448,8 @@ def _app_sizes(rng: np.random.Generator, pods: int, apps: int, largest: int) -> 
             add = np.minimum(add, room)
         sizes += add
         left -= int(add.sum())
+    if left > 0:  # ``largest`` too small for ``pods``: the callers keep it >= 2 x the mean
+        raise ValueError(f"cannot split {pods} pods into {apps} apps of at most {largest}")
     return sizes.tolist()
 
 
@@ -499,7 +501,7 @@ def synthetic_service_trace(
     ``kubernetes.io/hostname``, :data:`POOL_LABEL`, the GPU model on GPU nodes. No taints.
 
     **Apps**: ``max(1, pods // 40)`` apps; instance counts lognormal-weighted (sigma 1.2),
-    each at most 30 % of the CPU nodes. Per app: a role (:data:`SERVICE_ROLES`), a per-node
+    each at most 30 % of the CPU nodes (or twice the mean app, if that is more). Per app: a role (:data:`SERVICE_ROLES`), a per-node
     cap k (:data:`SERVICE_CAPS`, the ``max_per_node`` of the generic schema: required
     anti-affinity for 1, a hostname spread with ``minDomains`` for k > 1,
     :func:`bosun.twin.traces.generic.per_node_cap`), and one request shape for all its
@@ -551,7 +553,7 @@ def synthetic_service_trace(
             )
 
     apps = max(1, pods // 40)
-    sizes = _app_sizes(rng, pods, apps, max(1, int(0.3 * n_cpu)))
+    sizes = _app_sizes(rng, pods, apps, max(int(0.3 * n_cpu), 2 * -(-pods // apps)))
     roles = _pick(rng, SERVICE_ROLES, apps)
     caps = _pick(rng, SERVICE_CAPS, apps)
     cores = _pick(rng, SERVICE_CORES, apps)
