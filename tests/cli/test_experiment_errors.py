@@ -24,9 +24,16 @@ FILES = {
         "curves.html",
         "fragmentation.csv",
         "fragmentation.html",
+        "plotly.min.js",  # the one script both pages load (bosun.twin.report.PLOTLY_JS)
         "runs.csv",
     ],
-    "load-aware": ["load-aware.csv", "load-aware.html", "node-usage.csv", "runs.csv"],
+    "load-aware": [
+        "load-aware.csv",
+        "load-aware.html",
+        "node-usage.csv",
+        "plotly.min.js",
+        "runs.csv",
+    ],
 }
 
 

@@ -57,6 +57,7 @@ def test_end_to_end_on_a_tiny_trace(runner: CliRunner, tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in out.iterdir()) == [
+        "plotly.min.js",  # the script report.html loads (bosun.twin.report.PLOTLY_JS)
         "pods.csv",
         "report.html",
         "summary.json",
@@ -233,6 +234,7 @@ def test_policy_comparison_writes_one_report_and_a_folder_per_policy(
         "bestfit",
         "fgd",
         "leastallocated",
+        "plotly.min.js",
         "report.html",
     ]
     for name in ("fgd", "bestfit", "leastallocated"):
@@ -376,7 +378,11 @@ def test_policy_rerun_replaces_the_previous_results(runner: CliRunner, tmp_path:
     res = runner.invoke(app, [*base, "--policy", "leastallocated"])
     assert res.exit_code == 0, res.output
     # no stale fgd/ or bestfit/ beside the new run, no temporary folder left
-    assert sorted(p.name for p in out.iterdir()) == ["leastallocated", "report.html"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "leastallocated",
+        "plotly.min.js",
+        "report.html",
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cmp"]
     # a folder holding anything else is not replaced
     (out / "notes.txt").write_text("mine")

@@ -445,6 +445,7 @@ def test_cli_smoke(tmp_path: Path) -> None:
         "curves.html",
         "fragmentation.csv",
         "fragmentation.html",
+        "plotly.min.js",  # the one script both pages load (bosun.twin.report.PLOTLY_JS)
         "runs.csv",
     ]
     summary = pd.read_csv(out / "fragmentation.csv")

@@ -648,6 +648,7 @@ def test_cli_faults_and_energy_write_everything(tmp_path: Path) -> None:
         "timeseries.csv",
         "pods.csv",
         "report.html",
+        "plotly.min.js",  # the script report.html loads (bosun.twin.report.PLOTLY_JS)
         "faults.csv",
     }
     html = (out / "report.html").read_text()

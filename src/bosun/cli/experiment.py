@@ -60,9 +60,16 @@ FRAGMENTATION_FILES = (
     "curves.csv",
     "curves.html",
     "fragmentation.html",
+    "plotly.min.js",  # bosun.twin.report.PLOTLY_JS: the one script both pages load
 )
 #: What ``experiment load-aware`` writes into --out (nothing else may be there).
-LOAD_AWARE_FILES = ("load-aware.csv", "runs.csv", "node-usage.csv", "load-aware.html")
+LOAD_AWARE_FILES = (
+    "load-aware.csv",
+    "runs.csv",
+    "node-usage.csv",
+    "load-aware.html",
+    "plotly.min.js",  # bosun.twin.report.PLOTLY_JS
+)
 
 #: The experiments' argument names (the problems' fields) -> the options that set them.
 _FRAGMENTATION_OPTIONS = {
@@ -435,7 +442,8 @@ def fragmentation(
     def fill(folder: Path) -> None:
         exp.write(folder)
         fig = curves_figure(exp.curves, title)
-        html = fig.to_html(include_plotlyjs=True, full_html=True)
+        # plotly.js from the plotly.min.js that write_report puts beside it
+        html = fig.to_html(include_plotlyjs="directory", full_html=True)
         (folder / "curves.html").write_text(html, encoding="utf-8")
         try:
             from bosun.twin.report import write_report
@@ -542,6 +550,14 @@ def load_aware(
             "run's results.",
         ),
     ] = Path("out/load-aware"),
+    full_resolution: Annotated[
+        bool,
+        typer.Option(
+            "--full-resolution",
+            help="Draw every sample in load-aware.html (default: at most 1,000 points per "
+            "run and series, peaks kept, so that the report stays under 2 MB).",
+        ),
+    ] = False,
 ) -> None:
     """Compare request-based, current-usage and predictive placement in the twin.
 
@@ -599,7 +615,13 @@ def load_aware(
 
     def fill(folder: Path) -> None:
         exp.write(folder)
-        write_report(first, folder / "load-aware.html", title=title, comparison=summary)
+        write_report(
+            first,
+            folder / "load-aware.html",
+            title=title,
+            comparison=summary,
+            full_resolution=full_resolution,
+        )
 
     written = _write_out(out, LOAD_AWARE_FILES, fill)
     console.print("wrote " + ", ".join(str(p) for p in written))

@@ -79,6 +79,7 @@ RESULT_FILES = (
     "report.html",
     "skipped.csv",
     "faults.csv",
+    "plotly.min.js",  # bosun.twin.report.PLOTLY_JS, the script report.html loads
 )
 #: ``--policy energyaware``: the EnergyAware score plugin alone (with --energy's model).
 ENERGY_POLICY = "energyaware"
@@ -557,7 +558,11 @@ def summary_table(result: SimulationResult) -> Table:
 
 
 def write_comparison(
-    results: Sequence[SimulationResult], out_dir: Path, skipped: Sequence[str] = ()
+    results: Sequence[SimulationResult],
+    out_dir: Path,
+    skipped: Sequence[str] = (),
+    *,
+    full_resolution: bool = False,
 ) -> list[Path]:
     """Several runs of one trace: each run's files in ``out_dir/<label>/``, one
     ``report.html`` comparing them (and ``skipped.csv``, when rows were skipped) in
@@ -576,7 +581,9 @@ def write_comparison(
     def fill(staging: Path) -> None:
         if write_report is not None:
             title = f"bosun simulate: {results[0].meta['trace']}{partial_note(results)}"
-            write_report(results, staging / "report.html", title=title)
+            write_report(
+                results, staging / "report.html", title=title, full_resolution=full_resolution
+            )
         for result in results:
             label = str(result.meta.get("policy", result.name))
             result.write(staging / label.lower())
@@ -624,7 +631,11 @@ def comparison_table(results: Sequence[SimulationResult]) -> Table:
 
 
 def write_outputs(
-    result: SimulationResult, out_dir: Path, skipped: Sequence[str] = ()
+    result: SimulationResult,
+    out_dir: Path,
+    skipped: Sequence[str] = (),
+    *,
+    full_resolution: bool = False,
 ) -> list[Path]:
     """``summary.json``, ``timeseries.csv``, ``pods.csv``, (when the report module is
     importable) ``report.html`` and (when rows were skipped) ``skipped.csv`` in
@@ -646,7 +657,9 @@ def write_outputs(
         write_report = _report_writer()
         if write_report is not None:
             title = f"bosun simulate: {result.name}{partial_note([result])}"
-            write_report([result], staging / "report.html", title=title)
+            write_report(
+                [result], staging / "report.html", title=title, full_resolution=full_resolution
+            )
         result.write(staging)
         if skipped:
             (staging / "skipped.csv").write_text(skipped_csv(skipped))
@@ -750,6 +763,7 @@ def _run_and_write(
     until: float | None,
     report: Path,
     compare: bool,
+    full_resolution: bool = False,
 ) -> tuple[list[Path], list[SimulationResult], list[tuple[str, Simulator]]]:
     """Load, replay and write for :func:`simulate`, under ``stop``.
 
@@ -789,9 +803,9 @@ def _run_and_write(
             results.append(result)
     skipped = sims[0][1].trace.skipped
     if compare:
-        written = write_comparison(results, report, skipped)
+        written = write_comparison(results, report, skipped, full_resolution=full_resolution)
     else:
-        written = write_outputs(results[0], report, skipped)
+        written = write_outputs(results[0], report, skipped, full_resolution=full_resolution)
     return written, results, sims
 
 
@@ -873,6 +887,14 @@ def simulate(
             "rate, ETA) every S wall seconds; 0: none. On a terminal: a progress bar.",
         ),
     ] = PROGRESS_EVERY_S,
+    full_resolution: Annotated[
+        bool,
+        typer.Option(
+            "--full-resolution",
+            help="Draw every sample in report.html (default: at most 1,000 points per run "
+            "and series, peaks kept, so that the report stays under 2 MB).",
+        ),
+    ] = False,
 ) -> None:
     """Replay a trace through the scheduler on simulated time and measure it.
 
@@ -940,6 +962,7 @@ def simulate(
                 until=until,
                 report=report,
                 compare=bool(policies),
+                full_resolution=full_resolution,
             )
     except BosunError as e:
         raise fail(str(e)) from None
