@@ -32,8 +32,14 @@ from kubernetes import client
 from bosun.api.types import CPU, MEMORY, Node
 from bosun.cli.federation import live_hooks
 from bosun.federation.agent import Agent, AgentConfig
-from bosun.federation.live import ANN_HOLDER, ANN_SOURCE, FED_SCHEDULER, LiveAgent, LiveCluster
-from bosun.federation.live import LiveSettings
+from bosun.federation.live import (
+    ANN_HOLDER,
+    ANN_SOURCE,
+    FED_SCHEDULER,
+    LiveAgent,
+    LiveCluster,
+    LiveSettings,
+)
 from bosun.federation.summary import TwinCluster
 from bosun.federation.sync import SyncConfig
 
@@ -92,8 +98,8 @@ def cores(planes: tuple[Any, Any]) -> Iterator[tuple[client.CoreV1Api, client.Co
 def make_node(core: client.CoreV1Api, name: str, cpu: str) -> None:
     """A Ready Node with ``cpu`` cores, 8Gi, 110 pods (no kubelet: status written)."""
     alloc = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
-    core.create_node({"apiVersion": "v1", "kind": "Node",
-                      "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}})  # fmt: skip
+    meta = {"name": name, "labels": {"kubernetes.io/hostname": name}}
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": meta})
     core.patch_node_status(name, {"status": {
         "capacity": alloc, "allocatable": alloc,
         "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
@@ -258,6 +264,14 @@ def test_pending_pod_moves_to_the_cluster_with_room(
             # the copy was marked Running before A's pod was deleted
             assert kubelet.marked["big"] <= t_gone
             print(f"\npending in A -> deleted from A: {t_gone - t_created:.2f} s; {mig}")
+            # the copy ends in B (deleted there): B's fence forgets it and tells A, which
+            # releases the 3000 milli-CPU it spent on B's pool
+            released_before = a.ledger.pool("B", CPU).released("A")
+            await athread(lambda: core_b.delete_namespaced_pod("big", "default",
+                                                               grace_period_seconds=0))  # fmt: skip
+            await until(lambda: "default/big" not in a.placed_res, 10, "A to release")
+            assert not [r for r in b.fence.bound.values() if r.holder == "A"]
+            assert a.ledger.pool("B", CPU).released("A") - released_before == 3000
         finally:
             await b.stop()
             await a.stop()
@@ -269,8 +283,6 @@ def test_pending_pod_moves_to_the_cluster_with_room(
     small = read_pod(core_a, "small")
     assert small is not None and not small.spec.node_name  # never moved: it fits in A
     assert read_pod(core_b, "small") is None
-    running = read_pod(core_b, "big")
-    assert running is not None and running.status.phase == "Running"
 
 
 async def until_bound(core: client.CoreV1Api, name: str, timeout: float) -> client.V1Pod:
@@ -287,7 +299,6 @@ async def until_bound(core: client.CoreV1Api, name: str, timeout: float) -> clie
     return found[-1]
 
 
-@pytest.mark.slow
 def test_two_sources_race_for_the_last_room(
     planes: tuple[Any, Any], cores: tuple[client.CoreV1Api, client.CoreV1Api]
 ) -> None:
@@ -328,6 +339,8 @@ def test_two_sources_race_for_the_last_room(
             moves = [a.migrate(f"default/{n}") for n in names]
             places = [c.place(p, exclude={"C"}, manifest=m) for p, m in c_pods if p]
             got = await asyncio.gather(*moves, *places)
+            why = [e.get("why") for e in events if e["ev"] in ("migrate_failed",)]
+            print(f"\nrace: {got}; A's failures: {why}")
             moved = [bool(x) for x in got[:3]]
             placed = [x[0] for x in got[3:]]  # type: ignore[index]
             return moved, placed
