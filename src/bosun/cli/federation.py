@@ -95,6 +95,10 @@ def agent(
         float,
         typer.Option("--running-timeout", help="Live: seconds a copy has to become ready."),
     ] = 60.0,
+    sync_timeout: Annotated[
+        float,
+        typer.Option("--sync-timeout", help="Live: seconds for the first list of Nodes, Pods."),
+    ] = 60.0,
     synthetic_nodes: Annotated[
         int, typer.Option("--synthetic-nodes", help="Or: this many openb-shaped nodes.")
     ] = 0,
@@ -151,8 +155,8 @@ def agent(
         raise fail("give exactly one of --snapshot FILE, --synthetic-nodes N and --kubeconfig FILE")
     if copy_ready not in ("running", "bound"):
         raise fail(f"--copy-ready {copy_ready!r}: must be running or bound")
-    if pending_window < 0 or running_timeout <= 0:
-        raise fail("--pending-window must be >= 0 and --running-timeout > 0")
+    if pending_window < 0 or running_timeout <= 0 or sync_timeout <= 0:
+        raise fail("--pending-window must be >= 0, --running-timeout and --sync-timeout > 0")
     if interval <= 0 or exact_every < 0 or group_size < 1 or not 0 <= fill <= 1 or delay_ms < 0:
         raise fail(
             "--interval must be > 0, --exact-every >= 0, --group-size >= 1, --fill 0..1, "
@@ -173,7 +177,7 @@ def agent(
             from bosun.federation.live import LiveCluster
 
             live_cluster = LiveCluster(cluster, live_hooks(kubeconfig, context), group_size)
-            live_cluster.start()
+            live_cluster.start(sync_timeout)
             twin = live_cluster
         elif snapshot is not None:
             twin = from_snapshot(cluster, snapshot, group_size)

@@ -299,7 +299,7 @@ class LiveCluster(TwinCluster):
                 self.stop()
                 raise LiveError(
                     f"cluster {self.name}: {self.hooks.server}: the informers did not list "
-                    f"Nodes and Pods within {timeout_s:.0f} s (see the bosun.live.informer log)"
+                    f"Nodes and Pods within {timeout_s:g} s (see the bosun.live.informer log)"
                 )
         return self.drain()
 
