@@ -15,6 +15,17 @@ comparison itself is ``bosun batch bench`` (see docs/batch.md, "Measured").
    simulated seconds until a gang's last member binds, for Coscheduling with and
    without its PostFilter and QueueSort (Permit timeout 60 s); "never" for a gang that
    binds nothing, "300+" attempts for a livelock cut off.
+4. Gangs in the twin (``bosun simulate``'s engine) on a synthetic GPU cluster: 16 nodes
+   of 8 GPUs; 300 jobs arriving as a Poisson process (mean gap 60 s), half of them gangs
+   of 2, 4, 8 or 16 one-GPU workers (``minMember`` = size), half single one-GPU pods;
+   run times exponential, mean 2,000 s (seeded; offered load about 110 % of the GPUs). kube's default profile against
+   examples/coscheduling.yaml, 3 seeds: gangs placed (``minMember`` members running at
+   once), gang wait p50 and max, the GPU-hours held by members of a gang that was not
+   running whole, the single pods' wait, the mean GPU allocation, and the wall time of
+   the Coscheduling run as a ratio to the default run in the same process.
+
+Run only section 4 (no openb data needed): ``.venv/bin/python benchmarks/bench_batch.py
+twin``.
 """
 
 from __future__ import annotations
@@ -145,6 +156,101 @@ def gang_wait() -> None:
         print(f"{label:>30} {waits[0]:>14} {waits[1]:>14} {attempts:>8}{more}")
 
 
+def _gang_trace(seed: int) -> object:
+    """Section 4's workload (see the module docstring)."""
+    from bosun.api.build import make_node, make_pod
+    from bosun.api.types import POD_GROUP_LABEL, PodGroup
+    from bosun.twin.trace import PodArrival, Trace
+
+    rng = np.random.default_rng(seed)
+    nodes = [
+        make_node(f"gpu-{i}", cpu="64", memory="256Gi", extra={"nvidia.com/gpu": 8})
+        for i in range(16)
+    ]
+    arrivals, groups = [], []
+    t = 0.0
+    for j in range(300):
+        t += float(rng.exponential(60.0))
+        duration = float(rng.exponential(2000.0))
+        gang = rng.random() < 0.5
+        size = int(rng.choice([2, 4, 8, 16])) if gang else 1
+        labels = {POD_GROUP_LABEL: f"job-{j}"} if gang else {}
+        if gang:
+            groups.append(PodGroup(f"job-{j}", min_member=size))
+        for w in range(size):
+            pod = make_pod(
+                f"job-{j}-{w}",
+                cpu="4",
+                memory="16Gi",
+                extra={"nvidia.com/gpu": 1},
+                labels=labels,
+            )
+            arrivals.append(PodArrival(pod, t, duration_s=duration))
+    return Trace(f"gangs(seed={seed})", nodes, arrivals, pod_groups=groups)
+
+
+def _held_gpu_h(result: object) -> float:
+    """GPU-hours held by members bound while their gang was not running whole: from a
+    member's bind to its gang's ``placed_s``, or to its own end when the gang was never
+    whole (one GPU per member)."""
+    pods = result.pods  # type: ignore[attr-defined]
+    gangs = result.tables["gangs"].set_index("pod_group")  # type: ignore[attr-defined]
+    end_s = result.summary["end_s"]  # type: ignore[attr-defined]
+    held = 0.0
+    for _, row in pods[pods["pod_group"] != ""].iterrows():
+        if np.isnan(row["bound_s"]):
+            continue
+        placed = gangs.loc[row["pod_group"], "placed_s"]
+        until = placed if not np.isnan(placed) else min(row["bound_s"] + row["duration"], end_s)
+        held += max(0.0, until - row["bound_s"])
+    return held / 3600.0
+
+
+def twin_gangs(seeds: tuple[int, ...] = (0, 1, 2)) -> None:
+    """Section 4 (see the module docstring)."""
+    from pathlib import Path
+
+    from bosun.framework.config import default_configuration, load_configuration
+    from bosun.plugins.registry import in_tree_registry, registry_points
+    from bosun.twin.engine import simulate
+
+    points = registry_points(in_tree_registry())
+    example = Path(__file__).resolve().parents[1] / "examples" / "coscheduling.yaml"
+    configs = (
+        ("default", default_configuration(points)),
+        ("coscheduling", load_configuration(example, points)),
+    )
+    print()
+    print(
+        f"{'seed':>4} {'profile':>13} {'placed':>9} {'wait p50 s':>11} {'wait max s':>11} "
+        f"{'held GPU h':>11} {'single p50 s':>13} {'GPU alloc':>10} {'wall x':>7}"
+    )
+    for seed in seeds:
+        trace = _gang_trace(seed)
+        durations = {a.pod.key: a.duration_s for a in trace.arrivals}  # type: ignore[attr-defined]
+        base_wall = 0.0
+        for name, cfg in configs:
+            started = time.perf_counter()
+            res = simulate(trace, cfg, seed=seed)  # type: ignore[arg-type]
+            wall = time.perf_counter() - started
+            base_wall = base_wall or wall
+            res.pods["duration"] = res.pods["pod"].map(durations)
+            s = res.summary
+            single = res.pods[res.pods["pod_group"] == ""]["wait_s"]
+            print(
+                f"{seed:>4} {name:>13} {int(s['gangs_placed']):>4}/{int(s['gangs']):<4} "
+                f"{s['gang_wait_p50_s']:>11.0f} {s['gang_wait_max_s']:>11.0f} "
+                f"{_held_gpu_h(res):>11.1f} {single.median():>13.0f} "
+                f"{s['gpu_alloc_ratio_mean']:>10.1%} {wall / base_wall:>7.2f}"
+            )
+
+
 if __name__ == "__main__":
-    main()
-    gang_wait()
+    import sys
+
+    if sys.argv[1:] == ["twin"]:
+        twin_gangs()
+    else:
+        main()
+        gang_wait()
+        twin_gangs()
