@@ -18,7 +18,8 @@ comparison itself is ``bosun batch bench`` (see docs/batch.md, "Measured").
 4. Gangs in the twin (``bosun simulate``'s engine) on a synthetic GPU cluster: 16 nodes
    of 8 GPUs; 300 jobs arriving as a Poisson process (mean gap 60 s), half of them gangs
    of 2, 4, 8 or 16 one-GPU workers (``minMember`` = size), half single one-GPU pods;
-   run times exponential, mean 2,000 s (seeded; offered load about 110 % of the GPUs). kube's default profile against
+   run times exponential, mean 2,000 s (seeded; offered load 4.25 GPUs x 2,000 s / 60 s,
+   about 110 % of the 128 GPUs). kube's default profile against
    examples/coscheduling.yaml, 3 seeds: gangs placed (``minMember`` members running at
    once), gang wait p50 and max, the GPU-hours held by members of a gang that was not
    running whole, the single pods' wait, the mean GPU allocation, and the wall time of
@@ -31,8 +32,13 @@ twin``.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from bosun.batch.problem import BatchProblem
+    from bosun.batch.qubo import Qubo
 
 
 def _median_s(fn: object, repeat: int = 20) -> float:
@@ -44,15 +50,15 @@ def _median_s(fn: object, repeat: int = 20) -> float:
     return float(np.median(times))
 
 
-def _grow(prob: object, limit: int) -> object:
+def _grow(prob: BatchProblem, limit: int) -> Qubo:
     """The sub-QUBO of the first pods in block order (pods sharing candidate nodes) with
     the most variables not above ``limit``."""
     from bosun.batch.qubo import blocks, build_qubo
 
-    order = [p for part in blocks(prob, 10_000) for p in part]  # type: ignore[arg-type]
-    best = build_qubo(prob, order[:1])  # type: ignore[arg-type]
+    order = [p for part in blocks(prob, 10_000) for p in part]
+    best = build_qubo(prob, order[:1])
     for n in range(2, len(order) + 1):
-        q = build_qubo(prob, order[:n])  # type: ignore[arg-type]
+        q = build_qubo(prob, order[:n])
         if q.num_vars > limit:
             break
         best = q
