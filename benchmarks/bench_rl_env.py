@@ -6,6 +6,7 @@ Usage::
 
     taskset -c 0 python benchmarks/bench_rl_env.py [--trace SPEC ...] [--steps N]
         [--repeat 2] [--no-departures]
+    python benchmarks/bench_rl_env.py --mix-cost   # gpuspec25 vs gpushare80, cap on/off
 
 Default traces: a 20-node synthetic cluster at the synthetic generator's default load per
 node, the same cluster overloaded (pods wait, and every completion retries them: the
@@ -66,13 +67,92 @@ def one_run(spec: str, steps: int, departures: bool) -> dict[str, Any]:
     }
 
 
+#: ``--mix-cost``: a GPU-sharing mix and a GPU-model mix of openb (issue 21 measured the
+#: second at 85 times the CPU per evaluation seed of the first)
+MIX_COST_TRACES = ("openb:gpushare80", "openb:gpuspec25")
+
+
+def mix_episode(spec: str, capped: bool) -> dict[str, Any]:
+    """One FGD episode of ``bosun rl evaluate``'s saturation protocol (128 nodes,
+    ``--scale-pods --no-departures --warmup fgd``, the test window of seed 0's draw);
+    ``capped`` False turns off the env's shortening of long arrival gaps
+    (:func:`bosun.rl.env.without_departures`'s ``max_gap_s``), as before this round. CPU
+    seconds of the whole process (both of the env's threads)."""
+    import bosun.rl.env as rl_env
+    from bosun.rl.evaluate import HeuristicChooser, run_policy, seed_window
+    from bosun.rl.train import EnvSettings, make_env
+    from bosun.twin.traces import load_trace
+
+    trace, _ = seed_window(load_trace(spec), 128, True, 0)
+    real = rl_env.without_departures
+    if not capped:
+        rl_env.without_departures = lambda t, **kw: real(t, **{**kw, "max_gap_s": None})
+    try:
+        settings = EnvSettings(departures=False, warmup="fgd", arrival_fraction=(0.7, 1.0))
+        cpu0 = time.process_time()
+        env = make_env(trace, settings, 0, record_metrics=True)
+        try:
+            row = run_policy(env, HeuristicChooser("fgd", 0), 0)
+        finally:
+            env.close()
+        row["cpu_s"] = time.process_time() - cpu0
+    finally:
+        rl_env.without_departures = real
+    return row
+
+
+def mix_cost(console: Console) -> int:
+    """``--mix-cost``: the table of :func:`mix_episode` for :data:`MIX_COST_TRACES`, with and
+    without the gap cap, and the ratios measured in the same run. Exit 2 when the capped
+    episode's placements or total reward differ from the uncapped one's (the cap must not
+    change what is measured)."""
+    table = Table(title="one FGD episode of the saturation protocol (128 nodes, seed 0)")
+    for col in ("trace", "gaps", "CPU s", "failed attempts", "placements", "reward total"):
+        table.add_column(col, justify="left" if col in ("trace", "gaps") else "right")
+    cpu: dict[tuple[str, bool], float] = {}
+    verdict = 0
+    for spec in MIX_COST_TRACES:
+        rows = {capped: mix_episode(spec, capped) for capped in (False, True)}
+        for capped, row in rows.items():
+            cpu[spec, capped] = row["cpu_s"]
+            table.add_row(
+                spec,
+                "capped" if capped else "trace's own",
+                f"{row['cpu_s']:.2f}",
+                str(row["failed_attempts"]),
+                str(row["placements"]),
+                f"{row['reward_total']:.4f}",
+            )
+        same = ("placements", "reward_total", "sla_violations", "gpu_alloc_end")
+        if any(rows[True][k] != rows[False][k] for k in same):
+            verdict = 2
+    console.print(table)
+    share, spec_ = MIX_COST_TRACES
+    for capped in (False, True):
+        console.print(
+            f"{spec_} / {share} CPU, {'capped' if capped else 'trace gaps'}: "
+            f"{cpu[spec_, capped] / cpu[share, capped]:.1f}x"
+        )
+    console.print(f"{spec_} uncapped / capped: {cpu[spec_, False] / cpu[spec_, True]:.1f}x")
+    console.print("capped episodes measure the same: " + ("[red]no" if verdict else "[green]yes"))
+    return verdict
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", action="append", help="trace spec (repeatable)")
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--no-departures", action="store_true", help="pods never finish")
+    parser.add_argument(
+        "--mix-cost",
+        action="store_true",
+        help="CPU of one FGD evaluation episode on openb's gpushare80 and gpuspec25, with "
+        "and without the no-departures gap cap (needs the openb trace)",
+    )
     args = parser.parse_args(argv)
+    if args.mix_cost:
+        return mix_cost(Console())
     specs = args.trace or [SMALL, SATURATED, "openb"]
     console = Console()
     table = Table(title="bosun/Scheduling-v0, random feasible agent (best of repeats)")

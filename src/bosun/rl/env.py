@@ -289,7 +289,12 @@ def systematic_rows(total: int, count: int, start: float = 0.0) -> list[int]:
     bad = _start_problems(start, "start")
     if bad:
         raise InputError(bad)
-    return [math.floor((i + start) * total / count) for i in range(count)]
+    # floor((i + start) N / k) < (i + 1) N / k exactly; the min keeps float rounding of a
+    # start just below 1 from reaching the next row: the largest integer below (i+1) N / k
+    return [
+        min(math.floor((i + start) * total / count), ((i + 1) * total - 1) // count)
+        for i in range(count)
+    ]
 
 
 def select_nodes(trace: Trace, nodes: int | Sequence[str] | None, *, start: float = 0.0) -> Trace:
