@@ -29,8 +29,9 @@ import pytest
 from typer.testing import CliRunner
 
 from bosun.cli.main import app
-from bosun.cli.simulate import ProgressLines, _duration_text
+from bosun.cli.simulate import ProgressLines, _duration_text, resolve_cli_policies
 from bosun.twin.engine import Simulator
+from bosun.twin.experiments.fragmentation import policy_configuration
 from bosun.twin.results import OUTCOMES
 
 #: A progress line, as ProgressLines documents it.
@@ -193,6 +194,40 @@ def test_cli_bad_progress_interval_is_bad_input(tmp_path: Path, every: str) -> N
     assert res.exit_code == 2
     assert "--progress-every" in res.stderr and "must be >= 0 seconds" in res.stderr
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- --policy
+
+
+@pytest.mark.parametrize(
+    ("names", "labels", "problem"),
+    [
+        (["fgd", "EnergyAware"], ["FGD", "EnergyAware"], ""),
+        (["energyaware", "bestfit"], ["EnergyAware", "BestFit"], ""),  # the order given
+        (["energyaware", "energyaware"], ["EnergyAware"], "'energyaware': --policy: given twice"),
+        (
+            ["nope", "energyaware"],
+            ["EnergyAware"],
+            "'nope': --policy: unknown policy; known: fgd, bestfit, dotprod, packing, "
+            "clustering, random, leastallocated, mostallocated, energyaware",
+        ),
+        (["fgd", "FGD"], [], "'FGD': --policy: given twice"),
+    ],
+    ids=["experiment-and-extra", "order", "extra-twice", "unknown", "experiment-twice"],
+)
+def test_policy_names_resolve_through_one_table(
+    names: list[str], labels: list[str], problem: str
+) -> None:
+    pols, problems = resolve_cli_policies(names)
+    assert [p.label for p in pols] == labels
+    assert [str(p) for p in problems] == ([f"command line: policy {problem}"] if problem else [])
+
+
+def test_energyaware_runs_the_experiments_single_scorer_profile() -> None:
+    # the same profile as the experiment's policies: EnergyAware is the only Score plugin
+    (pol,), _ = resolve_cli_policies(["energyaware"])
+    prof = policy_configuration(pol).profiles[0]
+    assert [r.name for r in prof.plugins["score"]] == ["EnergyAware"]
 
 
 # --------------------------------------------------------------------------- signals

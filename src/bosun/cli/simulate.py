@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Annotated, TextIO
@@ -59,9 +59,9 @@ from bosun.twin.energy import (
 from bosun.twin.engine import Controller, Simulator
 from bosun.twin.experiments.fragmentation import (
     POLICIES,
+    Policy,
     policy_configuration,
     resolve_policies,
-    single_scorer_configuration,
 )
 from bosun.twin.faults import FaultController, FaultSchedule, load_faults, prepare
 from bosun.twin.results import SimulationResult
@@ -81,8 +81,16 @@ RESULT_FILES = (
     "faults.csv",
     "plotly.min.js",  # bosun.twin.report.PLOTLY_JS, the script report.html loads
 )
-#: ``--policy energyaware``: the EnergyAware score plugin alone (with --energy's model).
-ENERGY_POLICY = "energyaware"
+#: ``--policy`` names beyond the fragmentation experiment's table
+#: (:data:`bosun.twin.experiments.fragmentation.POLICIES`), run the same way
+#: (:func:`bosun.twin.experiments.fragmentation.policy_configuration`): ``energyaware``,
+#: the EnergyAware score plugin alone (with --energy's power model, or its default).
+#: A row belongs in ``POLICIES`` itself; once it is there it is taken from there.
+EXTRA_POLICIES: Mapping[str, Policy] = {
+    p.name: p
+    for p in (Policy("energyaware", "EnergyAware", "EnergyAware"),)
+    if p.name not in POLICIES
+}
 #: ``file: line N: reason`` (or ``row N``), as the table loaders describe a skipped row.
 _SKIPPED_RE = re.compile(r"^(?P<source>.*?): (?P<line>(?:line|row) \d+): (?P<reason>.*)$", re.S)
 
@@ -342,7 +350,7 @@ def load_simulation(
         faults: a fault file (:func:`bosun.twin.faults.load_faults`): every run gets it.
         energy: a power file (:func:`bosun.twin.energy.load_energy`): every run gets the
             energy model; EnergyAware gets its power model; ``--policy energyaware``
-            needs it or uses the default model.
+            (:data:`EXTRA_POLICIES`) needs it or uses the default model.
 
     Returns:
         ``(label, simulator)`` per run: the policy's label, or ``""`` for the one run of
@@ -399,25 +407,10 @@ def load_simulation(
                 problems.append(
                     InputProblem("command line", "options", "--policy/--config", "give one")
                 )
-            others = [n for n in policies if n.strip().lower() != ENERGY_POLICY]
-            try:
-                resolved = resolve_policies(others) if others else []
-            except InputError as e:  # name the option, not the experiment
-                problems.extend(
-                    InputProblem("command line", p.obj, "--policy", p.message) for p in e.problems
-                )
-                resolved = []
+            resolved, found = resolve_cli_policies(policies)
+            problems.extend(found)
             for pol in resolved:
                 configs.append((pol.label, policy_configuration(pol)))
-            if len(others) < len(policies):
-                configs.append(
-                    (
-                        "EnergyAware",
-                        single_scorer_configuration(
-                            "EnergyAware", [], None, "command line", ENERGY_POLICY
-                        ),
-                    )
-                )
         else:
             cfg = load_configuration(config, points) if config else default_configuration(points)
             configs.append(("", cfg))
@@ -458,6 +451,47 @@ def load_simulation(
     if problems:
         raise InputError(problems)
     return sims
+
+
+def resolve_cli_policies(names: Sequence[str]) -> tuple[list[Policy], list[InputProblem]]:
+    """``--policy`` names (case-insensitive) -> policies, in the order given: the
+    experiment's (:func:`bosun.twin.experiments.fragmentation.resolve_policies`) and
+    :data:`EXTRA_POLICIES`.
+
+    Returns:
+        The policies, and the problems (an unknown or repeated name), each naming
+        ``--policy``.
+    """
+    key = {n: n.strip().lower() for n in names}
+    others = [n for n in names if key[n] not in EXTRA_POLICIES]
+    problems: list[InputProblem] = []
+    by_key: dict[str, Policy] = {}
+    if others:
+        try:
+            by_key = {p.name: p for p in resolve_policies(others)}
+        except InputError as e:  # name the option (and every policy), not the experiment
+            extra = "".join(f", {n}" for n in EXTRA_POLICIES)
+            problems.extend(
+                InputProblem(
+                    "command line",
+                    p.obj,
+                    "--policy",
+                    p.message + extra if p.message.startswith("unknown policy") else p.message,
+                )
+                for p in e.problems
+            )
+    out: list[Policy] = []
+    for name in names:
+        pol = EXTRA_POLICIES.get(key[name]) or by_key.get(key[name])
+        if pol is None or (pol in out and key[name] not in EXTRA_POLICIES):
+            continue  # unknown or repeated: resolve_policies said so
+        if pol in out:
+            problems.append(
+                InputProblem("command line", f"policy {name!r}", "--policy", "given twice")
+            )
+            continue
+        out.append(pol)
+    return out, problems
 
 
 def _pct(x: float) -> str:
@@ -829,7 +863,7 @@ def simulate(
             "--policy",
             "--policies",
             help="Compare placement policies instead of --config (repeatable or comma-"
-            f"separated): {', '.join(POLICIES)}, energyaware.",
+            f"separated): {', '.join([*POLICIES, *EXTRA_POLICIES])}.",
         ),
     ] = None,
     report: Annotated[
