@@ -501,15 +501,16 @@ def synthetic_service_trace(
     ``kubernetes.io/hostname``, :data:`POOL_LABEL`, the GPU model on GPU nodes. No taints.
 
     **Apps**: ``max(1, pods // 40)`` apps; instance counts lognormal-weighted (sigma 1.2),
-    each at most 30 % of the CPU nodes (or twice the mean app, if that is more). Per app: a role (:data:`SERVICE_ROLES`), a per-node
-    cap k (:data:`SERVICE_CAPS`, the ``max_per_node`` of the generic schema: required
-    anti-affinity for 1, a hostname spread with ``minDomains`` for k > 1,
-    :func:`bosun.twin.traces.generic.per_node_cap`), and one request shape for all its
-    instances: CPU apps cores from :data:`SERVICE_CORES`, GPU apps 8 cores per GPU and a
-    GPU request from :data:`SERVICE_GPUS`; memory per core from
-    :data:`SERVICE_MEMORY_PER_CORE`; disk from :data:`SERVICE_DISK_GIB`; one ``rdma/hca``
-    for 10 % of CPU-only apps and half of the GPU apps. ``cpu-only`` apps carry the
-    nodeSelector ``bosun.io/node-pool=cpu``.
+    each at most 30 % of the CPU nodes (or twice the mean app, if that is more). Per app:
+    a role (:data:`SERVICE_ROLES`), a per-node cap k (:data:`SERVICE_CAPS`, the
+    ``max_per_node`` of the generic schema: required anti-affinity for 1, a hostname
+    spread with ``minDomains`` for k > 1, :func:`bosun.twin.traces.generic.per_node_cap`),
+    and one request shape for all its instances: CPU apps cores from
+    :data:`SERVICE_CORES`, GPU apps 8 cores per GPU and a GPU request from
+    :data:`SERVICE_GPUS`; memory per core from :data:`SERVICE_MEMORY_PER_CORE` (for CPU
+    apps clipped to what fits a CPU node: a 64-core app gets at most 6 GiB per core); disk
+    from :data:`SERVICE_DISK_GIB`; one ``rdma/hca`` for 10 % of CPU-only apps and half of
+    the GPU apps. ``cpu-only`` apps carry the nodeSelector ``bosun.io/node-pool=cpu``.
 
     **Times** (seconds, window ``days * 86400``): a share ``initial_fraction`` of each app's
     instances is the initial rollout, arriving uniformly in the first hour; 30 % of them are
@@ -563,6 +564,7 @@ def synthetic_service_trace(
     rdma_draw = rng.random(apps)
 
     factory = PodFactory()
+    cpu_memory_gib = SERVICE_POOLS[0].memory_gib
     rows: list[tuple[float, float | None, Pod]] = []
     awidth = len(str(apps - 1))
     for a in range(apps):
@@ -584,11 +586,13 @@ def synthetic_service_trace(
         )
         gone = np.maximum(gone, arrival)
         iwidth = len(str(n - 1))
+        # a CPU app's instance fits one CPU node's memory (384 GiB): GiB per core clipped
+        gib = mem_per_core[a] if role == "gpu" else min(mem_per_core[a], cpu_memory_gib // c)
         for i in range(n):
             pod = factory.pod(
                 f"{app}-{i:0{iwidth}d}",
                 milli_cpu=c * 1000,
-                memory=c * mem_per_core[a] * _GIB,
+                memory=c * gib * _GIB,
                 gpus=gpus,
                 gpu_milli=milli,
                 extra={"ephemeral-storage": disk[a] * _GIB, RDMA: rdma},
