@@ -228,9 +228,6 @@ MIN_POINTS = 200
 NO_DIFFERENCE = "no measurable difference"
 #: Relative threshold: runs closer than 1 % of the row's largest value are a tie.
 REL_THRESHOLD = 0.01
-#: Relative threshold of wall-clock rows (``wall ms``, ``wall s``): machine timing moves by
-#: well over 1 % between two runs of the same replay on a shared machine.
-WALL_REL_THRESHOLD = 0.10
 #: Absolute floors: 1 % of the cluster's GPUs for a GPU count, 1 % of the arrived pods for a
 #: pod count, one percentage point (0.01) for a ratio.
 CAPACITY_SHARE = 0.01
@@ -351,12 +348,13 @@ def difference_threshold(
     """The smallest difference between two single runs on a summary row that the report
     calls measurable (a difference at or under it is :data:`NO_DIFFERENCE`).
 
-    ``max(rel * max(|v|), floor)`` over the row's finite ``values``: ``rel`` is
-    :data:`WALL_REL_THRESHOLD` (10 %) for wall-clock units (``wall ms``, ``wall s``), else
-    :data:`REL_THRESHOLD` (1 %); ``floor`` is one percentage point (0.01) for a ratio, 1 %
+    ``max(REL_THRESHOLD * max(|v|), floor)`` over the row's finite ``values``
+    (:data:`REL_THRESHOLD`: 1 %); ``floor`` is one percentage point (0.01) for a ratio, 1 %
     of ``cluster_gpus`` for a row in GPUs, 1 % of ``arrived_pods`` for a row in pods or
-    attempts (:data:`CAPACITY_SHARE`), else 0. Why these numbers: docs/twin.md, "What a
-    report claims".
+    attempts (:data:`CAPACITY_SHARE`), else 0. Wall-clock rows (``wall ms``, ``wall s``)
+    get infinity: on a shared machine one replay's decision p99 moved by 6x between
+    three runs, so single runs never show a measurable wall-clock difference (seeds may,
+    :func:`best_runs`). Why these numbers: docs/twin.md, "What a report claims".
 
     Args:
         spec: the row's :class:`MetricSpec` (its ``kind`` and ``unit``).
@@ -367,9 +365,10 @@ def difference_threshold(
     Returns:
         The threshold, in the row's unit (a ratio in 0..1); 0 when nothing is known.
     """
+    if spec.unit.startswith("wall"):
+        return math.inf
     finite = [abs(float(v)) for v in values if math.isfinite(float(v))]
-    rel = WALL_REL_THRESHOLD if spec.unit.startswith("wall") else REL_THRESHOLD
-    threshold = rel * max(finite, default=0.0)
+    threshold = REL_THRESHOLD * max(finite, default=0.0)
     if spec.kind == "ratio":
         floor = CAPACITY_SHARE
     elif spec.unit == "GPUs" and cluster_gpus:
@@ -392,12 +391,12 @@ def best_runs(
     """The runs not measurably worse than the best one on a row.
 
     The best run is the highest (``better="higher"``) or lowest finite value. Another run
-    ``i`` is measurably worse when its gap to the best ``b`` is larger than the noise: with
-    seeds (``n[i]`` and ``n[b]`` at least 2, both ``std`` finite) more than
-    :data:`NOISE_Z` standard errors of the difference of the means,
-    ``2 * sqrt(std[i]**2 / n[i] + std[b]**2 / n[b])`` (Welch's standard error, about a
-    95 % two-sided test); without them more than ``threshold``
-    (:func:`difference_threshold`).
+    ``i`` is measurably worse when its gap to the best ``b`` is larger than ``threshold``
+    (:func:`difference_threshold`) and, with seeds (``n[i]`` and ``n[b]`` at least 2,
+    both ``std`` finite), also larger than the run-to-run noise: :data:`NOISE_Z` standard
+    errors of the difference of the means, ``2 * sqrt(std[i]**2 / n[i] + std[b]**2 /
+    n[b])`` (Welch's standard error, about a 95 % two-sided test). With seeds, a
+    wall-clock row's infinite threshold gives way to the noise alone.
 
     Args:
         values: one value per run (a mean over seeds, or one run's number); NaN: not
@@ -431,11 +430,11 @@ def best_runs(
     out: list[int] = []
     for i in np.flatnonzero(finite):
         gap = abs(float(v[i] - v[b]))
+        limit = threshold
         if seeded[i] and seeded[b]:
             noise = NOISE_Z * math.sqrt(s[i] ** 2 / k[i] + s[b] ** 2 / k[b])
-        else:
-            noise = threshold
-        if gap <= noise:
+            limit = noise if math.isinf(threshold) else max(threshold, noise)
+        if gap <= limit:
             out.append(int(i))
     return out
 
@@ -1092,13 +1091,13 @@ def _series_specs(runs: Sequence[_Run]) -> list[_SeriesSpec]:
 
 def _points(runs: Sequence[_Run], max_points: int, full_resolution: bool) -> int | None:
     """Points per run and series: ``max_points``, lowered so that all line and CDF series
-    together hold at most :data:`TOTAL_POINTS` (never under :data:`MIN_POINTS`); None
-    (every sample) with ``full_resolution``."""
+    together hold at most :data:`TOTAL_POINTS` (the budget never lowers it under
+    :data:`MIN_POINTS`); None (every sample) with ``full_resolution``."""
     if full_resolution:
         return None
     per_run = sum(len(s.panels) for s in _series_specs(runs)) + 2  # + the two CDFs
     series = max(1, len(runs) * per_run)
-    return max(MIN_POINTS, min(max_points, TOTAL_POINTS // series))
+    return min(max_points, max(MIN_POINTS, TOTAL_POINTS // series))
 
 
 def _charts(runs: Sequence[_Run], points: int | None) -> list[_Chart]:
@@ -1354,9 +1353,12 @@ def _comparison_table(comparison: pd.DataFrame) -> str:
         )
     seeded = counts is not None and any(math.isfinite(c) and c >= 2 for c in counts)
     how = (
-        f"more than {NOISE_Z:g} standard errors of the difference of the means over the seeds"
+        f"more than {NOISE_Z:g} standard errors of the difference of the means over the "
+        "seeds and more than the single-run threshold (1 % of the value, one percentage "
+        "point for a ratio)"
         if seeded
-        else "more than the single-run threshold of the summary table"
+        else "more than the single-run threshold (1 % of the value, one percentage point "
+        "for a ratio)"
     )
     return (
         "<div class='table-wrap'><table class='summary'><thead><tr>"
@@ -1558,9 +1560,10 @@ def _summary_table(runs: Sequence[_Run]) -> str:
             )
     note = (
         "<p class='note'>Bold: the best run on that row (when a direction is better), only "
-        "where it beats the others by more than 1 % of the value (10 % for wall-clock "
-        "times), one percentage point for a ratio, 1 % of the cluster's GPUs for GPUs and "
-        f"1 % of the arrived pods for pods; otherwise \u201c{NO_DIFFERENCE}\u201d. "
+        "where it beats the others by more than 1 % of the value, one percentage point "
+        "for a ratio, 1 % of the cluster's GPUs for GPUs and 1 % of the arrived pods for "
+        "pods (wall-clock times of single runs: never, machine noise is larger); "
+        f"otherwise \u201c{NO_DIFFERENCE}\u201d. "
         "— : not measured. Hover a row name for its summary key.</p>"
         if len(runs) > 1
         else "<p class='note'>— : not measured. Hover a row name for its summary key.</p>"
