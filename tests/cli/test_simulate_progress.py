@@ -30,9 +30,12 @@ from typer.testing import CliRunner
 
 from bosun.cli.main import app
 from bosun.cli.simulate import ProgressLines, _duration_text, resolve_cli_policies
+from bosun.framework.config import default_configuration
+from bosun.plugins.registry import in_tree_registry, registry_points
 from bosun.twin.engine import Simulator
 from bosun.twin.experiments.fragmentation import policy_configuration
 from bosun.twin.results import OUTCOMES
+from bosun.twin.traces.synthetic import synthetic_trace
 
 #: A progress line, as ProgressLines documents it.
 LINE = re.compile(
@@ -150,6 +153,56 @@ def test_progress_lines_are_throttled_and_prefixed() -> None:
     lines.every_s = 0.0  # off
     lines(0.0, 1.0)
     assert lines.lines == 1
+
+
+# --------------------------------------------------------------------------- request_stop
+
+
+def _sim(pods: int = 120) -> Simulator:
+    trace = synthetic_trace(seed=3, nodes=8, pods=pods, hours=1.0)
+    return Simulator(trace, default_configuration(registry_points(in_tree_registry())), seed=0)
+
+
+def test_request_stop_at_a_simulated_time_is_partial_and_consistent() -> None:
+    sim = _sim()
+    stop_at = 1200.0
+
+    def settle(t: float) -> None:  # every event at t is done: ask to stop there
+        if t >= stop_at:
+            sim.request_stop()
+
+    sim.on_settle.append(settle)
+    res = sim.run()
+    s = res.summary
+    arrivals = sorted(a.arrival_s for a in sim.trace.arrivals)
+    # the run stops once the first time step at or after 1,200 s is done, long before the
+    # last arrival (120 arrivals spread over the hour)
+    assert s["partial"] is True and res.meta["partial"] is True and res.partial
+    assert stop_at <= s["end_s"] < arrivals[-1]
+    assert res.timeseries["time_s"].iloc[-1] == s["end_s"]
+    arrived = sum(1 for t in arrivals if t <= s["end_s"])
+    # one row per arrival: all pods have priority 0, so none is preempted and re-created
+    assert len(res.pods) == s["arrivals"] == arrived
+    counts = res.pods["outcome"].value_counts()
+    assert s["unschedulable_at_end"] == counts.get("Pending", 0)
+    assert s["running_final"] == counts.get("Running", 0)
+    assert s["scheduled"] == res.pods["bound_s"].notna().sum()
+
+
+def test_request_stop_before_the_run_stops_at_zero() -> None:
+    sim = _sim(20)
+    sim.request_stop()
+    res = sim.run()
+    assert res.summary["partial"] is True
+    assert res.summary["end_s"] == 0.0
+    assert len(res.pods) == 0
+
+
+def test_a_full_run_is_not_partial() -> None:
+    res = _sim(20).run()
+    assert res.summary["partial"] is False and res.meta["partial"] is False
+    assert not res.partial
+    assert res.summary["arrivals"] == 20
 
 
 # --------------------------------------------------------------------------- the command

@@ -505,7 +505,7 @@ def _num(x: float, digits: int = 2, unit: str = "") -> str:
 def partial_note(results: Sequence[SimulationResult]) -> str:
     """``" (partial: stopped by SIGINT at sim 3,600 s)"`` when a run was cut short by a
     signal (``summary["partial"]``), for titles; ``""`` otherwise."""
-    cut = [r for r in results if r.summary.get("partial")]
+    cut = [r for r in results if r.partial]
     if not cut:
         return ""
     by = cut[0].meta.get("stopped_by") or "a stop request"
@@ -831,9 +831,9 @@ def _run_and_write(
             if label:
                 result.name = f"{sim.trace.name} · {label}"
                 result.meta["policy"] = label
-            if result.summary["partial"]:
+            if result.partial:
                 result.meta["stopped_by"] = stop.signal_name
-            lines.finish(result, stop.signal_name if result.summary["partial"] else None)
+            lines.finish(result, stop.signal_name if result.partial else None)
             results.append(result)
     skipped = sims[0][1].trace.skipped
     if compare:
@@ -1010,7 +1010,7 @@ def simulate(
     out.print(comparison_table(results) if policies else summary_table(results[0]))
     out.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
     if stop.signum is not None:
-        partial = [r.name for r in results if r.summary.get("partial")]
+        partial = [r.name for r in results if r.partial]
         what = f"partial results of {', '.join(partial)}" if partial else "complete results"
         notice(f"bosun simulate: stopped by {stop.signal_name}; wrote {what}")
         raise typer.Exit(stop.exit_code)

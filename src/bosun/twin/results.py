@@ -65,7 +65,10 @@ class SimulationResult:
         summary: scalar metrics, e.g. ``gpu_alloc_ratio_mean``, ``queue_wait_p50_s``,
             ``queue_wait_p99_s``, ``decision_p50_ms``, ``decision_p99_ms``,
             ``scheduled``, ``failed_attempts``, ``preempted``, ``unschedulable_at_end``,
-            ``wall_s``.
+            ``wall_s``, ``end_s`` (the simulated time reached), and ``partial``: a bool,
+            true when the run was stopped early
+            (:meth:`bosun.twin.engine.Simulator.request_stop`, ``bosun simulate`` on
+            SIGINT/SIGTERM), false after a full run (:attr:`partial`).
         meta: what produced it (trace name, profile, seed, bosun version).
         tables: extra tables of the controllers (``faults``: one row per fault), each
             written as ``<name>.csv``.
@@ -80,6 +83,12 @@ class SimulationResult:
     summary: dict[str, float]
     meta: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    @property
+    def partial(self) -> bool:
+        """True when the run was stopped before its end (``summary["partial"]``); a result
+        built without that key (an older summary.json) counts as complete."""
+        return bool(self.summary.get("partial", False))
 
     def write(self, out_dir: Path) -> list[Path]:
         """Write ``summary.json``, ``timeseries.csv``, ``pods.csv`` and one ``<name>.csv``
