@@ -12,12 +12,28 @@ Run: ``.venv/bin/python benchmarks/bench_federation.py``.
    building the summary arrays once (the cache the agent keeps between changes).
 3. Escrow: reserve + release of a 3-resource vector, as a ratio to a plain dict counter
    update (the floor for any bookkeeping).
+4. Live backend (``--live``; needs ``shared/k8s``): two real control planes, A (one node of
+   2 CPUs) and B (10 nodes of 4 CPUs); ``--live-pods`` pods of 3 CPUs created pending in A
+   at once; two agents in this process (real sockets), a kubelet stand-in marking B's bound
+   pods Running (there is no kubelet). Per pod: creation in A -> bound in B, -> Running in
+   B, -> deleted from A, and the agent's own steps (place + create + Binding). Baseline in
+   the same run: the bench itself creating and binding a pod in B directly (two API round
+   trips: the least any copy costs).
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import random
+import socket
+import statistics
+import sys
+import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -147,8 +163,180 @@ def escrow_rows() -> list[tuple[str, str]]:
     ]
 
 
+def _port_pair() -> int:
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = int(s.getsockname()[1])
+        try:
+            for port in (p, p + 1):
+                for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+                    with socket.socket(socket.AF_INET, kind) as t:
+                        t.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return p
+    raise RuntimeError("no free port pair")
+
+
+def _node(core: Any, name: str, cpu: str) -> None:
+    alloc = {"cpu": cpu, "memory": "16Gi", "pods": "110"}
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+    ready = [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
+    status = {"capacity": alloc, "allocatable": alloc, "conditions": ready}
+    core.patch_node_status(name, {"status": status})
+
+
+def _pod(name: str, cpu: str) -> dict[str, Any]:
+    req = {"requests": {"cpu": cpu, "memory": "100Mi"}}
+    spec = {"containers": [{"name": "c", "image": "pause", "resources": req}]}
+    meta = {"name": name, "namespace": "default"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _q(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def live_rows(pods: int = 10, window_s: float = 2.0) -> list[tuple[str, str]]:
+    """Section 4 of the module docstring."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from kubernetes import client
+    from tests.live import controlplane as cpl
+
+    from bosun.cli.federation import live_hooks
+    from bosun.federation.agent import AgentConfig
+    from bosun.federation.live import LiveAgent, LiveCluster, LiveSettings
+
+    missing = cpl.missing_parts(cpl.k8s_dir())
+    if missing:
+        return [("live backend", f"n/a (missing {', '.join(missing)})")]
+    with tempfile.TemporaryDirectory() as tmp:
+        ports = cpl.free_ports(6)
+        planes = [cpl.ControlPlane(Path(tmp) / f"k{i}", *ports[3 * i : 3 * i + 3])
+                  for i in range(2)]  # fmt: skip
+        with ThreadPoolExecutor(2) as ex:
+            list(ex.map(lambda c: c.start(), planes))
+        apis = [c.api_client() for c in planes]
+        try:
+            core_a, core_b = (client.CoreV1Api(a) for a in apis)
+            _node(core_a, "a1", "2")
+            for i in range(pods):
+                _node(core_b, f"b{i}", "4")
+            # baseline: create + bind directly in B (then delete), median of 10
+            base = []
+            for i in range(10):
+                t = time.perf_counter()
+                core_b.create_namespaced_pod("default", _pod(f"direct-{i}", "100m"))
+                core_b.create_namespaced_pod_binding(f"direct-{i}", "default", {
+                    "apiVersion": "v1", "kind": "Binding", "metadata": {"name": f"direct-{i}"},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": "b0"}},
+                    _preload_content=False)  # fmt: skip
+                base.append(time.perf_counter() - t)
+                core_b.delete_namespaced_pod(f"direct-{i}", "default", grace_period_seconds=0)
+            direct = statistics.median(base)
+            marks: dict[str, dict[str, float]] = {}
+            stop = threading.Event()
+
+            def kubelet() -> None:  # B's stand-in: bound -> Running
+                while not stop.wait(0.05):
+                    for p in core_b.list_namespaced_pod("default").items:
+                        if p.spec.node_name and p.status.phase != "Running":
+                            core_b.patch_namespaced_pod_status(
+                                p.metadata.name, "default", {"status": {"phase": "Running"}}
+                            )
+                            marks.setdefault(p.metadata.name, {})["running"] = time.time()
+
+            def watch_a() -> None:  # A's pods gone, B's pods bound
+                while not stop.wait(0.05):
+                    have = {p.metadata.name for p in core_a.list_namespaced_pod("default").items}
+                    for p in core_b.list_namespaced_pod("default").items:
+                        if p.spec.node_name:
+                            marks.setdefault(p.metadata.name, {}).setdefault("bound", time.time())
+                    for n in list(marks):
+                        if n not in have and "bound" in marks[n]:
+                            marks[n].setdefault("gone", time.time())
+
+            threads = [threading.Thread(target=f, daemon=True) for f in (kubelet, watch_a)]
+            for t in threads:
+                t.start()
+            events: list[dict[str, Any]] = []
+            settings = LiveSettings(pending_window_s=window_s, running_timeout_s=60)
+
+            def cfg(name: str, join: list[str]) -> AgentConfig:
+                return AgentConfig(cluster=name, port=_port_pair(), join=join,
+                                   summary_interval_s=0.2)  # fmt: skip
+
+            async def run() -> float:
+                ca = LiveCluster("A", live_hooks(planes[0].kubeconfig), group_size=1)
+                cb = LiveCluster("B", live_hooks(planes[1].kubeconfig), group_size=1)
+                await asyncio.to_thread(ca.start)
+                await asyncio.to_thread(cb.start)
+                a = LiveAgent(cfg("A", []), ca, settings, emit=events.append)
+                await a.start()
+                b = LiveAgent(cfg("B", [f"127.0.0.1:{a.cfg.port}"]), cb, settings,
+                              emit=events.append)  # fmt: skip
+                await b.start()
+                try:
+                    end = time.monotonic() + 30
+                    while "B/_" not in a.store.entries and time.monotonic() < end:
+                        await asyncio.sleep(0.05)
+                    t0 = time.time()
+                    for i in range(pods):
+                        await asyncio.to_thread(
+                            core_a.create_namespaced_pod, "default", _pod(f"job-{i}", "3")
+                        )
+                        marks[f"job-{i}"] = {"created": time.time()}
+                    end = time.monotonic() + 90
+                    while time.monotonic() < end and not all(
+                        "gone" in marks.get(f"job-{i}", {}) for i in range(pods)
+                    ):
+                        await asyncio.sleep(0.1)
+                    return t0
+                finally:
+                    await b.stop()
+                    await a.stop()
+
+            asyncio.run(run())
+            stop.set()
+            for t in threads:
+                t.join(5)
+        finally:
+            for a in apis:
+                a.close()
+            for c in planes:
+                c.stop()
+    jobs = [marks[f"job-{i}"] for i in range(pods) if "gone" in marks.get(f"job-{i}", {})]
+    migs = [e for e in events if e.get("ev") == "migrated"]
+    if not jobs:
+        return [("live backend", "n/a (no pod moved within 90 s)")]
+    bound = [m["bound"] - m["created"] for m in jobs]
+    running = [m["running"] - m["created"] for m in jobs]
+    gone = [m["gone"] - m["created"] for m in jobs]
+    steps = [e["bound_s"] for e in migs]
+    return [
+        ("live: pods moved A -> B", f"{len(jobs)} of {pods}"),
+        ("live: pending window", f"{window_s:g} s"),
+        ("live: created in A -> bound in B, median", f"{statistics.median(bound):.2f} s"),
+        ("live: created in A -> bound in B, max", f"{max(bound):.2f} s"),
+        ("live: created in A -> Running in B, median", f"{statistics.median(running):.2f} s"),
+        ("live: created in A -> gone from A, median", f"{statistics.median(gone):.2f} s"),
+        ("live: created in A -> gone from A, p95", f"{_q(gone, 0.95):.2f} s"),
+        ("live: agent place+create+bind, median", f"{statistics.median(steps) * 1e3:.0f} ms"),
+        ("live: direct create+bind in B (baseline)", f"{direct * 1e3:.0f} ms"),
+        ("  agent step / direct", f"{statistics.median(steps) / direct:.1f}"),
+    ]
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--live", action="store_true", help="also section 4 (real apiservers)")
+    ap.add_argument("--live-pods", type=int, default=10)
+    args = ap.parse_args()
     rows = sync_rows() + score_rows() + escrow_rows()
+    if args.live:
+        rows += live_rows(args.live_pods)
     width = max(len(k) for k, _ in rows)
     print(f"{'measure':<{width}}  value")
     for k, v in rows:
