@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.mix_cost:
-        return mix_cost(Console())
+        return mix_cost(Console(width=120))
     specs = args.trace or [SMALL, SATURATED, "openb"]
     console = Console()
     table = Table(title="bosun/Scheduling-v0, random feasible agent (best of repeats)")

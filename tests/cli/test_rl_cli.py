@@ -402,7 +402,8 @@ def _help(command: str) -> str:
                 "For the saturation protocol (a cluster that fills up), add for example: "
                 "--no-departures --warmup fgd --nodes 128 --scale-pods",
                 "[default: 0.4,0.3,0.2,0.1]",
-                "[default: (ppo, leastallocated, mostallocated, fgd)]",
+                "[default: (ppo, leastallocated, mostallocated, fgd, bestfit, dotprod, "
+                "packing, clustering, random)]",
             ],
             ["issue 6", "Saturation protocol:"],
         ),

@@ -368,7 +368,8 @@ def evaluate_cmd(
             "--policies",
             help="Comma-separated, among ppo, leastallocated, mostallocated, fgd, bestfit, "
             "dotprod, packing, clustering, random (the fragmentation experiment's policies).",
-            show_default="all of them",
+            show_default="ppo, leastallocated, mostallocated, fgd, bestfit, dotprod, packing, "
+            "clustering, random",
         ),
     ] = "ppo,leastallocated,mostallocated,fgd,bestfit,dotprod,packing,clustering,random",
     departures: Annotated[

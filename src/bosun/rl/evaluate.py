@@ -2,9 +2,16 @@
 
 Protocol, per seed ``s`` (``seeds`` of them):
 
-1. **Split.** The trace's arrivals in arrival order: the first ``train_fraction`` (70 %)
+0. **The seed's window** (:func:`seed_window`). With a node count ``k`` below the
+   trace's, seed ``s`` evaluates its own systematic sample of ``k`` nodes (every
+   ``N/k``-th from a random start drawn from ``s``), and with ``scale_pods`` its own
+   systematic sample of the arrivals (another random start), so each seed replays its
+   own cluster and pods and the confidence interval covers that draw, not tie-breaking
+   alone. The same seed always draws the same window. Without a node count (or with all
+   the nodes) there is nothing to draw: the trace's own window, for every seed.
+1. **Split.** The seed's arrivals in arrival order: the first ``train_fraction`` (70 %)
    train, the rest test (:func:`bosun.rl.env.split_trace`); each window replays on the
-   trace's initial cluster with its times kept. A trace whose windows hold no arrival is an
+   seed's initial cluster with its times kept. A trace whose windows hold no arrival is an
    error naming the trace, the window and the arrivals expected and found.
 2. **Train.** :func:`bosun.rl.train.train` on the train window, ``timesteps`` decisions,
    seed ``s`` (MaskablePPO by default).
@@ -20,7 +27,11 @@ Protocol, per seed ``s`` (``seeds`` of them):
    * ``leastallocated`` / ``mostallocated``: ``NodeResourcesFit`` with that
      ``scoringStrategy`` over cpu, memory and ``nvidia.com/gpu`` (weight 1 each), as in the
      fragmentation experiment;
-   * ``fgd``: the ``FGD`` plugin with the task classes of the replayed window.
+   * ``fgd``: the ``FGD`` plugin with the task classes of the replayed window;
+   * ``bestfit``, ``dotprod``, ``packing``, ``clustering``, ``random``: the other policies
+     of the fragmentation experiment (:data:`bosun.twin.experiments.fragmentation.POLICIES`,
+     the baselines of Weng et al., ATC '23, §6.1), each its Score plugin as that
+     experiment's profile configures it (:class:`bosun.rl.env.Heuristic`).
 
    A heuristic's choice is the highest score, ties broken uniformly at random by a
    generator seeded with ``s`` (kube's ``selectHost``).
@@ -232,7 +243,8 @@ class HeuristicChooser:
     (kube's ``selectHost``).
 
     Args:
-        policy: ``leastallocated``, ``mostallocated`` or ``fgd``.
+        policy: one of :data:`HEURISTICS` (``leastallocated``, ``mostallocated``, ``fgd``,
+            ``bestfit``, ``dotprod``, ``packing``, ``clustering``, ``random``).
         seed: the tie-breaking seed.
 
     Raises:
