@@ -363,3 +363,63 @@ def test_two_sources_race_for_the_last_room(
         assert (in_a is None) == m and (there is not None) == m, (n, m)
         if in_a is not None:
             assert not in_a.spec.node_name  # still pending in A, never half-moved
+
+
+@pytest.mark.slow
+def test_two_agent_processes_move_a_pending_pod(
+    planes: tuple[Any, Any], cores: tuple[client.CoreV1Api, client.CoreV1Api], tmp_path: Path
+) -> None:
+    """The recipe of docs/federation.md as real processes: two ``bosun federate agent
+    --kubeconfig`` (``--copy-ready bound``: no kubelet), a 3-CPU pod pending in A ends bound
+    in B and gone from A; both quit on command. Bounded: 90 s, processes killed in the end."""
+    import json
+    import subprocess
+
+    core_a, core_b = cores
+    make_node(core_a, "a1", "2")
+    make_node(core_b, "b1", "4")
+    bosun = [sys.executable, "-c", "import sys; from bosun.cli.main import app; sys.exit(app())"]
+    pa, pb = free_port_pair(), free_port_pair()
+    common = ["federate", "agent", "--interval", "0.2", "--pending-window", "0.5",
+              "--copy-ready", "bound", "--control"]  # fmt: skip
+    procs: list[subprocess.Popen[str]] = []
+    logs = []
+    try:
+        for name, port, plane, join in (
+            ("A", pa, planes[0], []),
+            ("B", pb, planes[1], ["--join", f"127.0.0.1:{pa}"]),
+        ):
+            log = open(tmp_path / f"{name}.jsonl", "w")  # noqa: SIM115
+            logs.append(log)
+            procs.append(subprocess.Popen(
+                [*bosun, *common, "--cluster", name, "--listen", f"127.0.0.1:{port}",
+                 "--kubeconfig", str(plane.kubeconfig), *join],
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.DEVNULL, text=True,
+            ))  # fmt: skip
+        core_a.create_namespaced_pod("default", pod_manifest("big", "3"))
+        end = time.monotonic() + 90
+        while time.monotonic() < end:
+            copy = read_pod(core_b, "big")
+            if copy is not None and copy.spec.node_name and read_pod(core_a, "big") is None:
+                break
+            assert all(p.poll() is None for p in procs), "an agent exited"
+            time.sleep(0.2)
+        copy = read_pod(core_b, "big")
+        assert copy is not None and copy.spec.node_name == "b1"
+        assert read_pod(core_a, "big") is None
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write('{"cmd": "quit"}\n')
+            p.stdin.flush()
+        for p in procs:
+            assert p.wait(20) == 0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+        for log in logs:
+            log.close()
+    events = [json.loads(x) for x in (tmp_path / "A.jsonl").read_text().splitlines() if x]
+    (mig,) = [e for e in events if e.get("ev") == "migrated"]
+    assert mig["pod"] == "default/big" and mig["to"] == "B" and mig["phase"] == "bound"

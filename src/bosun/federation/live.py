@@ -699,14 +699,17 @@ class LiveAgent(Agent):
         return False
 
     async def _wait_ready(self, owner: str, key: str) -> str | None:
-        """Ask ``owner`` for the copy's phase until ready; the phase, or None on timeout."""
+        """Ask ``owner`` for the copy's phase until ready: ``"Running"``, ``"bound"`` (with
+        ``copy_ready="bound"``, bound but not Running yet), or None on timeout."""
         deadline = self.clock() + self.live.running_timeout_s
         while self.clock() < deadline:
             with contextlib.suppress(OSError, TimeoutError, ConnectionError, WireError):
                 reply = await self._rpc(owner, "status", {"pod": key})
                 phase, node = str(reply.get("phase", "")), str(reply.get("node", ""))
-                if phase == "Running" or (self.live.copy_ready == "bound" and node):
-                    return phase or "bound"
+                if phase == "Running":
+                    return phase
+                if self.live.copy_ready == "bound" and node:
+                    return "bound"
             await asyncio.sleep(0.2)
         return None
 
