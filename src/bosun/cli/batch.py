@@ -6,6 +6,7 @@ Heavy libraries (ortools, dimod, openjij, pygad, scipy) are imported inside the 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -346,9 +347,176 @@ def bench(
         out.print(f"wrote {json_out}", highlight=False)
 
 
+#: ``bosun batch simulate``'s comparison rows: label, summary key, format
+_SIM_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("GPU allocated, mean", "gpu_alloc_ratio_mean", "pct"),
+    ("Unallocated GPUs, mean", "unallocated_gpus_mean", "num"),
+    ("GPU fragmentation, mean (GPUs)", "gpu_fragmentation_mean", "num"),
+    ("Fragmentation / free GPUs, mean", "gpu_fragmentation_ratio_mean", "pct"),
+    ("Gangs placed / gangs", "gangs_placed", "gangs"),
+    ("Gang wait mean / max (sim s)", "gang_wait_mean_s", "wait"),
+    ("Queue wait p50 / p99 (sim s)", "queue_wait_p50_s", "queue"),
+    ("Unschedulable at end", "unschedulable_at_end", "int"),
+    ("Decision p50 per attempt (ms)", "decision_p50_ms", "ms"),
+    ("Batch wall per pod (ms)", "batch_ms_per_pod", "ms"),
+    ("Batch: placed / left out", "batch_placed", "batch"),
+    ("Wall time (s)", "wall_s", "num"),
+)
+
+
+def _cell(summary: dict[str, float], key: str, kind: str) -> str:
+    def num(k: str, digits: int = 2) -> str:
+        v = summary.get(k, math.nan)
+        return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+    if key not in summary:
+        return "–"
+    if kind == "pct":
+        return f"{100 * summary[key]:.1f} %"
+    if kind == "gangs":
+        return f"{int(summary['gangs_placed'])} / {int(summary['gangs'])}"
+    if kind == "wait":
+        return f"{num('gang_wait_mean_s', 0)} / {num('gang_wait_max_s', 0)}"
+    if kind == "queue":
+        return f"{num('queue_wait_p50_s', 0)} / {num('queue_wait_p99_s', 0)}"
+    if kind == "batch":
+        return f"{int(summary['batch_placed'])} / {int(summary['batch_left_out'])}"
+    if kind == "int":
+        return str(int(summary[key]))
+    return num(key, 3 if kind == "ms" else 2)
+
+
+def simulate(
+    trace: Annotated[
+        str,
+        typer.Option("--trace", help="Trace spec: openb[:<variant>], synthetic[:k=v], a file."),
+    ],
+    config: ConfigOption = None,
+    policy: Annotated[
+        str | None,
+        typer.Option("--policy", help="A placement policy's profile instead of --config (fgd)."),
+    ] = None,
+    window: Annotated[
+        float, typer.Option("--window", help="Batch window, simulated seconds (> 0).")
+    ] = 60.0,
+    solvers: Annotated[
+        str, typer.Option("--solvers", help=f"Comma-separated: {SOLVERS_HELP}.")
+    ] = "cpsat",
+    time_limit: Annotated[
+        float, typer.Option("--time-limit", help="Solver seconds per window (> 0).")
+    ] = 1.0,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, help="Candidates per pod.")] = 8,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed for ties and solvers.")] = 0,
+    until: Annotated[
+        float | None, typer.Option("--until", help="Stop at this simulated second.")
+    ] = None,
+    report: Annotated[
+        Path | None,
+        typer.Option("--report", help="Write each run's results into <report>/<run>/."),
+    ] = None,
+) -> None:
+    """Replay a trace one pod at a time (kube) and with batch windows, and compare.
+
+    Each window's arrivals are placed jointly by each solver (docs/batch.md, "Batch
+    windows in the twin"); pods the batch leaves out go through the ordinary cycle. The
+    table compares GPU allocation, fragmentation, gang wait time and decision time.
+    Exit 2 on bad input, nothing written.
+    """
+    from bosun.batch.solvers import check_time_limit, make_solver
+    from bosun.batch.twin_batch import check_window, simulate_batched
+    from bosun.framework.config import default_configuration, load_configuration
+    from bosun.plugins.registry import in_tree_registry, registry_points
+    from bosun.twin.engine import simulate as twin_simulate
+    from bosun.twin.traces import load_trace
+
+    problems: list[InputProblem] = []
+    names = [n.strip() for n in solvers.split(",") if n.strip()]
+    built = []
+    try:
+        check_window(window)
+    except InputError as e:
+        problems.extend(e.problems)
+    try:
+        check_time_limit(time_limit)
+    except InputError as e:
+        problems.extend(e.problems)
+    if not names:
+        problems.append(InputProblem("<arguments>", "batch solver", "solver", "no solver named"))
+    for name in names:
+        try:
+            built.append(make_solver(name))
+        except InputError as e:
+            problems.extend(e.problems)
+    if config is not None and policy is not None:
+        problems.append(
+            InputProblem("<arguments>", "options", "--config/--policy", "give at most one")
+        )
+    if until is not None and not (math.isfinite(until) and until >= 0):
+        problems.append(InputProblem("<arguments>", "options", "--until", "must be >= 0 seconds"))
+    if report is not None and report.exists() and not report.is_dir():
+        problems.append(InputProblem(str(report), "output", "--report", "is not a folder"))
+    reg = in_tree_registry()
+    cfg = None
+    try:
+        if policy is not None:
+            from bosun.twin.experiments.fragmentation import policy_configuration
+
+            cfg = policy_configuration(policy, reg)
+        elif config is not None:
+            cfg = load_configuration(config, registry_points(reg))
+        else:
+            cfg = default_configuration(registry_points(reg))
+    except InputError as e:
+        problems.extend(e.problems)
+    loaded = None
+    try:
+        loaded = load_trace(trace, seed=seed)
+    except BosunError as e:
+        if isinstance(e, InputError):
+            problems.extend(e.problems)
+        else:
+            problems.append(InputProblem(trace, "trace", "--trace", str(e)))
+    if problems or cfg is None or loaded is None:
+        raise fail(str(InputError(problems)))
+    runs: list[tuple[str, Any]] = []
+    try:
+        runs.append(("one-at-a-time", twin_simulate(loaded, cfg, seed=seed, until_s=until)))
+        for solver in built:
+            res = simulate_batched(
+                loaded,
+                cfg,
+                window_s=window,
+                solver=solver,
+                time_limit_s=time_limit,
+                top_k=top_k,
+                seed=seed,
+                until_s=until,
+            )
+            runs.append((f"batch-{solver.name}", res))
+    except InputError as e:
+        raise fail(str(e)) from None
+    gpus = loaded.gpu_capacity
+    for _, res in runs:
+        res.summary["unallocated_gpus_mean"] = gpus * (1.0 - res.summary["gpu_alloc_ratio_mean"])
+    table = Table(title=f"{loaded.name}: one pod at a time vs batch windows of {window:g} s")
+    table.add_column("Metric", no_wrap=True)
+    for label, _ in runs:
+        table.add_column(label, justify="right")
+    for label, key, kind in _SIM_ROWS:
+        table.add_row(label, *(_cell(res.summary, key, kind) for _, res in runs))
+    out = Console()
+    out.print(table)
+    if report is not None:
+        written = []
+        for label, res in runs:
+            written += res.write(report / label)
+        out.print(f"wrote {len(written)} files under {report}", highlight=False)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``bosun batch place`` and ``bosun batch bench`` to the top-level app."""
+    """Add ``bosun batch place``, ``bench`` and ``simulate`` to the top-level app."""
     sub = typer.Typer(help="Batch and gang placement: joint solvers (QUBO annealers, GA, CP-SAT).")
     sub.command(name="place")(place)
     sub.command(name="bench")(bench)
+    sub.command(name="simulate")(simulate)
     app.add_typer(sub, name="batch")

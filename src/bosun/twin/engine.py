@@ -660,6 +660,19 @@ class Simulator:
         """The current incarnation of pod ``key`` (None: never arrived)."""
         return self._current.get(key)
 
+    def record_results(
+        self, time_s: float, results: Sequence[SchedulingResult], *, permit: bool = False
+    ) -> None:
+        """Record results a controller got from the scheduler itself (a batch step's
+        :meth:`Scheduler.place`) as attempts at ``time_s``, as the scheduling pass records
+        its own: a bind, a pod held at Permit, or a failure. ``permit``: final results of
+        pods that were already held at Permit (their decision time is not counted again).
+        Pods not pending are skipped."""
+        for res in results:
+            rec = self._current.get(res.pod.key)
+            if rec is not None and rec.outcome == PENDING:
+                self._record_attempt(time_s, res, permit=permit)
+
     def current_records(self) -> list[PodRecord]:
         """The current incarnation of every pod that arrived (one per pod key)."""
         return list(self._current.values())
