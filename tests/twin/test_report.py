@@ -447,7 +447,8 @@ def test_time_axis_unit_follows_the_span(tmp_path: Path) -> None:
 
 def test_best_run_is_marked_per_row(tmp_path: Path) -> None:
     a = hand_result("a", gpu_alloc_ratio_mean=0.6, queue_wait_p50_s=3.0, seedless=1.0)
-    b = hand_result("b", gpu_alloc_ratio_mean=0.7, queue_wait_p50_s=4.0, seedless=2.0)
+    # 0.7 - 0.6 = 0.1 > one percentage point; 5 s - 3 s = 2 s > max(1 % of 5 s, 1 s)
+    b = hand_result("b", gpu_alloc_ratio_mean=0.7, queue_wait_p50_s=5.0, seedless=2.0)
     text = write_report([a, b], tmp_path / "r.html").read_text()
 
     def row(label: str) -> str:
@@ -456,7 +457,7 @@ def test_best_run_is_marked_per_row(tmp_path: Path) -> None:
         return found.group(0)
 
     assert "<td class='num'>60.0</td><td class='num best'>70.0</td>" in row("GPU allocation")
-    assert "<td class='num best'>3.00</td><td class='num'>4.00</td>" in row("Queue wait, p50")
+    assert "<td class='num best'>3.00</td><td class='num'>5.00</td>" in row("Queue wait, p50")
     assert "best" not in row("Seedless")  # no known direction: nothing marked
 
 

@@ -134,8 +134,9 @@ WALL = SUMMARY_METRICS["decision_p99_ms"]  # wall ms
         # pods and attempts: 1 % of the 8,152 arrived pods = 81.52
         (PODS, [0.0, 1.0], None, 8152.0, 81.52),
         (ATTEMPTS, [0.0, 1.0], None, 8152.0, 81.52),
-        # simulated seconds: 1 % of the larger |value|; NaN ignored
+        # simulated seconds: 1 % of the larger |value| (NaN ignored), at least 1 s
         (WAIT, [-200.0, 50.0, math.nan], None, None, 2.0),
+        (WAIT, [0.0, 0.0136], None, None, 1.0),
         # wall clock: never measurable from single runs
         (WALL, [0.47, 1.59], None, None, math.inf),
         # no finite value, no floor
@@ -150,6 +151,7 @@ WALL = SUMMARY_METRICS["decision_p99_ms"]  # wall ms
         "pods",
         "attempts",
         "seconds",
+        "seconds-floor",
         "wall",
         "nothing",
     ],
@@ -285,7 +287,7 @@ def test_openb_like_runs_show_no_measurable_difference(tmp_path: Path) -> None:
 
 def test_clearly_different_runs_bold_the_right_one(tmp_path: Path) -> None:
     a = run("t · A", gpu_fragmentation_mean=500.0, gpu_alloc_ratio_mean=0.80, queue_wait_p99_s=30.0)
-    b = run("t · B", gpu_fragmentation_mean=400.0, gpu_alloc_ratio_mean=0.90, queue_wait_p99_s=31.0)
+    b = run("t · B", gpu_fragmentation_mean=400.0, gpu_alloc_ratio_mean=0.90, queue_wait_p99_s=31.5)
     c = run("t · C", gpu_fragmentation_mean=401.0, gpu_alloc_ratio_mean=0.85, queue_wait_p99_s=90.0)
     text = report(tmp_path, [a, b, c])
     # fragmentation, lower is better: B 400 is best; the threshold is max(1 % of 500 = 5,
@@ -297,9 +299,9 @@ def test_clearly_different_runs_bold_the_right_one(tmp_path: Path) -> None:
     r = row(text, "GPU allocation, mean")
     assert cells(r) == [(False, "80.0"), (True, "90.0"), (False, "85.0")]
     assert verdict(r) == "best: B"
-    # queue wait p99: 1 % of 90 = 0.9 < 31 - 30 = 1: A alone
+    # queue wait p99: the threshold is max(1 % of 90 = 0.9, 1 s) = 1 s < 31.5 - 30: A alone
     r = row(text, "Queue wait, p99")
-    assert cells(r) == [(True, "30.0"), (False, "31.0"), (False, "90.0")]
+    assert cells(r) == [(True, "30.0"), (False, "31.5"), (False, "90.0")]
     assert verdict(r) == "best: A"
 
 
@@ -361,8 +363,9 @@ def test_not_loaded_banner(tmp_path: Path, gpu: float, cpu: float, banner: bool)
 
 
 def test_peak_allocation_picks_the_scarce_resource() -> None:
-    assert peak_allocation(timeseries(0.3, 0.7)) == ("CPU", pytest.approx(0.7))
-    assert peak_allocation(timeseries(0.9, 0.7)) == ("GPU", pytest.approx(0.9))
+    # the middle sample is the peak: CPU 0.7 over GPU 0.3; GPU 0.9 over CPU 0.7
+    assert peak_allocation(timeseries(0.3, 0.7)) == ("CPU", 0.7)
+    assert peak_allocation(timeseries(0.9, 0.7)) == ("GPU", 0.9)
     assert peak_allocation(pd.DataFrame()) is None
 
 

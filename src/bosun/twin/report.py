@@ -231,6 +231,9 @@ REL_THRESHOLD = 0.01
 #: Absolute floors: 1 % of the cluster's GPUs for a GPU count, 1 % of the arrived pods for a
 #: pod count, one percentage point (0.01) for a ratio.
 CAPACITY_SHARE = 0.01
+#: Absolute floor of a row in simulated seconds (queue waits, recovery times): kube's
+#: scheduling queue itself works in whole seconds (podInitialBackoffSeconds: 1 s).
+SECONDS_FLOOR = 1.0
 #: Seeds: two runs differ when their means differ by more than this many standard errors
 #: of the difference (Welch: ``sqrt(s_a**2 / n_a + s_b**2 / n_b)``), about 95 % two-sided.
 NOISE_Z = 2.0
@@ -351,7 +354,8 @@ def difference_threshold(
     ``max(REL_THRESHOLD * max(|v|), floor)`` over the row's finite ``values``
     (:data:`REL_THRESHOLD`: 1 %); ``floor`` is one percentage point (0.01) for a ratio, 1 %
     of ``cluster_gpus`` for a row in GPUs, 1 % of ``arrived_pods`` for a row in pods or
-    attempts (:data:`CAPACITY_SHARE`), else 0. Wall-clock rows (``wall ms``, ``wall s``)
+    attempts (:data:`CAPACITY_SHARE`), one second for a row in simulated seconds
+    (:data:`SECONDS_FLOOR`), else 0. Wall-clock rows (``wall ms``, ``wall s``)
     get infinity: on a shared machine one replay's decision p99 moved by 6x between
     three runs, so single runs never show a measurable wall-clock difference (seeds may,
     :func:`best_runs`). Why these numbers: docs/twin.md, "What a report claims".
@@ -375,6 +379,8 @@ def difference_threshold(
         floor = CAPACITY_SHARE * cluster_gpus
     elif spec.unit in ("pods", "attempts") and arrived_pods:
         floor = CAPACITY_SHARE * arrived_pods
+    elif spec.unit == "simulated s":
+        floor = SECONDS_FLOOR
     else:
         floor = 0.0
     return max(threshold, floor)
@@ -1561,8 +1567,9 @@ def _summary_table(runs: Sequence[_Run]) -> str:
     note = (
         "<p class='note'>Bold: the best run on that row (when a direction is better), only "
         "where it beats the others by more than 1 % of the value, one percentage point "
-        "for a ratio, 1 % of the cluster's GPUs for GPUs and 1 % of the arrived pods for "
-        "pods (wall-clock times of single runs: never, machine noise is larger); "
+        "for a ratio, 1 % of the cluster's GPUs for GPUs, 1 % of the arrived pods for "
+        "pods and 1 s for simulated times (wall-clock times of single runs: never, machine "
+        "noise is larger); "
         f"otherwise \u201c{NO_DIFFERENCE}\u201d. "
         "— : not measured. Hover a row name for its summary key.</p>"
         if len(runs) > 1
