@@ -140,6 +140,17 @@ def test_pod_columns(tmp_path: Path, columns: str, cells: str, get: Any, expecte
     assert get(_one_pod(tmp_path, columns, cells)) == expected
 
 
+def test_cap_applies_to_the_whole_workload(tmp_path: Path) -> None:
+    # one row gives the workload's cap; the other rows (empty cells) get it too
+    pods = f"{BASE},workload,max_per_node\na,0,1,1,w,\nb,1,1,1,w,1\nc,2,1,1,v,\n"
+    a, b, c = (x.pod for x in _load(tmp_path, pods).arrivals)
+    term = PodAffinityTerm(label_selector=_sel("w"), topology_key=HOSTNAME_LABEL)
+    for pod in (a, b):
+        assert pod.affinity is not None and pod.affinity.pod_anti_affinity is not None
+        assert pod.affinity.pod_anti_affinity.required == (term,)
+    assert c.affinity is None
+
+
 def test_cap_min_domains_is_int32_max() -> None:
     assert CAP_MIN_DOMAINS == 2_147_483_647
 

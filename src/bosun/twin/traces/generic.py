@@ -963,7 +963,12 @@ def _pod_table(
     prio_i = np.nan_to_num(priority).astype(np.int64).tolist()
     cpu_i = np.nan_to_num(cpu).astype(np.int64).tolist()
     mem_i = np.nan_to_num(mem).astype(np.int64).tolist()
-    cap_i = np.nan_to_num(cap).astype(np.int64).tolist()
+    cap_l = _int_or_none(cap)
+    wl_cap: dict[str, int] = {}  # a workload's cap is its first row's that gives one
+    for k, c in zip(wl_keys, cap_l, strict=True):
+        if k and c is not None:
+            wl_cap.setdefault(k, c)
+    cap_i = [wl_cap.get(k, 0) if k else 0 for k in wl_keys]
     res_i = {r: np.nan_to_num(v).astype(np.int64).tolist() for r, v in resources.items()}
     qos_l = qos.tolist()
     wl_l = workload.tolist()
