@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -86,6 +86,7 @@ __all__ = [
     "check_arguments",
     "check_seeds",
     "policy_configuration",
+    "resolve_names",
     "resolve_policies",
     "run_fragmentation_experiment",
     "run_policy",
@@ -218,8 +219,42 @@ _STRATEGY_RESOURCES = (
 )
 
 
+_EXPERIMENT = "fragmentation experiment"
+
+
 def _problem(obj: str, field_: str, message: str) -> InputProblem:
-    return InputProblem("fragmentation experiment", obj, field_, message)
+    return InputProblem(_EXPERIMENT, obj, field_, message)
+
+
+_T = TypeVar("_T")
+
+
+def resolve_names(names: Sequence[str], known: Mapping[str, _T], experiment: str) -> list[_T]:
+    """The entries of ``known`` named by ``names`` (CLI names, case-insensitive, spaces
+    around them ignored), in the given order; shared by the experiments'
+    ``resolve_policies``.
+
+    Raises:
+        InputError: every unknown or repeated name (``experiment`` is the problems'
+            source), with the known ones; ``no policy given`` when ``names`` is empty.
+    """
+    problems: list[InputProblem] = []
+    out: list[_T] = []
+    for raw in names:
+        value = known.get(raw.strip().lower())
+        obj = f"policy {raw!r}"
+        if value is None:
+            message = f"unknown policy; known: {', '.join(known)}"
+            problems.append(InputProblem(experiment, obj, "policies", message))
+        elif value in out:
+            problems.append(InputProblem(experiment, obj, "policies", "given twice"))
+        else:
+            out.append(value)
+    if not out and not problems:
+        problems.append(InputProblem(experiment, "arguments", "policies", "no policy given"))
+    if problems:
+        raise InputError(problems)
+    return out
 
 
 def resolve_policies(names: Sequence[str]) -> list[Policy]:
@@ -228,26 +263,7 @@ def resolve_policies(names: Sequence[str]) -> list[Policy]:
     Raises:
         InputError: every unknown or repeated name, with the known ones.
     """
-    problems: list[InputProblem] = []
-    out: list[Policy] = []
-    for raw in names:
-        key = raw.strip().lower()
-        pol = POLICIES.get(key)
-        if pol is None:
-            problems.append(
-                _problem(
-                    f"policy {raw!r}", "policies", f"unknown policy; known: {', '.join(POLICIES)}"
-                )
-            )
-        elif pol in out:
-            problems.append(_problem(f"policy {raw!r}", "policies", "given twice"))
-        else:
-            out.append(pol)
-    if not out and not problems:
-        problems.append(_problem("arguments", "policies", "no policy given"))
-    if problems:
-        raise InputError(problems)
-    return out
+    return resolve_names(names, POLICIES, _EXPERIMENT)
 
 
 def single_scorer_configuration(

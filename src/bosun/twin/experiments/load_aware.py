@@ -51,6 +51,7 @@ from bosun.framework.runtime import Registry
 from bosun.twin.engine import Simulator
 from bosun.twin.experiments.fragmentation import (
     check_seeds,
+    resolve_names,
     single_scorer_configuration,
     write_atomic,
 )
@@ -157,23 +158,7 @@ def resolve_policies(names: Sequence[str]) -> list[LoadAwarePolicy]:
     Raises:
         InputError: every unknown or repeated name, or none given.
     """
-    out: list[LoadAwarePolicy] = []
-    problems: list[InputProblem] = []
-    for raw in names:
-        pol = POLICIES.get(raw.strip().lower())
-        if pol is None:
-            problems.append(
-                _problem(f"policy {raw!r}", "policies", f"unknown; known: {', '.join(POLICIES)}")
-            )
-        elif pol in out:
-            problems.append(_problem(f"policy {raw!r}", "policies", "given twice"))
-        else:
-            out.append(pol)
-    if not out and not problems:
-        problems.append(_problem("arguments", "policies", "no policy given"))
-    if problems:
-        raise InputError(problems)
-    return out
+    return resolve_names(names, POLICIES, "load-aware experiment")
 
 
 def make_predictor(name: str, model: UsageModel) -> tuple[BatchPredictor, int]:
