@@ -271,3 +271,50 @@ def test_source_pod_is_deleted_only_while_still_the_pending_pod_copied(
     assert got_ok == ok and why in got_why
     sent = [c[2]["preconditions"]["resourceVersion"] for c in api.calls if c[0] == "DELETE"]
     assert sent == rvs
+
+
+def _labelled(name: str, cpu: str, labels: Obj | None = None, taint: bool = False) -> Obj:
+    n = node(name, cpu)
+    n["metadata"]["labels"] = {"kubernetes.io/hostname": name, **(labels or {})}
+    if taint:
+        n["spec"] = {"taints": [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}
+    return n
+
+
+@pytest.mark.parametrize(
+    ("spec", "expect"),
+    [
+        ({}, "full"),  # resources only: the fullest node that fits (MostAllocated-style)
+        ({"nodeSelector": {"zone": "z2"}}, "roomy"),
+        ({"nodeSelector": {"zone": "z9"}}, None),
+        ({"nodeSelector": {"zone": "z3"}}, None),  # only the tainted node matches
+        (
+            {
+                "nodeSelector": {"zone": "z3"},
+                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+            },
+            "tainted",
+        ),
+    ],
+    ids=["no-constraint", "node-selector", "selector-matches-none", "taint", "toleration"],
+)
+def test_owner_node_choice_runs_kubes_filters(spec: Obj, expect: str | None) -> None:
+    """The owner's node: room for the requests (CPU, memory, GPU devices) and accepted by
+    kube's default Filter plugins. ``full`` (3 CPUs, zone z1) is fuller than ``roomy``
+    (8 CPUs, zone z2); ``tainted`` (16 CPUs) carries a NoSchedule taint. A 2-CPU pod goes to
+    ``full`` unless its nodeSelector names z2; nothing fits a selector no node matches (the
+    source then counts the pod as fitting no node, so it would be moved), nor the tainted
+    node's zone without a toleration."""
+    c = LiveCluster("a", hooks(FakeApi({})), group_size=1)
+    nodes = [
+        _labelled("full", "3", {"zone": "z1"}),
+        _labelled("roomy", "8", {"zone": "z2"}),
+        _labelled("tainted", "16", {"zone": "z3"}, taint=True),
+    ]
+    feed(c, [("ADDED", "Node", n) for n in nodes])
+    obj = pod("p", "2")
+    obj["spec"].update(spec)
+    p = pod_from_api(obj)
+    assert p is not None
+    assert c.fits(p) == (expect is not None)
+    assert c.place(p) == expect

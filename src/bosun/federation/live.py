@@ -57,6 +57,8 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from bosun.api.types import Node, Pod
 from bosun.errors import BosunError, InputError
 from bosun.federation.agent import Agent, AgentConfig, Emit, emit_stdout
@@ -280,6 +282,41 @@ class LiveCluster(TwinCluster):
         self.pending_since: dict[str, float] = {}
         self.orphans: dict[str, Pod] = {}
         self.skipped: dict[str, str] = {}
+        self._fwk: Any = None
+        self._fwk_snapshot: Any = None
+
+    # ------------------------------------------------------------------ node choice
+
+    def _filters(self) -> Any:
+        """kube's default profile (PreFilter + Filter plugins) over the current snapshot,
+        rebuilt when the snapshot is (a node-set change)."""
+        if self._fwk is None or self._fwk_snapshot is not self.snapshot:
+            from bosun.framework.config import default_configuration
+            from bosun.framework.scheduler import Scheduler
+            from bosun.plugins.registry import in_tree_registry, registry_points
+
+            reg = in_tree_registry()
+            sched = Scheduler(
+                default_configuration(registry_points(reg)), self.snapshot, registry=reg
+            )
+            self._fwk = next(iter(sched.profiles.values()))
+            self._fwk_snapshot = self.snapshot
+        return self._fwk
+
+    def _fitting_rows(self, pod: Pod) -> tuple[np.ndarray, np.ndarray]:
+        """The nodes with room for ``pod`` (the twin's resource test) that kube's default
+        Filter plugins also accept (node selector and affinity, taints and tolerations, pod
+        (anti-)affinity, topology spread, host ports, volumes, the pods limit): the node
+        choice on the owner, and the source's "fits no node here"."""
+        rows, free = super()._fitting_rows(pod)
+        if len(rows) == 0:
+            return rows, free
+        from bosun.framework.interface import CycleState
+
+        out = self._filters().find_feasible(CycleState(), pod)
+        if not out.status.ok:
+            return rows[:0], free
+        return rows[np.asarray(out.feasible)[rows]], free
 
     # ------------------------------------------------------------------ informers
 
