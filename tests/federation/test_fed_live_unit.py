@@ -318,3 +318,24 @@ def test_owner_node_choice_runs_kubes_filters(spec: Obj, expect: str | None) -> 
     assert p is not None
     assert c.fits(p) == (expect is not None)
     assert c.place(p) == expect
+
+
+def test_gpu_nodes_make_gpu_groups_and_gpu_pods_take_devices() -> None:
+    """Nodes with ``nvidia.com/gpu`` and a ``nvidia.com/gpu.product`` label form their own
+    group per GPU model; a pod asking 1 GPU takes one device of the fullest GPU node, and
+    the group summary shows 1000 milli-GPU less free (2 GPUs x 1000 - 1000 = 1000)."""
+    c = LiveCluster("a", hooks(FakeApi({})), group_size=10)
+    gpu = _labelled("g1", "8", {"nvidia.com/gpu.product": "A100"})
+    for k in ("allocatable", "capacity"):
+        gpu["status"][k]["nvidia.com/gpu"] = "2"
+    feed(c, [("ADDED", "Node", _labelled("cpu1", "8")), ("ADDED", "Node", gpu)])
+    groups = c.summaries()
+    assert sorted(v["a"][2] for v in groups.values()) == [0, 2000]
+    obj = pod("train", "1")
+    obj["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    obj["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+    p = pod_from_api(obj)
+    assert p is not None and p.gpu_count == 1
+    assert c.place(p) == "g1"
+    after = {v["a"][2]: v for v in c.summaries().values()}
+    assert after[2000]["f"][2] == 1000 and after[2000]["w"] == 1
