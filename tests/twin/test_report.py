@@ -689,6 +689,7 @@ def chromium_args(binary: str, profile: Path) -> list[str]:
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
+        "--host-resolver-rules=MAP * ~NOTFOUND",  # offline: no host name resolves
         "--hide-scrollbars",
         f"--user-data-dir={profile}",
         "--virtual-time-budget=15000",
@@ -697,8 +698,9 @@ def chromium_args(binary: str, profile: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """The report of three runs (one without pods) and a comparison, opened in Chromium:
-    the DOM after scripts ran, and a screenshot."""
+    """The report of three runs (one without pods) and a comparison, opened offline in
+    Chromium from disk, plotly.js read from the plotly.min.js beside it: the DOM after
+    scripts ran, and a screenshot."""
     binary = find_chromium()
     if binary is None:
         reason = (

@@ -970,6 +970,14 @@ def _outcome_chart(runs: Sequence[_Run]) -> _Chart:
 
 _P = _Panel
 
+
+def _single(
+    name: str, title: str, note: str, column: str, y_title: str, kind: Any, needs: str = ""
+) -> _SeriesSpec:
+    """A time-series chart of one panel."""
+    return _SeriesSpec(name, title, note, (_P(column, "", y_title, kind),), needs=needs)
+
+
 #: The time-series charts of every run, in page order.
 RUN_SERIES = (
     _SeriesSpec(
@@ -984,32 +992,40 @@ RUN_SERIES = (
         ),
         wide=True,
     ),
-    _SeriesSpec(
+    _single(
         "fragmentation",
         "GPU fragmentation (GPUs)",
         "Free GPU capacity the typical workload cannot use (FGD, Weng et al., ATC 2023), in "
         "whole GPUs; lower is better.",
-        (_P("gpu_fragmentation", "", "fragmented GPUs", "gpus"),),
+        "gpu_fragmentation",
+        "fragmented GPUs",
+        "gpus",
     ),
-    _SeriesSpec(
+    _single(
         "fragmentation-ratio",
         "Fragmentation ratio (% of unallocated GPUs)",
         "Fragmented GPUs over unallocated GPUs (0 when none are free); lower: the free "
         "capacity is usable.",
-        (_P("gpu_fragmentation_ratio", "", "fragmented / unallocated", "ratio"),),
+        "gpu_fragmentation_ratio",
+        "fragmented / unallocated",
+        "ratio",
     ),
-    _SeriesSpec(
+    _single(
         "pending",
         "Pending pods (pods)",
         "Pods waiting in the active, backoff or unschedulable queue; a line that keeps "
         "rising: the cluster cannot keep up.",
-        (_P("pending_pods", "", "pods", "count"),),
+        "pending_pods",
+        "pods",
+        "count",
     ),
-    _SeriesSpec(
+    _single(
         "running",
         "Running pods (pods)",
         "Pods bound to a node at each moment; higher: more work placed.",
-        (_P("running_pods", "", "pods", "count"),),
+        "running_pods",
+        "pods",
+        "count",
     ),
     _SeriesSpec(
         "cumulative",
@@ -1069,12 +1085,14 @@ ENERGY_SERIES = (
         ),
         needs="it_power_kw",
     ),
-    _SeriesSpec(
+    _single(
         "pue",
         "PUE over time",
         "Facility power over IT power at each moment (The Green Grid's PUE is the ratio of "
         "the energies: the summary); 1 is the ideal.",
-        (_P("pue", "", "facility / IT power", "pue"),),
+        "pue",
+        "facility / IT power",
+        "pue",
         needs="it_power_kw",
     ),
 )
