@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bosun.api.build import make_node, make_pod
 from bosun.api.types import POD_GROUP_LABEL, Node, PodGroup
@@ -322,6 +324,21 @@ def test_manifest_trace_with_a_pod_naming_a_missing_pod_group(tmp_path: Path) ->
     )
 
 
+def test_gang_from_labels_alone_uses_its_min_available() -> None:
+    # no PodGroup declared: the engine builds ``default/g`` from the labels, minMember 2
+    # from the min-available label. g-0 waits, g-1 completes the minimum (both bind at 0);
+    # g-2 fits no node (0.5 CPU left on each) and stays pending, which Coscheduling
+    # accepts: minMember members are placed, so its PostFilter releases nothing.
+    label = {POD_GROUP_LABEL: "g", "pod-group.scheduling.sigs.k8s.io/min-available": "2"}
+    arrivals = [PodArrival(make_pod(f"g-{i}", cpu="1", labels=label), 0.0) for i in range(3)]
+    res = run(nodes(2), arrivals, cosched())
+    assert [pod(res, f"g-{i}")["bound_s"] for i in (0, 1)] == [0.0, 0.0]
+    assert math.isnan(pod(res, "g-2")["bound_s"])
+    row = gang_row(res, "g")
+    assert row["min_member"] == 2 and row["members"] == 3 and row["placed_s"] == 0.0
+    assert res.summary["gangs_placed"] == 1 and res.summary["gang_releases"] == 0
+
+
 def test_bad_min_available_label_is_a_trace_problem() -> None:
     pods = [member(f"g-{i}", "g") for i in range(2)]
     bad = [
@@ -355,3 +372,40 @@ def test_bad_min_available_label_is_a_trace_problem() -> None:
 )
 def test_release_reason(message: str, reason: str) -> None:
     assert release_reason(message) == reason
+
+
+# ------------------------------------------------------------------ property: no deadlock
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    st.integers(2, 5).flatmap(
+        lambda k: st.tuples(
+            st.just(k),
+            st.integers(1, k),
+            st.integers(1, k),
+            st.lists(st.integers(0, 50), min_size=2 * k, max_size=2 * k),
+            st.booleans(),
+        )
+    )
+)
+def test_gangs_never_deadlock_and_bind_whole(case: tuple[int, int, int, list[int], bool]) -> None:
+    # k nodes with room for one 1-CPU member each, gangs a and b of sizes that each fit
+    # alone, members arriving at random times, each running 100 s. With Coscheduling's
+    # PostFilter, with its queue sort or in FIFO order, whatever the arrival order:
+    # every gang ends up running whole, every member of a gang binds at one time, and no
+    # pod is left pending (no deadlock, no livelock).
+    k, size_a, size_b, times, queue_sort = case
+    arrivals = [
+        member(f"{g}{i}", g, float(times[j + (k if g == "b" else 0)]), duration=100.0)
+        for g, size in (("a", size_a), ("b", size_b))
+        for j, i in enumerate(range(size))
+    ]
+    arrivals.sort(key=lambda a: a.arrival_s)
+    groups = [PodGroup("a", min_member=size_a), PodGroup("b", min_member=size_b)]
+    res = run(nodes(k), arrivals, cosched(queue_sort=queue_sort), groups)
+    assert (res.pods["outcome"] == "Completed").all()
+    assert res.summary["gangs_placed"] == 2
+    for g in ("a", "b"):
+        rows = res.pods[res.pods["pod_group"] == f"default/{g}"]
+        assert rows["bound_s"].nunique() == 1
