@@ -383,8 +383,11 @@ def test_signal_writes_partial_results(tmp_path: Path, sig: int, code: int) -> N
     # the trace spans 48 h of arrivals; a replay of minutes was stopped after its first line
     assert 0 < s["end_s"] < 48 * 3600, s["end_s"]
     assert LINE.match(first), first
-    pods = pd.read_csv(out / "pods.csv", keep_default_na=False, na_values=[""])
-    ts = pd.read_csv(out / "timeseries.csv")
+    # round_trip: the exact floats written (pandas' default parser may be 1 ulp off)
+    pods = pd.read_csv(
+        out / "pods.csv", keep_default_na=False, na_values=[""], float_precision="round_trip"
+    )
+    ts = pd.read_csv(out / "timeseries.csv", float_precision="round_trip")
     # every pod that arrived has an outcome, and no arrival after the time reached
     assert len(pods) == s["arrivals"] > 0
     assert set(pods["outcome"]) <= set(OUTCOMES)
@@ -397,6 +400,10 @@ def test_signal_writes_partial_results(tmp_path: Path, sig: int, code: int) -> N
     assert s["scheduled"] == pods["bound_s"].notna().sum()
     assert (pods["bound_s"].notna() == (pods["node"] != "")).all()
     assert ts["time_s"].iloc[-1] == s["end_s"]
+    # the report says so: its title (this command) and the report's partial banner
+    html = (out / "report.html").read_text()
+    assert f"(partial: stopped by {name} at sim {s['end_s']:,.0f} s)</title>" in html
+    assert "data-banner='partial'" in html
 
 
 def test_second_signal_aborts_and_writes_nothing(tmp_path: Path) -> None:
