@@ -350,9 +350,12 @@ def bench(
 #: ``bosun batch simulate``'s comparison rows: label, summary key, format
 _SIM_ROWS: tuple[tuple[str, str, str], ...] = (
     ("GPU allocated, mean", "gpu_alloc_ratio_mean", "pct"),
+    ("GPU allocated, final", "gpu_alloc_ratio_final", "pct"),
     ("Unallocated GPUs, mean", "unallocated_gpus_mean", "num"),
     ("GPU fragmentation, mean (GPUs)", "gpu_fragmentation_mean", "num"),
+    ("GPU fragmentation, final (GPUs)", "gpu_fragmentation_final", "num"),
     ("Fragmentation / free GPUs, mean", "gpu_fragmentation_ratio_mean", "pct"),
+    ("Pods deleted before a bind", "deleted_unbound", "int"),
     ("Gangs placed / gangs", "gangs_placed", "gangs"),
     ("Gang wait mean / max (sim s)", "gang_wait_mean_s", "wait"),
     ("Queue wait p50 / p99 (sim s)", "queue_wait_p50_s", "queue"),
@@ -414,6 +417,14 @@ def simulate(
         Path | None,
         typer.Option("--report", help="Write each run's results into <report>/<run>/."),
     ] = None,
+    keep_pods: Annotated[
+        bool,
+        typer.Option(
+            "--keep-pods",
+            help="Drop the trace's departures and run times: every pod stays once bound "
+            "(the FGD paper's packing setup).",
+        ),
+    ] = False,
 ) -> None:
     """Replay a trace one pod at a time (kube) and with batch windows, and compare.
 
@@ -478,6 +489,13 @@ def simulate(
             problems.append(InputProblem(trace, "trace", "--trace", str(e)))
     if problems or cfg is None or loaded is None:
         raise fail(str(InputError(problems)))
+    if keep_pods:
+        import dataclasses
+
+        arrivals = [
+            dataclasses.replace(a, departure_s=None, duration_s=None) for a in loaded.arrivals
+        ]
+        loaded = dataclasses.replace(loaded, arrivals=arrivals, name=f"{loaded.name} (kept)")
     runs: list[tuple[str, Any]] = []
     try:
         runs.append(("one-at-a-time", twin_simulate(loaded, cfg, seed=seed, until_s=until)))
@@ -498,6 +516,7 @@ def simulate(
     gpus = loaded.gpu_capacity
     for _, res in runs:
         res.summary["unallocated_gpus_mean"] = gpus * (1.0 - res.summary["gpu_alloc_ratio_mean"])
+        res.summary["deleted_unbound"] = float((res.pods["outcome"] == "Deleted").sum())
     table = Table(title=f"{loaded.name}: one pod at a time vs batch windows of {window:g} s")
     table.add_column("Metric", no_wrap=True)
     for label, _ in runs:
