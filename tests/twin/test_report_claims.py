@@ -396,6 +396,17 @@ def test_partial_banner(
     assert ">Partial<" not in text  # a banner, not a summary row
 
 
+def test_partial_banner_says_which_signal_stopped_the_run(tmp_path: Path) -> None:
+    # bosun simulate's interrupted run: summary partial, meta stopped_by (cli/simulate.py)
+    r = run("cut", partial=True, end_s=7200.0)
+    r.meta.update(partial=True, stopped_by="SIGTERM")
+    text = report(tmp_path, [r])
+    assert (
+        "partial: interrupted at simulated time 7,200 s (120.0 min)</strong> (stopped by SIGTERM)."
+        in text
+    )
+
+
 def test_complete_run_has_no_partial_banner(tmp_path: Path) -> None:
     text = report(tmp_path, [run("whole", partial=False, end_s=10.0)])
     assert "data-banner='partial'" not in text and "partial:" not in text

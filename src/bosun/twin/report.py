@@ -523,10 +523,13 @@ def _banners(runs: Sequence[_Run]) -> str:
         at = _partial_at(run)
         when = _duration(at) if at is not None else "an unknown time"
         who = f"{run.label}: " if len(runs) > 1 else ""
+        by = run.result.meta.get("stopped_by")
+        how = f" (stopped by {by})" if by else ""
         out.append(
             f"<div class='banner warn' role='note' data-banner='partial'><strong>{_esc(who)}"
-            f"partial: interrupted at simulated time {_esc(when)}</strong>. The numbers below "
-            "are what was measured until then; pods that had not arrived are not counted.</div>"
+            f"partial: interrupted at simulated time {_esc(when)}</strong>{_esc(how)}. The "
+            "numbers below are what was measured until then; pods that had not arrived are "
+            "not counted.</div>"
         )
     peaks = [p for p in (peak_allocation(r.ts) for r in runs) if p is not None]
     if peaks:
