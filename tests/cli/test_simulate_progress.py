@@ -238,6 +238,20 @@ def test_cli_progress_lines_when_not_a_terminal(
     assert summary["meta"]["partial"] is False
 
 
+def test_cli_progress_names_each_policy_run(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    trace = "synthetic:nodes=8,pods=60,hours=1"
+    args = ["simulate", "--trace", trace, "--policy", "fgd,bestfit", "--report", str(out)]
+    res = CliRunner().invoke(app, [*args, "--progress-every", "0.000001"])
+    assert res.exit_code == 0, res.output
+    ends = [line for line in _stderr_lines(res.stderr) if " finished at " in line]
+    assert [e.split(" finished")[0] for e in ends] == [
+        "progress [FGD 1/2]:",
+        "progress [BestFit 2/2]:",
+    ]
+    assert all(END.match(e.replace(e.split(":")[0], "progress")) for e in ends), ends
+
+
 @pytest.mark.parametrize("every", ["-1", "nan"], ids=["negative", "nan"])
 def test_cli_bad_progress_interval_is_bad_input(tmp_path: Path, every: str) -> None:
     out = tmp_path / "out"

@@ -126,8 +126,9 @@ class ProgressLines:
         progress: sim 3,600 / 21,600 s (16.7 %), pods 334 / 2,000 arrived, 320 done,
         14 pending, 41.2 pods/s, ETA 40s
 
-    on one line, with ``progress [<policy>]:`` under ``--policy``. ``arrived``: trace
-    arrivals up to the simulated time, of those up to the run's end (``--until``);
+    on one line, with ``progress [<policy> <i>/<n>]:`` under ``--policy`` (the i-th of n
+    runs). ``arrived``: trace arrivals up to the simulated time, of those up to the run's
+    end (``--until``);
     ``done``: pod incarnations the scheduler is through with (bound, or deleted before
     binding; an evicted pod's new incarnation counts again); ``pending``: incarnations
     waiting in the queue; ``pods/s``: arrivals replayed per wall second so far; ``ETA``:
@@ -823,10 +824,10 @@ def _run_and_write(
     stop.running = True
     results: list[SimulationResult] = []
     with bar:
-        for label, sim in sims:
+        for i, (label, sim) in enumerate(sims, 1):
             if stop.signum is not None:
                 break
-            lines.start(sim, label, until)
+            lines.start(sim, f"{label} {i}/{len(sims)}" if label else "", until)
             result = sim.run(until)
             if label:
                 result.name = f"{sim.trace.name} · {label}"
