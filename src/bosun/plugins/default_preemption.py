@@ -336,9 +336,15 @@ class DefaultPreemption:
         under :data:`MSG_NOT_HELPFUL` (``SetAbsentNodesStatus``).
         """
         counts: dict[str, int] = {}
+        # statuses often share one Status object (every node without victims): count
+        # each object once, weighted by how many nodes carry it
+        by_object: dict[int, tuple[Status, int]] = {}
         for status in statuses.values():
+            seen = by_object.get(id(status))
+            by_object[id(status)] = (status, 1 if seen is None else seen[1] + 1)
+        for status, nodes in by_object.values():
             for reason in status.reasons:
-                counts[reason] = counts.get(reason, 0) + 1
+                counts[reason] = counts.get(reason, 0) + nodes
         absent = num_nodes - len(statuses)
         if absent > 0:
             counts[MSG_NOT_HELPFUL] = counts.get(MSG_NOT_HELPFUL, 0) + absent
@@ -410,8 +416,18 @@ class DefaultPreemption:
         statuses: dict[int, Status] = {}
         errors: list[str] = []
         n = len(potential)
+        # A node without a lower-priority pod gives select_victims_on_node's first answer
+        # (no victims, UnschedulableAndUnresolvable) and never a candidate: one bincount
+        # over the pod table finds those nodes, so the Python dry run visits only the
+        # others (kube's answer for every node, without one call per node).
+        table = snapshot.pods
+        lower = snapshot.pods_per_node(table.priority[: table.size] < pod.priority) > 0
+        no_victims = Status.unschedulable(MSG_NO_VICTIMS, resolvable=False)
         for i in range(n):
             row = int(potential[(offset + i) % n])
+            if not lower[row]:
+                statuses[row] = no_victims
+                continue
             victims, num_violations, status = self.select_victims_on_node(
                 pod, snapshot, row, budgets
             )

@@ -93,6 +93,8 @@ def balanced_resource_scores(requested: IntArray, allocatable: IntArray) -> IntA
         int64 (n,) scores in 0..100.
     """
     n, k = requested.shape
+    if k == 2:  # kube's default (cpu, memory): the two-resource branch, without the loops
+        return _two_resource_scores(requested, allocatable)
     active = allocatable > 0
     safe = np.where(active, allocatable, 1).astype(np.float64)
     fractions = np.minimum(requested.astype(np.float64) / safe, 1.0)
@@ -118,6 +120,17 @@ def balanced_resource_scores(requested: IntArray, allocatable: IntArray) -> IntA
         np.abs((first - second) / 2),
         np.where(count > 2, np.sqrt(squares / np.maximum(count, 1)), 0.0),
     )
+    return np.trunc((1.0 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
+
+
+def _two_resource_scores(requested: IntArray, allocatable: IntArray) -> IntArray:
+    """:func:`balanced_resource_scores` for ``k == 2``: ``std = |(f0 - f1) / 2|`` where both
+    columns count (kube's two-resource branch), 0 where fewer do; the same float64 ops."""
+    a0, a1 = allocatable[:, 0], allocatable[:, 1]
+    on0, on1 = a0 > 0, a1 > 0
+    f0 = np.minimum(requested[:, 0].astype(np.float64) / np.where(on0, a0, 1), 1.0)
+    f1 = np.minimum(requested[:, 1].astype(np.float64) / np.where(on1, a1, 1), 1.0)
+    std = np.where(on0 & on1, np.abs((f0 - f1) / 2), 0.0)
     return np.trunc((1.0 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
 
 

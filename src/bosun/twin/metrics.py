@@ -144,6 +144,10 @@ class MetricsRecorder:
         self._capacity_key: tuple[Any, ...] | None = None
         self._capacity = np.zeros(0, dtype=np.int64)
         self._weights = np.zeros(0, dtype=np.int64)
+        self._requested = np.zeros((0, 0), dtype=np.int64)  # requested[:, cols] last seen
+        self._req_sum = np.zeros(0, dtype=np.int64)
+        self._alloc: Allocation | None = None
+        self._alloc_generation = -1
         self._frag = 0.0
         self._frag_ratio = 0.0
         self._frag_generation: int | None = None
@@ -167,7 +171,10 @@ class MetricsRecorder:
             self._frag = 0.0
         else:
             per_node = node_fragmentation(snap, self.task_classes)
-            self._frag = float(per_node[~snap.unschedulable].sum())
+            cordoned = snap.unschedulable
+            # the same float sum either way (pairwise over the same values in row order)
+            kept = per_node[~cordoned] if cordoned.any() else per_node
+            self._frag = float(kept.sum())
         self._frag_ratio = self._frag / free_gpus if free_gpus > 0 else 0.0
         self._frag_generation = snap.generation
         self._frag_epoch = self._gpu_epoch
@@ -189,24 +196,41 @@ class MetricsRecorder:
         self._gpu_epoch += 1
 
     def _allocation(self) -> Allocation:
-        """:func:`allocation`, with the allocatable sums cached until the node columns
-        change (nodes added, removed, cordoned or resized)."""
+        """:func:`allocation`, kept incrementally (the same integers, so the same ratios).
+
+        The allocatable sums are cached until the node columns change (nodes added,
+        removed, cordoned or resized). The requested sums are updated from the rows whose
+        :attr:`~bosun.framework.snapshot.Snapshot.row_version` moved since the last
+        sample (a bind or a deletion touches one row), not summed over every node: the
+        work per sample follows what changed, not the cluster size.
+        """
         snap = self.snapshot
+        if self._alloc is not None and snap.generation == self._alloc_generation:
+            return self._alloc
         cols, has_gpu = _columns(snap)
         cordoned = snap.unschedulable
         key = (id(snap.allocatable), snap.allocatable.shape, cordoned.tobytes())
         if key != self._capacity_key:
             self._weights = (~cordoned).astype(np.int64)
             self._capacity = self._weights @ snap.allocatable[:, cols]
+            self._requested = snap.requested[:, cols].copy()
+            self._req_sum = self._weights @ self._requested
             self._capacity_key = key
-        # a matrix-vector product sums the columns faster than ``sum(axis=0)`` does
-        req = (self._weights @ snap.requested)[cols]
-        return _ratios(req, self._capacity, has_gpu)
+        else:
+            rows = np.flatnonzero(snap.row_version > self._alloc_generation)
+            if len(rows):
+                new = snap.requested[rows][:, cols]
+                self._req_sum = self._req_sum + self._weights[rows] @ (new - self._requested[rows])
+                self._requested[rows] = new
+        self._alloc = _ratios(self._req_sum, self._capacity, has_gpu)
+        self._alloc_generation = snap.generation
+        return self._alloc
 
     def nodes_changed(self) -> None:
         """Forget the cached allocatable sums (call after changing a node in place);
         also a change of the GPU state (:meth:`gpu_changed`)."""
         self._capacity_key = None
+        self._alloc = None
         self._gpu_epoch += 1
 
     def sample(
