@@ -369,8 +369,11 @@ class _Run:
 
 @pytest.mark.parametrize(
     ("sig", "code"),
-    [(signal.SIGINT, 130), (signal.SIGTERM, 143)],  # 128 + 2, 128 + 15
-    ids=["sigint", "sigterm"],
+    [
+        pytest.param(signal.SIGINT, 130, id="sigint"),  # 128 + 2
+        # the same path with another signal number: slow, for the time budget (~12 s)
+        pytest.param(signal.SIGTERM, 143, id="sigterm", marks=pytest.mark.slow),  # 128 + 15
+    ],
 )
 def test_signal_writes_partial_results(tmp_path: Path, sig: int, code: int) -> None:
     out = tmp_path / "out"
@@ -420,6 +423,7 @@ def test_signal_writes_partial_results(tmp_path: Path, sig: int, code: int) -> N
     assert "data-banner='partial'" in html
 
 
+@pytest.mark.slow  # a third child process (~10 s on the shared machine)
 def test_second_signal_aborts_and_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out"
     run = _Run(out)
