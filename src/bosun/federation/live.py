@@ -284,6 +284,7 @@ class LiveCluster(TwinCluster):
         self.skipped: dict[str, str] = {}
         self._fwk: Any = None
         self._fwk_snapshot: Any = None
+        self._fit_cache: dict[str, tuple[Any, int, Pod, bool]] = {}
 
     # ------------------------------------------------------------------ node choice
 
@@ -302,6 +303,23 @@ class LiveCluster(TwinCluster):
             self._fwk = next(iter(sched.profiles.values()))
             self._fwk_snapshot = self.snapshot
         return self._fwk
+
+    def fits(self, pod: Pod) -> bool:
+        """:meth:`TwinCluster.fits` with the Filters, remembered per pod object until the
+        snapshot changes (the source asks it of every pending pod on every pass)."""
+        hit = self._fit_cache.get(pod.key)
+        if (
+            hit is not None
+            and hit[0] is self.snapshot
+            and hit[1] == self.snapshot.generation
+            and hit[2] is pod
+        ):
+            return hit[3]
+        ok = super().fits(pod)
+        if len(self._fit_cache) > 100_000:
+            self._fit_cache.clear()
+        self._fit_cache[pod.key] = (self.snapshot, self.snapshot.generation, pod, ok)
+        return ok
 
     def _fitting_rows(self, pod: Pod) -> tuple[np.ndarray, np.ndarray]:
         """The nodes with room for ``pod`` (the twin's resource test) that kube's default
@@ -338,7 +356,9 @@ class LiveCluster(TwinCluster):
                     f"cluster {self.name}: {self.hooks.server}: the informers did not list "
                     f"Nodes and Pods within {timeout_s:g} s (see the bosun.live.informer log)"
                 )
-        return self.drain()
+        changes = self.drain()
+        self._filters()  # build the profile now, not in the first placement
+        return changes
 
     def stop(self) -> None:
         """Stop the informers."""
@@ -383,6 +403,7 @@ class LiveCluster(TwinCluster):
         self.pending.pop(key, None)
         self.pending_since.pop(key, None)
         self.orphans.pop(key, None)
+        self._fit_cache.pop(key, None)
         gone = self.remove(key)
         if gone is not None:
             ch.gone.append(gone)
@@ -452,6 +473,7 @@ class LiveCluster(TwinCluster):
         self.__post_init__()
         self.load_factor, self.pending, self._published = keep
         self.orphans = {}
+        self._fit_cache = {}
         for pod in bound:
             if pod.node_name in self.snapshot.node_index:
                 try:
