@@ -339,3 +339,42 @@ def test_gpu_nodes_make_gpu_groups_and_gpu_pods_take_devices() -> None:
     assert c.place(p) == "g1"
     after = {v["a"][2]: v for v in c.summaries().values()}
     assert after[2000]["f"][2] == 1000 and after[2000]["w"] == 1
+
+
+def test_an_undo_that_cannot_reach_the_owner_is_retried_and_blocks_a_new_move() -> None:
+    """The source's copy must go when the source pod cannot be deleted; if the owner cannot
+    be reached the undo is kept and retried, the pod is not moved again meanwhile, and the
+    rights are released once (not again when the owner later reports it gone)."""
+    from bosun.federation.escrow import Ledger, Reservation
+
+    c = LiveCluster("a", hooks(FakeApi({})), group_size=1, clock=lambda: 0.0)
+    feed(c, [("ADDED", "Node", node("a1", "1")), ("ADDED", "Pod", pod("p", "2"))])
+    agent = LiveAgent(AgentConfig(cluster="a"), c, LiveSettings(pending_window_s=0),
+                      emit=lambda ev: None, clock=lambda: 10.0)  # fmt: skip
+    owner = Ledger("b")
+    owner.grow({CPU: 4000})
+    owner.grant("b", "a", {CPU: 2000})
+    agent.ledger.merge_wire(owner.to_wire(["b"]), peer="b")
+    assert agent.ledger.reserve("b", {CPU: 2000})
+    res = Reservation("a/1", "a", "b", {CPU: 2000}, 1, 99.0)
+    agent.placed_res["default/p"], agent.placed_remote["default/p"] = res, "b"
+    assert agent.movable(10.0) == ["default/p"]  # pending, fits nowhere here (2 CPUs > 1)
+    replies: list[Any] = [ConnectionError("b is not a live member"), {"removed": True}]
+
+    async def rpc(peer: str, kind: str, body: Obj) -> Obj:
+        assert (peer, kind, body) == ("b", "remove", {"pod": "default/p", "rid": "a/1"})
+        r = replies.pop(0)
+        if isinstance(r, Exception):
+            raise r
+        return dict(r)
+
+    agent._rpc = rpc  # type: ignore[method-assign]
+    assert asyncio.run(agent._undo_copy("b", "default/p", res)) is False
+    assert "default/p" in agent.undo_pending and agent.movable(10.0) == []
+    assert agent.ledger.rights("b")[CPU] == 0
+    assert asyncio.run(agent._undo_copy("b", "default/p", res)) is True
+    assert not agent.undo_pending and "default/p" not in agent.placed_res
+    assert agent.ledger.rights("b")[CPU] == 2000
+    # the owner's late `gone` for the same reservation releases nothing more
+    assert agent._released("b", {"rid": "a/1", "pod": "default/p"}) == {"ok": True, "known": False}
+    assert agent.ledger.rights("b")[CPU] == 2000

@@ -596,6 +596,7 @@ class LiveAgent(Agent):
         self.moving: set[str] = set()
         self.not_before: dict[str, float] = {}
         self.gone_notices: dict[str, tuple[str, str]] = {}  # rid -> (holder, pod key)
+        self.undo_pending: dict[str, tuple[str, Reservation]] = {}  # pod key -> (owner, res)
         self.migrations: list[dict[str, Any]] = []
 
     def _loops(self) -> list[Coroutine[Any, Any, None]]:
@@ -680,6 +681,8 @@ class LiveAgent(Agent):
         for key, pod in self.cluster.pending.items():
             if key in self.moving or now < self.not_before.get(key, 0.0):
                 continue
+            if key in self.in_doubt or key in self.undo_pending:
+                continue  # a copy may exist elsewhere: not again until that is settled
             if now - self.cluster.pending_since.get(key, now) < self.live.pending_window_s:
                 continue
             obj = self.cluster.raw.get(key, {})
@@ -721,6 +724,14 @@ class LiveAgent(Agent):
             return self._give_up(key, str(e))
         t0 = self.clock()
         where, why = await self.place(pod, exclude={self.name}, manifest=manifest)
+        if where is None and key in self.in_doubt:
+            # the bind's answer was lost: the doubt loop asks the owner; wait for it
+            owner = self.in_doubt[key][0]
+            deadline = self.clock() + self.live.running_timeout_s
+            while key in self.in_doubt and self.clock() < deadline:
+                await asyncio.sleep(0.2)
+            if self.placed_remote.get(key) == owner and key in self.placed_res:
+                where = owner
         if where is None:
             return self._give_up(key, why)
         res = self.placed_res[key]
@@ -797,16 +808,26 @@ class LiveAgent(Agent):
             rv = str(cmeta.get("resourceVersion", ""))
         return False, f"pod {key} kept changing; not deleted"
 
-    async def _undo_copy(self, owner: str, key: str, res: Reservation) -> None:
+    async def _undo_copy(self, owner: str, key: str, res: Reservation) -> bool:
+        """Remove the copy of ``key`` on ``owner`` and release its rights; when the owner
+        cannot be reached or refuses, the undo is retried (and the pod not moved again)."""
+        why = ""
         try:
             reply = await self._rpc(owner, "remove", {"pod": key, "rid": res.rid})
+            if reply.get("removed"):
+                self.undo_pending.pop(key, None)
+                if self.placed_res.get(key) is res:  # not released yet by a `gone` notice
+                    self.placed_remote.pop(key, None)
+                    del self.placed_res[key]
+                    self.ledger.release(owner, res.amounts)
+                return True
+            why = str(reply.get("why", "refused"))
         except (OSError, TimeoutError, ConnectionError, WireError) as e:
-            self.emit({"ev": "undo_failed", "t": self.clock(), "pod": key, "why": str(e)})
-            return
-        if reply.get("removed"):
-            self.placed_remote.pop(key, None)
-            self.placed_res.pop(key, None)
-            self.ledger.release(owner, res.amounts)
+            why = f"{type(e).__name__}: {e}"
+        if key not in self.undo_pending:
+            self.emit({"ev": "undo_failed", "t": self.clock(), "pod": key, "why": why})
+        self.undo_pending[key] = (owner, res)
+        return False
 
     # ------------------------------------------------------------------ owner side
 
@@ -872,8 +893,12 @@ class LiveAgent(Agent):
     async def _remove_copy(self, peer: str, msg: Mapping[str, Any]) -> dict[str, Any]:
         key, rid = str(msg.get("pod", "")), str(msg.get("rid", ""))
         held = self.local_pods.get(key)
-        if held is None or held[1].rid != rid or held[1].holder != peer:
-            raise WireError(f"peer {peer}: field rid: {rid!r} is not a copy it holds here")
+        if held is None or held[1].rid != rid:
+            if rid in self.fence.bound:
+                raise WireError(f"peer {peer}: field pod: {key!r} is not the pod of {rid!r}")
+            return {"removed": True}  # not here (any more): nothing to remove
+        if held[1].holder != peer:
+            raise WireError(f"peer {peer}: field rid: {rid!r} is held by {held[1].holder}")
         uid = str(((self.cluster.raw.get(key) or {}).get("metadata") or {}).get("uid", ""))
         try:
             status, got = await asyncio.to_thread(self.cluster.delete, key, uid)
@@ -900,6 +925,8 @@ class LiveAgent(Agent):
     async def _gone_loop(self) -> None:
         while True:
             await asyncio.sleep(0.5)
+            for key, (owner, res) in list(self.undo_pending.items()):
+                await self._undo_copy(owner, key, res)
             for rid, (holder, key) in list(self.gone_notices.items()):
                 with contextlib.suppress(OSError, TimeoutError, ConnectionError, WireError):
                     await self._rpc(holder, "gone", {"rid": rid, "pod": key})
