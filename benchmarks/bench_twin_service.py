@@ -18,8 +18,10 @@ kube's default filters, the one Score plugin, no preemption). Prints one row per
 wall and CPU seconds of ``Simulator.run``, the ratio of its wall time to the 2-minute
 target, pods placed (bound at least once), pods still pending at the end, total
 scheduling attempts, failed (unschedulable) attempts, and the decision p99; then the
-verdict (exit code 2 when a policy misses the target). A missed target is a measurement,
-written down in docs/trace-schema.md ("Measured"), not a failure of the benchmark.
+verdict (exit code 2 when a policy misses the target). While a replay runs, a progress
+line goes to stderr every 30 s of wall time (simulated time reached, wall and CPU seconds).
+A missed target is a measurement, written down in docs/trace-schema.md ("Measured"), not a
+failure of the benchmark.
 ``--until`` stops every replay at that simulated second (a shorter check; the verdict then
 says the target was not measured). ``--profile`` runs the first policy once under
 cProfile and prints the 25 functions with the most cumulative time.
@@ -52,7 +54,21 @@ def one_run(
 ) -> dict[str, Any]:
     """Replay ``trace`` under ``policy`` once; seconds and counts."""
     cfg = policy_configuration(policy)
-    sim = Simulator(trace, cfg, seed=0, sample_every_s=sample_every_s)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    last = [wall0]
+
+    def progress(now: float, end: float) -> None:  # a line every 30 s of wall time
+        t = time.perf_counter()
+        if t - last[0] >= 30.0:
+            last[0] = t
+            print(
+                f"    {policy}: simulated {now:,.0f} / {end:,.0f} s after {t - wall0:.0f} s wall, "
+                f"{time.process_time() - cpu0:.0f} s CPU",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    sim = Simulator(trace, cfg, seed=0, sample_every_s=sample_every_s, progress=progress)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     res = sim.run(until_s)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
