@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bosun.api.types import CPU, Pod
 from bosun.errors import BosunError
@@ -378,3 +380,31 @@ def test_an_undo_that_cannot_reach_the_owner_is_retried_and_blocks_a_new_move() 
     # the owner's late `gone` for the same reservation releases nothing more
     assert agent._released("b", {"rid": "a/1", "pod": "default/p"}) == {"ok": True, "known": False}
     assert agent.ledger.rights("b")[CPU] == 2000
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cpu=st.integers(1, 64_000),
+    mem=st.integers(1, 256 << 30),
+    gpu=st.one_of(st.just(0), st.integers(1, 999), st.integers(1, 8).map(lambda k: k * 1000)),
+)
+def test_manifest_for_round_trips_the_requests(cpu: int, mem: int, gpu: int) -> None:
+    """A pod known by its requests only (a twin agent's, or one submitted on the control
+    channel) gets a manifest the API loader reads back to the same ``(milli-CPU, bytes,
+    milli-GPU)`` and GPU shape: a share of one GPU (``gpu-milli``) or whole GPUs."""
+    from bosun.federation.live import manifest_for
+    from bosun.federation.summary import make_pod, pod_vector
+
+    p = make_pod("job-1", cpu, mem, gpu)
+    back = pod_from_api(manifest_for(p))
+    assert back is not None
+    assert pod_vector(back) == pod_vector(p) == (cpu, mem, gpu)
+    assert (back.gpu_count, back.gpu_milli) == (p.gpu_count, p.gpu_milli)
+    assert back.key == "federation/job-1"
+
+
+def test_a_bind_without_manifest_is_built_from_its_requests() -> None:
+    agent = owner_agent(FakeApi({}), lambda p, n: None)
+    item = {"pod": {"name": "web-0", "cpu": 1500, "mem": 1 << 30, "gpu": 0}}
+    p = agent._pod_of_item(item, "c", 0)
+    assert p.key == "federation/web-0" and p.requests[CPU] == 1500

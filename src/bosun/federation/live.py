@@ -59,11 +59,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from bosun.api.types import Node, Pod
+from bosun.api.types import GPU, GPU_MILLI, GPU_MILLI_PER_GPU, Node, Pod
 from bosun.errors import BosunError, InputError
 from bosun.federation.agent import Agent, AgentConfig, Emit, emit_stdout
 from bosun.federation.escrow import Reservation
-from bosun.federation.summary import DEFAULT_CLASSES, TwinCluster
+from bosun.federation.summary import DEFAULT_CLASSES, TwinCluster, pod_vector
 from bosun.federation.sync import WireError
 from bosun.gpu.fragmentation import TaskClasses
 
@@ -230,6 +230,30 @@ def copy_manifest(obj: Mapping[str, Any], holder: str, source: str, rid: str = "
     if isinstance(meta.get("labels"), Mapping):
         out_meta["labels"] = dict(meta["labels"])
     return {"apiVersion": "v1", "kind": "Pod", "metadata": out_meta, "spec": new_spec}
+
+
+def manifest_for(pod: Pod, image: str = "registry.k8s.io/pause:3.9") -> Obj:
+    """A Pod manifest for a federated pod known only by its requests (a pod submitted on
+    the control channel, or placed by a twin-backed agent): one container asking
+    ``pod_vector(pod)``: ``cpu`` in milli-CPU, ``memory`` in bytes, and ``nvidia.com/gpu``
+    (plus ``alibabacloud.com/gpu-milli`` for a share of one GPU, bosun's openb form), as
+    requests and limits (extended resources must have equal limits)."""
+    cpu, mem, _ = pod_vector(pod)
+    req: dict[str, str] = {"cpu": f"{cpu}m", "memory": str(mem)}
+    ext: dict[str, str] = {}
+    if pod.gpu_count:
+        ext[GPU] = str(pod.gpu_count)
+        if pod.gpu_milli < GPU_MILLI_PER_GPU:
+            ext[GPU_MILLI] = str(pod.gpu_milli)
+    res: Obj = {"requests": {**req, **ext}}
+    if ext:
+        res["limits"] = dict(ext)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod.name, "namespace": pod.namespace},
+        "spec": {"containers": [{"name": "main", "image": image, "resources": res}]},
+    }
 
 
 # ---------------------------------------------------------------------- the cluster
@@ -833,9 +857,10 @@ class LiveAgent(Agent):
 
     def _pod_of_item(self, item: Mapping[str, Any], peer: str, i: int) -> Pod:
         manifest = item.get("manifest")
+        if manifest is None:  # known by its requests only: the twin's pod, then its manifest
+            manifest = manifest_for(super()._pod_of_item(item, peer, i))
         if not isinstance(manifest, Mapping):
-            raise WireError(f"peer {peer}: field items[{i}].manifest: a live cluster needs the "
-                            "pod's manifest")  # fmt: skip
+            raise WireError(f"peer {peer}: field items[{i}].manifest: not a map")
         try:
             clean = copy_manifest(manifest, holder=peer, source=str(
                 dict(manifest.get("metadata") or {}).get("annotations", {}).get(ANN_SOURCE, peer)
@@ -852,8 +877,10 @@ class LiveAgent(Agent):
     ) -> tuple[bool, str]:
         """Create the Pod and its Binding (module docstring); on a refusal undo the bind."""
         manifest = item.get("manifest")
+        if manifest is None:
+            manifest = manifest_for(pod)
         if not isinstance(manifest, Mapping):
-            ok, why = False, "no manifest to create the pod from"
+            ok, why = False, "the manifest is not a map"
         else:
             src = str(dict(manifest.get("metadata") or {}).get("annotations", {}).get(
                 ANN_SOURCE, res.holder))  # fmt: skip
