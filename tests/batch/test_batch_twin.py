@@ -179,6 +179,18 @@ def test_gang_that_fits_binds_all_members_at_one_time(
     assert list(res.pods["pod_group"]) == ["default/g", "default/g"]
 
 
+def test_gang_binds_together_with_a_decision_latency() -> None:
+    # each attempt takes 1 s: g-0 is attempted at 0 and waits at Permit; g-1 is attempted
+    # at 1 (the scheduler is busy until then), its Permit allows g-0, and both bind when
+    # that attempt ends, at 2 s
+    arrivals = [member(f"g-{i}", "g", 0.0, duration=10.0) for i in range(2)]
+    trace = Trace("gangs", nodes(2), arrivals, pod_groups=[PodGroup("g", min_member=2)])
+    res = simulate(trace, cosched(), decision_latency_s=1.0)
+    assert [pod(res, f"g-{i}")["bound_s"] for i in (0, 1)] == [2.0, 2.0]
+    assert res.summary["gang_wait_max_s"] == 2.0
+    assert res.summary["end_s"] == 12.0
+
+
 # ------------------------------------------------------------ two gangs: never a deadlock
 
 

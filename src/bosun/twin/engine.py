@@ -1075,7 +1075,8 @@ class Simulator:
 
     def _record_attempt(self, t: float, res: SchedulingResult, *, permit: bool = False) -> None:
         """One attempt's result; ``permit``: the final result of a pod held at Permit
-        (bound at ``t``, its decision time already counted with its WAIT attempt)."""
+        (its decision time already counted with its WAIT attempt). A pod allowed at Permit
+        binds with the attempt that allowed it, at ``t`` plus the decision latency."""
         key = res.pod.key
         rec = self._current[key]
         rec.attempts = res.attempts
@@ -1086,7 +1087,7 @@ class Simulator:
             rec.message = res.message or f"waiting at Permit on node {res.node_name}"
             self._gpu_node(res.node_name)
         elif res.code == Code.SUCCESS:
-            bound = t if permit else t + self.decision_latency_s
+            bound = t + self.decision_latency_s
             if self.bind_delay is not None and res.node_name:
                 bound += self.bind_delay(res.node_name, t)
             rec.outcome = RUNNING
