@@ -135,10 +135,22 @@ def test_go_duration_rejects(text: str) -> None:
                 Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoExecute", 100),
                 Toleration("node.kubernetes.io/unreachable", "Exists", "", "", 50),
             ),
-            50.0,  # the smallest matching tolerationSeconds
+            # GetMatchingTolerations takes, per taint, the FIRST toleration (pod order)
+            # that tolerates it: the 100 s one; the 50 s one is never looked at
+            100.0,
+        ),
+        (
+            (
+                Toleration("", "Exists", "", "", None),
+                Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoExecute", 60),
+            ),
+            math.inf,  # the wildcard comes first and has no seconds: tolerated for ever
         ),
         ((Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoExecute", 0),), 0.0),
+        ((Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoExecute", -5),), 0.0),
         ((Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoSchedule", 60),), 300.0),
+        # an Equal toleration for another value does not tolerate the value-less taint
+        ((Toleration("node.kubernetes.io/unreachable", "Equal", "x", "NoExecute", 60),), 0.0),
     ],
     ids=[
         "default",
@@ -146,9 +158,12 @@ def test_go_duration_rejects(text: str) -> None:
         "forever",
         "wildcard",
         "other-key",
-        "min-of-two",
+        "first-match",
+        "wildcard-first",
         "zero",
+        "negative",
         "other-effect",
+        "equal-other-value",
     ],
 )
 def test_eviction_delay(tolerations: tuple[Toleration, ...], expected: float) -> None:

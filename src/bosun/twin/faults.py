@@ -98,11 +98,19 @@ import pandas as pd
 import yaml
 
 from bosun.api.durations import parse_go_duration
-from bosun.api.types import LabelSelector, Node, Pod, PodDisruptionBudget, Taint, TaintEffect
+from bosun.api.types import (
+    LabelSelector,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    Taint,
+    TaintEffect,
+    Toleration,
+)
 from bosun.errors import InputError, InputProblem
 from bosun.framework.snapshot import ZONE_LABEL
 from bosun.twin.engine import ControllerReport, EventKind
-from bosun.twin.trace import Trace
+from bosun.twin.trace import NodeEvent, NodeEventKind, Trace
 
 if TYPE_CHECKING:
     from bosun.twin.engine import Event, Simulator
@@ -128,12 +136,15 @@ LARGE_CLUSTER_SIZE_THRESHOLD = 50
 #: Zones derived for nodes without a zone label.
 DEFAULT_ZONES = 3
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+#: The taint of a node whose kubelet reports ``Ready=False`` (``v1.TaintNodeNotReady``).
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 OWNER_ANNOTATION = "bosun.io/owner"
 
 ACTIONS = (
     "node-crash",
     "zone-outage",
     "network-partition",
+    "node-not-ready",
     "node-drain",
     "kubelet-slow",
     "pod-kill",
@@ -143,6 +154,8 @@ MODES = ("one", "all", "fixed", "fixed-percent", "random-max-percent")
 _SETTINGS = (
     "nodeMonitorGracePeriod",
     "defaultTolerationSeconds",
+    "defaultNotReadyTolerationSeconds",
+    "defaultUnreachableTolerationSeconds",
     "podsWithoutOwner",
     "zones",
     "drainRetry",
@@ -227,6 +240,10 @@ class FaultSettings:
 
     node_monitor_grace_period_s: float = NODE_MONITOR_GRACE_PERIOD_S
     default_toleration_seconds: int = DEFAULT_TOLERATION_SECONDS
+    #: ``--default-not-ready-toleration-seconds`` and
+    #: ``--default-unreachable-toleration-seconds``; None: ``default_toleration_seconds``
+    not_ready_toleration_seconds: int | None = None
+    unreachable_toleration_seconds: int | None = None
     pods_without_owner: str = "bare"
     zones: int = DEFAULT_ZONES
     drain_retry_s: float = DRAIN_RETRY_S
@@ -236,6 +253,16 @@ class FaultSettings:
     unhealthy_zone_threshold: float = UNHEALTHY_ZONE_THRESHOLD
     large_cluster_size_threshold: int = LARGE_CLUSTER_SIZE_THRESHOLD
     pdbs: tuple[PodDisruptionBudget, ...] = ()
+
+    def toleration_seconds(self, taint_key: str) -> int:
+        """The DefaultTolerationSeconds admission plugin's seconds for ``taint_key``
+        (``node.kubernetes.io/not-ready`` or ``node.kubernetes.io/unreachable``)."""
+        own = (
+            self.not_ready_toleration_seconds
+            if taint_key == NOT_READY_TAINT
+            else self.unreachable_toleration_seconds
+        )
+        return self.default_toleration_seconds if own is None else own
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,19 +493,24 @@ def _settings(raw: object, src: str, problems: list[InputProblem]) -> FaultSetti
             )
         else:
             out = replace(out, large_cluster_size_threshold=v_raw)
-    if "defaultTolerationSeconds" in raw:
-        v_raw = raw["defaultTolerationSeconds"]
+    for key in (
+        "defaultTolerationSeconds",
+        "defaultNotReadyTolerationSeconds",
+        "defaultUnreachableTolerationSeconds",
+    ):
+        if key not in raw:
+            continue
+        v_raw = raw[key]
         if isinstance(v_raw, bool) or not isinstance(v_raw, int) or v_raw < 0:
             problems.append(
-                InputProblem(
-                    src,
-                    "settings",
-                    "defaultTolerationSeconds",
-                    f"must be an integer >= 0, got {v_raw!r}",
-                )
+                InputProblem(src, "settings", key, f"must be an integer >= 0, got {v_raw!r}")
             )
-        else:
+        elif key == "defaultTolerationSeconds":
             out = replace(out, default_toleration_seconds=v_raw)
+        elif key == "defaultNotReadyTolerationSeconds":
+            out = replace(out, not_ready_toleration_seconds=v_raw)
+        else:
+            out = replace(out, unreachable_toleration_seconds=v_raw)
     if "podsWithoutOwner" in raw:
         v_raw = raw["podsWithoutOwner"]
         if v_raw not in ("bare", "owned"):
@@ -700,11 +732,37 @@ class _Fault:
     drain_gave_up: bool = False
 
 
+def _with_event_zones(events: Sequence[NodeEvent], zones: int) -> list[NodeEvent]:
+    """``events`` with the node each one carries (ADD, RETURN of a failed node) given a
+    :func:`derived_zone` where it has no zone label, as the initial nodes get."""
+    out: list[NodeEvent] = []
+    for ev in events:
+        if ev.node is not None and ZONE_LABEL not in ev.node.labels:
+            ev = replace(ev, node=with_zones([ev.node], zones)[0])
+        out.append(ev)
+    return out
+
+
+def _nodes_at(nodes: Sequence[Node], events: Sequence[NodeEvent], at_s: float) -> list[Node]:
+    """The fault's candidate nodes: the initial ones and those a trace ``add`` event brings
+    in at or before ``at_s`` (a node the trace removed by then is skipped when the fault
+    starts), in that order, each name once."""
+    out = {n.name: n for n in nodes}
+    for ev in events:
+        if ev.time_s > at_s:
+            break
+        if ev.kind == NodeEventKind.ADD and ev.node is not None and ev.node_name not in out:
+            out[ev.node_name] = ev.node
+    return list(out.values())
+
+
 def prepare(
     trace: Trace, schedule: FaultSchedule, *, seed: int = 0
 ) -> tuple[Trace, FaultController]:
-    """Resolve ``schedule`` against ``trace``: derived zones (when a fault names a zone),
-    each fault's nodes (its mode, drawn with ``seed``) and absolute times.
+    """Resolve ``schedule`` against ``trace``: derived zones (when a fault names a zone:
+    for the initial nodes and for nodes that trace events add later), each fault's nodes
+    (its mode, drawn with ``seed``, among the nodes present at its start) and absolute
+    times.
 
     Returns:
         The trace to replay (with zone labels added where needed) and the controller to
@@ -721,8 +779,10 @@ def prepare(
         if schedule.uses_zones
         else list(trace.nodes)
     )
+    events = list(trace.node_events)
     if schedule.uses_zones:
-        trace = replace(trace, nodes=nodes)
+        events = _with_event_zones(events, schedule.settings.zones)
+        trace = replace(trace, nodes=nodes, node_events=events)
     start = min((a.arrival_s for a in trace.arrivals), default=0.0)
     pods = [a.pod for a in trace.arrivals] + list(trace.bound)
     resolved: list[_Fault] = []
@@ -731,7 +791,7 @@ def prepare(
         at = start + spec.at_s if spec.at_relative else spec.at_s
         end = at + spec.duration_s if spec.duration_s is not None else math.inf
         matched = (
-            [n.name for n in nodes if spec.selector.node_matches(n)]
+            [n.name for n in _nodes_at(nodes, events, at) if spec.selector.node_matches(n)]
             if spec.selector.selects_nodes
             else []
         )
@@ -785,47 +845,66 @@ def prepare(
 # -------------------------------------------------------------------------- controller
 
 
-def _tolerates(pod: Pod, taint: Taint) -> list[int | None]:
-    """``tolerationSeconds`` of the pod's tolerations that match ``taint`` (kube's
-    ``ToleratesTaint``)."""
-    out: list[int | None] = []
-    for t in pod.tolerations:
-        if t.effect and t.effect != taint.effect.value:
-            continue
-        if t.key and t.key != taint.key:
-            continue
-        if not t.key and t.operator != "Exists":
-            continue
-        if t.operator != "Exists" and t.value != taint.value:
-            continue
-        out.append(t.toleration_seconds)
-    return out
-
-
-def eviction_delay_s(pod: Pod, default_seconds: int) -> float:
-    """Seconds after the ``unreachable:NoExecute`` taint until the pod is evicted.
-
-    DefaultTolerationSeconds first: a pod with no toleration of its own for the taint's
-    key and ``NoExecute`` (an empty key with ``Exists`` counts) gets one with
-    ``default_seconds``. Then the taint-eviction controller's ``getMinTolerationTime``:
-    no matching toleration: 0; the smallest ``tolerationSeconds`` (<= 0 counts as 0) of
-    the matching ones; only tolerations without seconds: ``inf`` (never).
+def with_default_tolerations(
+    pod: Pod, not_ready_seconds: int, unreachable_seconds: int
+) -> tuple[Toleration, ...]:
+    """The pod's tolerations after the DefaultTolerationSeconds admission plugin
+    (``plugin/pkg/admission/defaulttolerationseconds``): a pod without a toleration of its
+    own for ``node.kubernetes.io/not-ready`` (resp. ``unreachable``) with effect
+    ``NoExecute`` or empty (an empty key counts: it matches every key) gets
+    ``{key, Exists, NoExecute, tolerationSeconds}`` appended, seconds from the flags
+    ``--default-not-ready-toleration-seconds`` / ``--default-unreachable-toleration-seconds``.
     """
-    taint = Taint(UNREACHABLE_TAINT, "", TaintEffect.NO_EXECUTE)
-    seconds = _tolerates(pod, taint)
-    own = any(
-        (t.key == UNREACHABLE_TAINT or (not t.key and t.operator == "Exists"))
-        and t.effect in ("", TaintEffect.NO_EXECUTE.value)
-        for t in pod.tolerations
+    own = pod.tolerations
+
+    def has(key: str) -> bool:
+        return any(
+            (t.key == key or not t.key) and t.effect in ("", TaintEffect.NO_EXECUTE.value)
+            for t in own
+        )
+
+    extra = tuple(
+        Toleration(key, "Exists", "", TaintEffect.NO_EXECUTE.value, seconds)
+        for key, seconds in (
+            (NOT_READY_TAINT, not_ready_seconds),
+            (UNREACHABLE_TAINT, unreachable_seconds),
+        )
+        if not has(key)
     )
-    if not own:
-        seconds.append(default_seconds)
-    if not seconds:
-        return 0.0
-    given = [s for s in seconds if s is not None]
+    return (*own, *extra)
+
+
+def no_execute_delay_s(tolerations: Sequence[Toleration], taints: Sequence[Taint]) -> float:
+    """Seconds from the moment the taint-eviction controller sees a pod on a node with
+    ``taints`` until it deletes the pod (``processPodOnNode`` in
+    ``pkg/controller/tainteviction``).
+
+    Only ``NoExecute`` taints count. ``GetMatchingTolerations``: for each taint, the first
+    toleration (in the pod's order) that tolerates it; a taint none tolerates: 0 (at
+    once). ``getMinTolerationTime`` of those: any ``tolerationSeconds <= 0``: 0; the
+    smallest given; none given: ``inf`` (tolerated for ever). No ``NoExecute`` taint:
+    ``inf``.
+    """
+    used: list[Toleration] = []
+    for taint in taints:
+        if taint.effect != TaintEffect.NO_EXECUTE:
+            continue
+        match = next((t for t in tolerations if t.tolerates(taint)), None)
+        if match is None:
+            return 0.0
+        used.append(match)
+    given = [t.toleration_seconds for t in used if t.toleration_seconds is not None]
     if not given:
         return math.inf
     return float(max(0, min(given)))
+
+
+def eviction_delay_s(pod: Pod, default_seconds: int, taint_key: str = UNREACHABLE_TAINT) -> float:
+    """Seconds after the ``taint_key:NoExecute`` taint lands on the pod's node until the
+    pod is evicted: :func:`with_default_tolerations` (``default_seconds`` for both keys),
+    then :func:`no_execute_delay_s` for that one taint."""
+    tolerations = with_default_tolerations(pod, default_seconds, default_seconds)
+    return no_execute_delay_s(tolerations, (Taint(taint_key, "", TaintEffect.NO_EXECUTE),))
 
 
 def _pdb_allows(pdb: PodDisruptionBudget, healthy: int, expected: int) -> bool:
@@ -874,6 +953,9 @@ class FaultController:
         self._next_token: dict[str, float] = {}  # zone -> when its limiter has a token
         self._pass_event: dict[str, Event] = {}  # zone -> its scheduled tainting pass
         self._no_execute: set[str] = set()
+        self._taint_key: dict[str, str] = {}  # node -> the condition taint it got
+        self._bind_dirty: set[str] = set()  # NoExecute-tainted nodes a pod just bound to
+        self._bind_event: Event | None = None
         self.master_disruption = False
 
     @property
@@ -929,8 +1011,54 @@ class FaultController:
         if snap.num_nodes - tainted <= 0:
             self.no_node_s += to_s - from_s
 
-    def _bind_delay(self, node: str, _t: float) -> float:
+    def _bind_delay(self, node: str, t: float) -> float:
+        """The engine calls this for every bind: ``kubelet-slow``'s extra seconds, and the
+        cue that a pod bound to a node that already has its ``NoExecute`` taint (only a
+        pod tolerating it can): :meth:`_bound_on_tainted` times it at the same time."""
+        if node in self._no_execute:
+            self._bind_dirty.add(node)
+            if self._bind_event is None:
+                sim = self._sim
+                assert sim is not None
+                self._bind_event = sim.at(
+                    max(t, sim.now), self._bound_on_tainted, EventKind.CONTROL_DOWN
+                )
         return self._slow.get(node, 0.0)
+
+    def _toleration_delay(self, pod: Pod, taints: Sequence[Taint]) -> float:
+        st = self.settings
+        tolerations = with_default_tolerations(
+            pod, st.toleration_seconds(NOT_READY_TAINT), st.toleration_seconds(UNREACHABLE_TAINT)
+        )
+        return no_execute_delay_s(tolerations, taints)
+
+    def _bound_on_tainted(self, t: float) -> bool:
+        """Pods that bound to a ``NoExecute``-tainted node: the taint-eviction controller
+        sees each one when its binding lands (a pod update with ``nodeName`` set) and
+        evicts it its own ``tolerationSeconds`` after that, not after the taint's time
+        (``processPodOnNode``: the trigger time is the update's time plus the smallest
+        used toleration)."""
+        sim = self._sim
+        assert sim is not None
+        self._bind_event = None
+        dirty, self._bind_dirty = sorted(self._bind_dirty), set()
+        for name in dirty:
+            f = self._down.get(name)
+            node = sim.node(name)
+            if f is None or node is None or name not in self._no_execute:
+                continue
+            for pod in sim.pods_on(name):
+                if pod.key in self._evictions:
+                    continue  # timed already (at the taint or at an earlier bind)
+                rec = sim.record(pod.key)
+                if rec is None or rec.node != name or math.isnan(rec.bound_s):
+                    continue
+                delay = self._toleration_delay(pod, node.taints)
+                if math.isfinite(delay):
+                    at = max(t, rec.bound_s + delay)
+                    ev = sim.at(at, partial(self._evict, f, pod.key), EventKind.CONTROL_DOWN)
+                    self._evictions[pod.key] = ev
+        return False
 
     # ------------------------------------------------------------------ actions
 
@@ -958,6 +1086,12 @@ class FaultController:
             grace = self.settings.node_monitor_grace_period_s
             f.events.append(sim.at(t + grace, partial(self._not_ready, f), EventKind.CONTROL_DOWN))
             return True
+        if action == "node-not-ready":
+            # the kubelet itself posts Ready=False: no grace period to wait out
+            for name in f.nodes:
+                if sim.node(name) is not None:
+                    self._down[name] = f
+            return self._not_ready(f, t)
         if action == "kubelet-slow":
             for name in f.nodes:
                 self._slow[name] = f.spec.delay_s
@@ -972,21 +1106,26 @@ class FaultController:
         return self._kill(f, t)
 
     def _not_ready(self, f: _Fault, t: float) -> bool:
-        """Ready=Unknown after the grace period: the ``unreachable:NoSchedule`` taint at once
+        """The node's Ready condition turns ``Unknown`` (after the grace period: crash,
+        zone outage, partition) or ``False`` (``node-not-ready``, at once): the matching
+        ``NoSchedule`` taint (``unreachable`` or ``not-ready``) lands at once
         (TaintNodesByCondition), and the node joins its zone's queue for the
-        ``NoExecute`` taint (the rate-limited tainter, :meth:`_taint_pass`)."""
+        ``NoExecute`` taint of the same key (the rate-limited tainter,
+        :meth:`_taint_pass`)."""
         sim = self._sim
         assert sim is not None
         if not f.active:
             return False
         f.not_ready_s = t
+        key = NOT_READY_TAINT if f.spec.action == "node-not-ready" else UNREACHABLE_TAINT
         zones: set[str] = set()
         for name in f.nodes:
             node = sim.node(name)
             if node is None or self._down.get(name) is not f:
                 continue
             f.disrupted.update(p.key for p in sim.pods_on(name))
-            taint = Taint(UNREACHABLE_TAINT, "", TaintEffect.NO_SCHEDULE)
+            self._taint_key[name] = key
+            taint = Taint(key, "", TaintEffect.NO_SCHEDULE)
             sim.update_node(replace(node, taints=(*node.taints, taint)))
             self._unready.add(name)
             zone = node.labels.get(ZONE_LABEL, "")
@@ -1062,13 +1201,14 @@ class FaultController:
         node = sim.node(name)
         changed = False
         if f is not None and node is not None:
-            taint = Taint(UNREACHABLE_TAINT, "", TaintEffect.NO_EXECUTE)
-            sim.update_node(replace(node, taints=(*node.taints, taint)))
+            key = self._taint_key.get(name, UNREACHABLE_TAINT)
+            tainted = replace(node, taints=(*node.taints, Taint(key, "", TaintEffect.NO_EXECUTE)))
+            sim.update_node(tainted)
             self._no_execute.add(name)
             changed = True
             for pod in sim.pods_on(name):
                 f.disrupted.add(pod.key)
-                delay = eviction_delay_s(pod, self.settings.default_toleration_seconds)
+                delay = self._toleration_delay(pod, tainted.taints)
                 if math.isfinite(delay):
                     ev = sim.at(t + delay, partial(self._evict, f, pod.key), EventKind.CONTROL_DOWN)
                     self._evictions[pod.key] = ev
@@ -1113,8 +1253,11 @@ class FaultController:
         self._pending_replacements.append(new)
 
     def _evict(self, f: _Fault, key: str, t: float) -> bool:
+        """The taint-eviction controller deletes the pod. On a ``node-not-ready`` node the
+        kubelet is alive and confirms the deletion, so even a StatefulSet re-creates the
+        pod at once; an unreachable kubelet cannot (the pod stays ``Terminating``)."""
         self._evictions.pop(key, None)
-        return self._take_down(f, key, t, replace_now=False)
+        return self._take_down(f, key, t, replace_now=f.spec.action == "node-not-ready")
 
     def _end(self, f: _Fault, t: float) -> bool:
         sim = self._sim
@@ -1138,12 +1281,13 @@ class FaultController:
             crashed = name in self._crashed
             self._crashed.discard(name)
             self.version += 1
+            self._unready.discard(name)
+            self._no_execute.discard(name)
+            key = self._taint_key.pop(name, UNREACHABLE_TAINT)
             node = sim.node(name)
             if node is None:
                 continue
-            self._unready.discard(name)
-            self._no_execute.discard(name)
-            kept = tuple(x for x in node.taints if x.key != UNREACHABLE_TAINT)
+            kept = tuple(x for x in node.taints if x.key != key)
             if kept != node.taints:
                 sim.update_node(replace(node, taints=kept))
             for pod in sim.pods_on(name):
@@ -1311,6 +1455,7 @@ __all__ = [
     "DEFAULT_TOLERATION_SECONDS",
     "MODES",
     "NODE_MONITOR_GRACE_PERIOD_S",
+    "NOT_READY_TAINT",
     "UNREACHABLE_TAINT",
     "FaultController",
     "FaultSchedule",
@@ -1321,8 +1466,10 @@ __all__ = [
     "derived_zone",
     "eviction_delay_s",
     "load_faults",
+    "no_execute_delay_s",
     "parse_faults",
     "parse_go_duration",
     "prepare",
+    "with_default_tolerations",
     "with_zones",
 ]
