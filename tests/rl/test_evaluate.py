@@ -128,8 +128,20 @@ def _decision_on(loads_milli_cpu: list[int]) -> Decision:
         # a node the pod would fill: CPU 100, memory (6000 + 2048) / 8192 -> 98, mean 99
         ("mostallocated", [1000, 3000, 2000], 1),
         ("leastallocated", [1000, 3000, 2000], 0),
+        # BestFit (Weng et al.'s simulator): r = 0.5 (cpu_free - 1000) / 128000 (no GPUs),
+        # score int((1 - r) 100): free after the pod 2000, 0, 1000 milli-CPU -> 99, 100, 99
+        ("bestfit", [1000, 3000, 2000], 1),
+        # free after 0, 3000, 3000 -> 100, 98, 98: the node the pod fills
+        ("bestfit", [3000, 0, 0], 0),
     ],
-    ids=["least-empty-node", "most-fullest-node", "most-fills-a-node", "least-avoids-full"],
+    ids=[
+        "least-empty-node",
+        "most-fullest-node",
+        "most-fills-a-node",
+        "least-avoids-full",
+        "bestfit-fills-a-node",
+        "bestfit-tightest",
+    ],
 )
 def test_heuristic_chooser_by_hand(policy: str, loads: list[int], expected: int) -> None:
     assert HeuristicChooser(policy, seed=0)(_decision_on(loads)) == expected
