@@ -172,6 +172,21 @@ SUMMARY_METRICS: Mapping[str, MetricSpec] = {
     "failed_pods": MetricSpec("Failed pods", "pods", "number", "lower", "Pods"),
     "scheduled_pods": MetricSpec("Scheduled pods", "pods", "number", "higher", "Pods"),
     "arrived_demand_ratio": MetricSpec("Arrived GPU demand", "% of capacity", "ratio"),
+    # bosun.twin.usage (the load-aware experiment's measures)
+    "hot_spot_node_minutes": MetricSpec(
+        "Hot spots (node CPU > 80 %)", "node-minutes", "number", "lower", "Usage"
+    ),
+    "node_cpu_p99_pct": MetricSpec("Node CPU usage, P99", "% of CPU", "number", "lower", "Usage"),
+    "node_cpu_mean_pct": MetricSpec("Node CPU usage, mean", "% of CPU", "number", "", "Usage"),
+    "node_cpu_max_pct": MetricSpec("Node CPU usage, max", "% of CPU", "number", "lower", "Usage"),
+    "sla_violation_pod_minutes": MetricSpec(
+        "SLA violations", "pod-minutes", "number", "lower", "Usage"
+    ),
+    "sla_violated_pods": MetricSpec(
+        "Pods with an SLA violation", "pods", "count", "lower", "Usage"
+    ),
+    "ls_pods": MetricSpec("Latency-sensitive pods run", "pods", "count", "", "Usage"),
+    "usage_samples": MetricSpec("Usage samples", "samples", "count", "", "Usage"),
     # bosun.twin.faults
     "fault_count": MetricSpec("Faults", "faults", "count", "", "Faults"),
     "fault_disrupted": MetricSpec("Disrupted pods", "pods", "count", "lower", "Faults"),
@@ -1483,7 +1498,7 @@ def _run_key(runs: Sequence[_Run]) -> str:
 
 
 #: Summary tables, in page order.
-SUMMARY_GROUPS = ("Pods", "Cluster", "Latency", "Faults", "Energy", "Run", "Other")
+SUMMARY_GROUPS = ("Pods", "Cluster", "Usage", "Latency", "Faults", "Energy", "Run", "Other")
 
 
 @dataclass(frozen=True, slots=True)
