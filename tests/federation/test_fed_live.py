@@ -40,7 +40,7 @@ from bosun.federation.live import (
     LiveCluster,
     LiveSettings,
 )
-from bosun.federation.summary import TwinCluster
+from bosun.federation.summary import TwinCluster, make_pod
 from bosun.federation.sync import SyncConfig
 
 pytestmark = pytest.mark.k8s
@@ -89,7 +89,8 @@ def cores(planes: tuple[Any, Any]) -> Iterator[tuple[client.CoreV1Api, client.Co
         yield cores[0], cores[1]
     finally:
         for c in cores:
-            c.delete_collection_namespaced_pod("default", grace_period_seconds=0)
+            for ns in ("default", "federation"):
+                c.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
             c.delete_collection_node()
         for a in apis:
             a.close()
@@ -306,7 +307,8 @@ def test_two_sources_race_for_the_last_room(
     A's node has 500m) and a third agent C (twin backend) places 3 pods of 1 CPU, all six
     started together. B has 2 CPUs: by hand, exactly 2 of the 6 can be bound there. The API
     server shows exactly 2 bound in B, no node over-committed, and every one of A's pods in
-    exactly one cluster (moved ones gone from A, the others still pending in A)."""
+    exactly one cluster (moved ones gone from A, the others still pending in A). C's pods are
+    known by their requests only, as a twin agent's: B builds their manifests."""
     core_a, core_b = cores
     make_node(core_a, "a1", "500m")
     make_node(core_b, "b1", "2")
@@ -332,12 +334,11 @@ def test_two_sources_race_for_the_last_room(
             await until(lambda: all(f"{x}/_" in ag.store.entries for ag in (a, b, c)
                                     for x in "ABC"), 20, "three-way sync")  # fmt: skip
             await until(lambda: len(a.cluster.pending) == 3, 10, "A's informer")
-            c_pods = []
-            for i in range(3):
-                m = pod_manifest(f"c-{i}", "1")
-                c_pods.append((b.cluster.hooks.pod_from_api(m), m))
+            # C's pods are known by their requests only (a twin agent has no manifests): B
+            # builds their manifests and creates them in namespace federation (made there)
+            c_pods = [make_pod(f"c-{i}", 1000, 100 << 20) for i in range(3)]
             moves = [a.migrate(f"default/{n}") for n in names]
-            places = [c.place(p, exclude={"C"}, manifest=m) for p, m in c_pods if p]
+            places = [c.place(p, exclude={"C"}) for p in c_pods]
             got = await asyncio.gather(*moves, *places)
             why = [e.get("why") for e in events if e["ev"] in ("migrate_failed",)]
             print(f"\nrace: {got}; A's failures: {why}")
@@ -353,7 +354,7 @@ def test_two_sources_race_for_the_last_room(
         moved, placed = asyncio.run(asyncio.wait_for(main(), 150))
     finally:
         kubelet.stop()
-    in_b = [p for p in core_b.list_namespaced_pod("default").items if p.spec.node_name]
+    in_b = [p for p in core_b.list_pod_for_all_namespaces().items if p.spec.node_name]
     assert len(in_b) == 2, [p.metadata.name for p in in_b]
     assert sum(moved) + sum(1 for w in placed if w == "B") == 2
     assert {p.spec.node_name for p in in_b} == {"b1"}
