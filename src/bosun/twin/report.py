@@ -1891,8 +1891,8 @@ def write_report(
 
     Size: every line and CDF is thinned to at most ``max_points`` points per run and
     series (lower when many runs share the page: :data:`TOTAL_POINTS` in all, at least
-    :data:`MIN_POINTS` each), as 32-bit floats; the openb replay's report is about 0.2 MB,
-    ten runs about 1.4 MB (docs/twin.md, "What a report claims"). ``full_resolution``
+    :data:`MIN_POINTS` each), as 32-bit floats: the openb replay's report is 0.15 MB, eight
+    policies on it 1.0 MB (docs/twin.md, "What a report claims"). ``full_resolution``
     keeps every sample instead.
 
     Args:
