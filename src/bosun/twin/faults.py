@@ -756,13 +756,34 @@ def _nodes_at(nodes: Sequence[Node], events: Sequence[NodeEvent], at_s: float) -
     return list(out.values())
 
 
+def admitted(trace: Trace, settings: FaultSettings) -> Trace:
+    """``trace`` with every pod (arrivals and ``bound``) as the API server stores it after
+    the DefaultTolerationSeconds admission plugin (:func:`with_default_tolerations`, the
+    settings' seconds per key). The scheduler sees these tolerations too: a pod that
+    tolerates ``not-ready:NoSchedule`` may then bind to a ``NotReady`` node, as in a real
+    cluster. Pods that already have both tolerations are kept as they are."""
+    nr = settings.toleration_seconds(NOT_READY_TAINT)
+    ur = settings.toleration_seconds(UNREACHABLE_TAINT)
+
+    def admit(pod: Pod) -> Pod:
+        tolerations = with_default_tolerations(pod, nr, ur)
+        return (
+            pod
+            if len(tolerations) == len(pod.tolerations)
+            else replace(pod, tolerations=tolerations)
+        )
+
+    arrivals = [replace(a, pod=admit(a.pod)) for a in trace.arrivals]
+    return replace(trace, arrivals=arrivals, bound=[admit(p) for p in trace.bound])
+
+
 def prepare(
     trace: Trace, schedule: FaultSchedule, *, seed: int = 0
 ) -> tuple[Trace, FaultController]:
     """Resolve ``schedule`` against ``trace``: derived zones (when a fault names a zone:
     for the initial nodes and for nodes that trace events add later), each fault's nodes
     (its mode, drawn with ``seed``, among the nodes present at its start) and absolute
-    times.
+    times; every pod gets the DefaultTolerationSeconds tolerations (:func:`admitted`).
 
     Returns:
         The trace to replay (with zone labels added where needed) and the controller to
@@ -783,6 +804,7 @@ def prepare(
     if schedule.uses_zones:
         events = _with_event_zones(events, schedule.settings.zones)
         trace = replace(trace, nodes=nodes, node_events=events)
+    trace = admitted(trace, schedule.settings)
     start = min((a.arrival_s for a in trace.arrivals), default=0.0)
     pods = [a.pod for a in trace.arrivals] + list(trace.bound)
     resolved: list[_Fault] = []
