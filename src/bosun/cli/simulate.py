@@ -337,6 +337,7 @@ def load_simulation(
     report: Path | None = None,
     faults: Path | None = None,
     energy: Path | None = None,
+    colocation: Path | None = None,
 ) -> list[tuple[str, Simulator]]:
     """Read the trace and the configuration (or the policies to compare) and build one
     simulator per run, or report everything that is wrong with them at once.
@@ -352,6 +353,8 @@ def load_simulation(
         energy: a power file (:func:`bosun.twin.energy.load_energy`): every run gets the
             energy model; EnergyAware gets its power model; ``--policy energyaware``
             (:data:`EXTRA_POLICIES`) needs it or uses the default model.
+        colocation: a co-location file (:func:`bosun.colocation.profile.load_colocation`):
+            every run gets its BE rewrite, BatchResourceFit and reclaim controller.
 
     Returns:
         ``(label, simulator)`` per run: the policy's label, or ``""`` for the one run of
@@ -387,6 +390,15 @@ def load_simulation(
     if energy is not None:
         try:
             energy_cfg = load_energy(energy)
+        except InputError as e:
+            problems.extend(e.problems)
+    coloc = None
+    if colocation is not None:
+        from bosun.colocation.profile import describe, load_colocation
+        from bosun.colocation.profile import prepare as colocation_prepare
+
+        try:
+            coloc = load_colocation(colocation)
         except InputError as e:
             problems.extend(e.problems)
     trace: Trace | None = None
@@ -435,6 +447,10 @@ def load_simulation(
                 controllers.append(fault_ctl)
             if energy_cfg is not None:
                 controllers.append(EnergyController(energy_cfg, fault_ctl))
+            if coloc is not None:
+                run_trace, cfg, coloc_ctl = colocation_prepare(run_trace, cfg, coloc, points)
+                coloc_ctl.meta.update(describe(coloc))
+                controllers.append(coloc_ctl)
             sim = Simulator(
                 run_trace,
                 cfg,
@@ -573,6 +589,13 @@ def summary_table(result: SimulationResult) -> Table:
         )
         if s["fault_no_node_s"] > 0:
             table.add_row("[red]No ready node for (sim s)[/]", "", _num(s["fault_no_node_s"], 0))
+    if "colocation_preemptions" in s:
+        table.add_row("Co-location: cluster CPU use", _pct(s["colocation_cpu_util_mean"]), "")
+        table.add_row(
+            "Co-location: BE preemptions / lost (core-h)",
+            "",
+            f"{int(s['colocation_preemptions'])} / {_num(s['colocation_lost_milli_s'] / 3.6e6, 2)}",
+        )
     if "energy_it_kwh" in s:
         table.add_row(
             "Energy IT / facility (kWh)",
@@ -914,6 +937,15 @@ def simulate(
             "facility and PUE); --policy energyaware compares the EnergyAware plugin.",
         ),
     ] = None,
+    colocation: Annotated[
+        Path | None,
+        typer.Option(
+            "--colocation",
+            help="A co-location file (YAML: policy none/koordinator/bosun, reclaim "
+            "thresholds, forecast, period, grace): BE pods on reclaimed batch resources, "
+            "the quota auction with preemption (docs/colocation.md).",
+        ),
+    ] = None,
     progress_every: Annotated[
         float,
         typer.Option(
@@ -992,6 +1024,7 @@ def simulate(
                     report=report,
                     faults=faults,
                     energy=energy,
+                    colocation=colocation,
                 ),
                 progress_every=progress_every,
                 until=until,

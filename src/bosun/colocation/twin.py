@@ -24,13 +24,15 @@ controller API (``controllers=[...]``), with BatchResourceFit in the scheduler.
      (:meth:`Simulator.remove_pod`, outcome ``Evicted``) and re-created pending
      (:meth:`Simulator.recreate`), losing their run so far.
 
-  It adds the time-series columns ``batch_cpu_milli`` (the cluster's batch-cpu) and
-  ``be_preempted``, and the summary keys ``colocation_preemptions``,
-  ``colocation_lost_milli_s`` (the BE work lost to preemption, milli-CPU seconds) and
-  ``colocation_cpu_util_mean``: the mean over ticks of the cluster's CPU use, high-priority
-  plus BE pods, each at its request (``cpu``, or ``batch-cpu`` for BE) times its usage
-  fraction. The twin's own usage tracker counts ``cpu`` requests only, so it misses BE
-  pods once they ask for batch resources.
+  It adds the time-series columns ``batch_cpu_milli`` (the cluster's batch-cpu),
+  ``be_preempted`` (so far) and ``colocation_cpu_util`` (the last tick's cluster CPU use),
+  the pod-table columns ``qos_class``, ``batch_cpu_milli`` and ``colocation_evicted``, and
+  the summary keys ``colocation_preemptions``, ``colocation_lost_milli_s`` (the BE work
+  lost to preemption, milli-CPU seconds) and ``colocation_cpu_util_mean``: the mean over
+  ticks of the cluster's CPU use, every bound pod at its request (``cpu``, or
+  ``batch-cpu`` for a pod on batch resources) times its usage fraction, capped per node at
+  its allocatable. The twin's own usage tracker counts ``cpu`` requests only, so it misses
+  BE pods once they ask for batch resources.
 """
 
 from __future__ import annotations
@@ -51,12 +53,14 @@ from bosun.colocation.batch import (
     node_allocatable,
     with_batch_allocatable,
 )
+from bosun.errors import InputError
 from bosun.plugins.batch_resources import (
     BATCH_CPU,
     BATCH_MEMORY,
     QOS_LABEL,
     batch_requests,
     is_high_priority,
+    pod_qos_class,
 )
 from bosun.twin.engine import ControllerReport, EventKind
 from bosun.twin.trace import PodArrival, Trace
@@ -130,7 +134,8 @@ class ReclaimController:
     period_s: float = 60.0
     history: int = 60
     grace_s: float = 30.0
-    columns: tuple[str, ...] = ("batch_cpu_milli", "be_preempted")
+    columns: tuple[str, ...] = ("batch_cpu_milli", "be_preempted", "colocation_cpu_util")
+    meta: dict[str, Any] = field(default_factory=dict)
     preemptions: int = 0
     lost_milli_s: float = 0.0
     _sim: Simulator | None = None
@@ -140,6 +145,7 @@ class ReclaimController:
     _bids: dict[str, float] = field(default_factory=dict)
     _reclaimer: ForecastReclaimer | None = None
     _util: list[float] = field(default_factory=list)
+    _evicted: set[int] = field(default_factory=set)
 
     def start(self, sim: Simulator) -> None:
         """Run the first reclaim at time 0."""
@@ -148,17 +154,34 @@ class ReclaimController:
         sim.at(0.0, self._tick, EventKind.CONTROL_UP)
 
     def values(self, time_s: float) -> tuple[float, ...]:
-        """The cluster's batch-cpu and the preemptions so far."""
-        return (self._batch_total, float(self.preemptions))
+        """The cluster's batch-cpu (milli-CPU), the preemptions so far and the cluster CPU
+        use of the last tick (fraction)."""
+        return (self._batch_total, float(self.preemptions), self._util[-1] if self._util else 0.0)
 
     def finish(self, sim: Simulator, end_s: float) -> ControllerReport:
-        """The summary keys."""
+        """The summary keys, the meta keys given as :attr:`meta`, and the pod-table columns
+        ``qos_class`` (Koordinator's class of the incarnation's pod, ``""`` when its label
+        is not a class), ``batch_cpu_milli`` (its ``kubernetes.io/batch-cpu`` request) and
+        ``colocation_evicted`` (this incarnation was preempted by the quota market)."""
+        recs = sim.records
+        qos: list[Any] = []
+        for r in recs:
+            try:
+                qos.append(pod_qos_class(r.pod).value)
+            except InputError:
+                qos.append("")
         return ControllerReport(
+            pod_columns={
+                "qos_class": qos,
+                "batch_cpu_milli": [batch_requests(r.pod).get(BATCH_CPU, 0) for r in recs],
+                "colocation_evicted": [id(r) in self._evicted for r in recs],
+            },
+            meta=dict(self.meta),
             summary={
                 "colocation_preemptions": float(self.preemptions),
                 "colocation_lost_milli_s": self.lost_milli_s,
                 "colocation_cpu_util_mean": float(np.mean(self._util)) if self._util else 0.0,
-            }
+            },
         )
 
     def _bid(self, pod: Pod) -> float:
@@ -230,9 +253,26 @@ class ReclaimController:
             [p for p in sim.pods_on(n) if batch_requests(p).get(BATCH_CPU, 0) > 0] for n in names
         ]
         be_used = np.array([self._usage(be, t, BATCH_CPU)[0] for be in be_on])
+        # the pods neither high priority nor on batch resources (e.g. BE pods that still
+        # request cpu, as in the ``none`` arm) use CPU too: the measure counts every pod
+        rest_used = np.array(
+            [
+                self._usage(
+                    [
+                        p
+                        for p in sim.pods_on(n)
+                        if not is_high_priority(p) and batch_requests(p).get(BATCH_CPU, 0) <= 0
+                    ],
+                    t,
+                    CPU,
+                )[0]
+                for n in names
+            ]
+        )
         cap = float(alloc[:, 0].sum())
         if cap > 0:
-            self._util.append(float(np.minimum(cpu_now + be_used, alloc[:, 0]).sum() / cap))
+            total = cpu_now + be_used + rest_used
+            self._util.append(float(np.minimum(total, alloc[:, 0]).sum() / cap))
         updated = with_batch_allocatable(snap.nodes, batch)
         for node in updated:
             sim.update_node(node)
@@ -260,6 +300,7 @@ class ReclaimController:
                 pod = next(p for p in be if p.key == key)
                 self.lost_milli_s += batch_requests(pod)[BATCH_CPU] * max(0.0, t - rec.bound_s)
                 rec = sim.remove_pod(key, "Evicted")
+                self._evicted.add(id(rec))
                 sim.recreate(t, rec)
                 self.preemptions += 1
                 changed = True

@@ -1,0 +1,317 @@
+"""The co-location file of ``bosun simulate --colocation FILE``: what the twin runs with.
+
+A YAML mapping; every key is optional (defaults in brackets). The names follow
+Koordinator's ``ColocationStrategy`` (koordinator.sh/docs/user-manuals/
+fine-grained-cpu-orchestration, ``slo-controller-config``) where it has one::
+
+    apiVersion: bosun.io/v1alpha1          # [bosun.io/v1alpha1]; the only version
+    kind: Colocation                       # [Colocation]
+    policy: bosun                          # none | koordinator | bosun [bosun]
+    cpuReclaimThresholdPercent: 60         # 0..100 [60, Koordinator's default]
+    memoryReclaimThresholdPercent: 65      # 0..100 [65]
+    memoryCalculatePolicy: usage           # usage | request [usage]
+    forecast:                              # bosun's usage term (policy bosun)
+      horizon: 5m                          # a duration [5m]
+      quantile: 0.95                       # (0, 1) [0.95]
+    period: 60s                            # reclaim and auction period [60s]
+    grace: 30s                             # preemption grace period [30s]
+    history: 60                            # samples the forecast sees, >= 1 [60]
+    usageSeed: 0                           # the usage model's seed, >= 0 [0]
+
+* ``none``: no co-location. The trace runs as it is (BE pods keep their ``cpu`` and
+  ``memory`` requests) and a controller at threshold 0 only measures
+  ``colocation_cpu_util_mean``, so the three policies share one measure.
+* ``koordinator``: Koordinator's reclaim from the last usage sample.
+* ``bosun``: the usage term is the forecast peak (``max(last, peak[q])``).
+
+With ``koordinator`` and ``bosun``, BE pods are rewritten as Koordinator's
+ClusterColocationProfile webhook does (:func:`bosun.colocation.twin.koordinator_profile`),
+every scheduling profile gets the BatchResourceFit plugin (at every extension point it
+implements, score weight 1) unless the configuration already enables it, and a
+:class:`bosun.colocation.twin.ReclaimController` runs the reclaim and the quota auction:
+exactly what ``bosun colocate replay`` runs per policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bosun.api.durations import parse_duration
+from bosun.colocation.batch import ReclaimPolicy
+from bosun.colocation.twin import ReclaimController, koordinator_profile
+from bosun.errors import InputError, InputProblem
+from bosun.framework.config import PluginRef, ProfileConfig, SchedulerConfiguration
+from bosun.plugins.batch_resources import batch_request_problems
+from bosun.twin.trace import Trace
+from bosun.twin.usage import UsageModel
+
+API_VERSION = "bosun.io/v1alpha1"
+KIND = "Colocation"
+POLICIES = ("none", "koordinator", "bosun")
+PLUGIN = "BatchResourceFit"
+
+_KEYS = (
+    "apiVersion",
+    "kind",
+    "policy",
+    "cpuReclaimThresholdPercent",
+    "memoryReclaimThresholdPercent",
+    "memoryCalculatePolicy",
+    "forecast",
+    "period",
+    "grace",
+    "history",
+    "usageSeed",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ColocationSettings:
+    """A parsed co-location file (see the module docstring).
+
+    Attributes:
+        policy: ``none``, ``koordinator`` or ``bosun``.
+        reclaim: thresholds, memory policy and forecast settings (``forecast`` is on for
+            ``bosun`` only).
+        period_s: seconds between reclaims and auctions.
+        grace_s: the preemption grace period, seconds.
+        history: samples of usage history the forecast sees.
+        usage_seed: the usage model's seed.
+        source: the file it came from.
+    """
+
+    policy: str = "bosun"
+    reclaim: ReclaimPolicy = field(default_factory=ReclaimPolicy)
+    period_s: float = 60.0
+    grace_s: float = 30.0
+    history: int = 60
+    usage_seed: int = 0
+    source: str = "<default>"
+
+
+def _duration(v: object, field: str, problem: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        problem(field, f"must be a duration such as 60s, got {v!r}")
+        return None
+    if isinstance(v, (int, float)):
+        if not (math.isfinite(v) and v > 0):
+            problem(field, f"must be > 0 seconds, got {v!r}")
+            return None
+        return float(v)
+    try:
+        return parse_duration(v)
+    except ValueError as exc:
+        problem(field, str(exc))
+        return None
+
+
+def _int(v: object, field: str, lo: int, hi: int | None, problem: Any) -> int | None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        problem(field, f"must be an integer {rng}, got {v!r}")
+        return None
+    return v
+
+
+def parse_colocation(doc: object, source: str) -> ColocationSettings:
+    """The settings of a loaded YAML document (``None``, an empty file, is all defaults).
+
+    Raises:
+        InputError: every problem, each naming ``source``, the object ``Colocation`` and
+            the field (``policy``, ``forecast.quantile``, ...).
+    """
+    problems: list[InputProblem] = []
+
+    def problem(field: str, message: str) -> None:
+        problems.append(InputProblem(source, KIND, field, message))
+
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, Mapping):
+        raise InputError([InputProblem(source, KIND, "", "must be a YAML mapping")])
+    for key in doc:
+        if key not in _KEYS:
+            problem(str(key), f"unknown field (known: {', '.join(_KEYS)})")
+    if doc.get("apiVersion", API_VERSION) != API_VERSION:
+        problem("apiVersion", f"must be {API_VERSION}, got {doc.get('apiVersion')!r}")
+    if doc.get("kind", KIND) != KIND:
+        problem("kind", f"must be {KIND}, got {doc.get('kind')!r}")
+    policy = doc.get("policy", "bosun")
+    if policy not in POLICIES:
+        problem("policy", f"must be one of {', '.join(POLICIES)}, got {policy!r}")
+    cpu_t = _int(
+        doc.get("cpuReclaimThresholdPercent", 60), "cpuReclaimThresholdPercent", 0, 100, problem
+    )
+    mem_t = _int(
+        doc.get("memoryReclaimThresholdPercent", 65),
+        "memoryReclaimThresholdPercent",
+        0,
+        100,
+        problem,
+    )
+    mem_policy = doc.get("memoryCalculatePolicy", "usage")
+    if mem_policy not in ("usage", "request"):
+        problem("memoryCalculatePolicy", f"must be usage or request, got {mem_policy!r}")
+    fc = doc.get("forecast", {}) or {}
+    horizon: float | None = 300.0
+    quantile: float = 0.95
+    if not isinstance(fc, Mapping):
+        problem("forecast", "must be a mapping with horizon and quantile")
+    else:
+        for key in fc:
+            if key not in ("horizon", "quantile"):
+                problem(f"forecast.{key}", "unknown field (known: horizon, quantile)")
+        horizon = _duration(fc.get("horizon", "5m"), "forecast.horizon", problem)
+        q = fc.get("quantile", 0.95)
+        if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q < 1:
+            problem("forecast.quantile", f"must be a number in (0, 1), got {q!r}")
+        else:
+            quantile = float(q)
+    period = _duration(doc.get("period", "60s"), "period", problem)
+    grace = _duration(doc.get("grace", "30s"), "grace", problem)
+    history = _int(doc.get("history", 60), "history", 1, 100_000, problem)
+    seed = _int(doc.get("usageSeed", 0), "usageSeed", 0, None, problem)
+    if problems:
+        raise InputError(problems)
+    assert cpu_t is not None and mem_t is not None and horizon is not None
+    assert period is not None and grace is not None and history is not None and seed is not None
+    reclaim = ReclaimPolicy(
+        cpu_threshold_percent=cpu_t,
+        memory_threshold_percent=mem_t,
+        memory_by_request=mem_policy == "request",
+        quantile=quantile,
+        horizon_s=horizon,
+        forecast=policy == "bosun",
+    )
+    return ColocationSettings(str(policy), reclaim, period, grace, history, seed, source)
+
+
+def load_colocation(path: str | Path) -> ColocationSettings:
+    """Read and check a co-location file (:func:`parse_colocation`).
+
+    Raises:
+        InputError: the file cannot be read, is not YAML, or has bad fields.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError([InputProblem(source, KIND, "", f"cannot read: {exc}")]) from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError([InputProblem(source, KIND, "", f"not YAML: {exc}")]) from None
+    return parse_colocation(doc, source)
+
+
+def with_batch_resource_fit(
+    cfg: SchedulerConfiguration, points: Mapping[str, frozenset[str]]
+) -> SchedulerConfiguration:
+    """``cfg`` with BatchResourceFit enabled in every profile, at each extension point it
+    implements (``points[PLUGIN]``, from :func:`bosun.plugins.registry.registry_points`),
+    after the plugins already there, score weight 1. A profile that already enables it at
+    a point keeps its own entry (and weight).
+
+    Raises:
+        InputError: the registry has no BatchResourceFit.
+    """
+    if PLUGIN not in points:
+        raise InputError([InputProblem(cfg.source, "configuration", "plugins", f"no {PLUGIN}")])
+    profiles: list[ProfileConfig] = []
+    for prof in cfg.profiles:
+        plugins = dict(prof.plugins)
+        for point in points[PLUGIN]:
+            refs = tuple(plugins.get(point, ()))
+            if all(r.name != PLUGIN for r in refs):
+                plugins[point] = (*refs, PluginRef(PLUGIN, 1 if point == "score" else 0))
+        args = dict(prof.plugin_args)
+        args.setdefault(PLUGIN, {})
+        profiles.append(replace(prof, plugins=plugins, plugin_args=args))
+    return replace(cfg, profiles=tuple(profiles))
+
+
+def trace_problems(trace: Trace) -> list[InputProblem]:
+    """Co-location problems of the trace's pods (a QoS label that is not a class, batch
+    requests on a pod that is not BE), each naming the trace, the pod and the field."""
+    out: list[InputProblem] = []
+    for pod in [*(a.pod for a in trace.arrivals), *trace.bound]:
+        out.extend(batch_request_problems(pod, trace.name))
+    return out
+
+
+def prepare(
+    trace: Trace,
+    cfg: SchedulerConfiguration,
+    settings: ColocationSettings,
+    points: Mapping[str, frozenset[str]],
+) -> tuple[Trace, SchedulerConfiguration, ReclaimController]:
+    """The trace, configuration and controller a run with ``settings`` uses (the module
+    docstring): for ``none`` the trace and configuration unchanged and a measuring
+    controller; otherwise the BE pods rewritten, BatchResourceFit enabled and a reclaiming
+    controller.
+
+    Raises:
+        InputError: a pod's QoS label is not a class or a non-BE pod asks for batch
+            resources (every such pod listed), or the registry lacks BatchResourceFit.
+    """
+    model = UsageModel(seed=settings.usage_seed)
+    if settings.policy == "none":
+        problems = trace_problems(trace)
+        if problems:
+            raise InputError(problems)
+        meter = ReclaimPolicy(cpu_threshold_percent=0, memory_threshold_percent=0, forecast=False)
+        ctl = ReclaimController(
+            model=model,
+            policy=meter,
+            period_s=settings.period_s,
+            history=settings.history,
+            grace_s=settings.grace_s,
+        )
+        return trace, cfg, ctl
+    run_trace = koordinator_profile(trace)
+    problems = trace_problems(run_trace)
+    if problems:
+        raise InputError(problems)
+    ctl = ReclaimController(
+        model=model,
+        policy=settings.reclaim,
+        period_s=settings.period_s,
+        history=settings.history,
+        grace_s=settings.grace_s,
+    )
+    return run_trace, with_batch_resource_fit(cfg, points), ctl
+
+
+def describe(settings: ColocationSettings) -> dict[str, Any]:
+    """The settings as JSON-able meta keys (``colocation_*``), for summary.json's meta."""
+    r = settings.reclaim
+    return {
+        "colocation_policy": settings.policy,
+        "colocation_source": settings.source,
+        "colocation_cpu_threshold_percent": r.cpu_threshold_percent,
+        "colocation_memory_threshold_percent": r.memory_threshold_percent,
+        "colocation_horizon_s": r.horizon_s,
+        "colocation_quantile": r.quantile,
+        "colocation_period_s": settings.period_s,
+        "colocation_grace_s": settings.grace_s,
+    }
+
+
+__all__: Sequence[str] = (
+    "API_VERSION",
+    "KIND",
+    "POLICIES",
+    "ColocationSettings",
+    "describe",
+    "load_colocation",
+    "parse_colocation",
+    "prepare",
+    "trace_problems",
+    "with_batch_resource_fit",
+)

@@ -1,0 +1,241 @@
+"""``bosun simulate --colocation FILE``: the discrete-event twin with the co-location
+controller, its columns in the normal outputs, worked out by hand; and the file's checks."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bosun.cli.main import app
+from bosun.colocation.profile import (
+    ColocationSettings,
+    load_colocation,
+    parse_colocation,
+    with_batch_resource_fit,
+)
+from bosun.errors import InputError
+from bosun.framework.config import default_configuration
+from bosun.plugins.registry import in_tree_registry, registry_points
+
+runner = CliRunner()
+
+# One 10-core node. `web` (LS, bound from the start) requests 4 cores and uses half of
+# them, flat: 2000m. `job-a` (BE, 3 cores, uses all of it) arrives at 10 s for 1000 s.
+# `ls2` (LS, 4 cores, uses 2000m) arrives at 100 s.
+TRACE = """\
+apiVersion: v1
+kind: Node
+metadata: {name: n0}
+status:
+  allocatable: {cpu: "10", memory: 100Gi, pods: "110"}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels: {koordinator.sh/qosClass: LS}
+  annotations: {bosun.io/cpu-usage: "flat base=0.5 noise=0"}
+spec:
+  nodeName: n0
+  containers:
+  - name: c
+    resources: {requests: {cpu: "4", memory: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: job-a
+  labels: {koordinator.sh/qosClass: BE}
+  annotations:
+    bosun.io/cpu-usage: "flat base=1.0 noise=0"
+    bosun.io/arrival-s: "10"
+    bosun.io/duration-s: "1000"
+spec:
+  containers:
+  - name: c
+    resources: {requests: {cpu: "3", memory: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ls2
+  labels: {koordinator.sh/qosClass: LS}
+  annotations:
+    bosun.io/cpu-usage: "flat base=0.5 noise=0"
+    bosun.io/arrival-s: "100"
+    bosun.io/duration-s: "1000"
+spec:
+  containers:
+  - name: c
+    resources: {requests: {cpu: "4", memory: 1Gi}}
+"""
+
+
+def _run(
+    tmp_path: Path, colocation: str
+) -> tuple[dict[str, object], list[dict[str, str]], list[dict[str, str]]]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    trace = tmp_path / "trace.yaml"
+    trace.write_text(TRACE)
+    colo = tmp_path / "colocation.yaml"
+    colo.write_text(colocation)
+    out = tmp_path / "out"
+    r = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(trace),
+            "--colocation",
+            str(colo),
+            "--until",
+            "200",
+            "--report",
+            str(out),
+            "--progress-every",
+            "0",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    summary = json.loads((out / "summary.json").read_text())
+    with (out / "pods.csv").open() as f:
+        pods = list(csv.DictReader(f))
+    with (out / "timeseries.csv").open() as f:
+        ts = list(csv.DictReader(f))
+    return summary, pods, ts
+
+
+def _summary(doc: dict[str, object]) -> dict[str, float]:
+    s = doc.get("summary", doc)
+    assert isinstance(s, dict)
+    return s
+
+
+def test_koordinator_reclaim_places_then_preempts(tmp_path: Path) -> None:
+    # Koordinator's formula, last sample: reservation = 10000 * (100 - 60) / 100 = 4000m.
+    # t=0:   hp used 2000 -> batch-cpu = 10000 - 4000 - 2000 = 4000m; job-a (3000) fits
+    #        at its arrival, 10 s. ls2 fits by cpu requests (4000 + 4000 <= 10000).
+    # t=120: hp used 4000 -> batch-cpu 2000 < 3000: job-a gets a notice (grace 30 s);
+    # t=180: still short -> preempted, re-created pending (2000 < 3000: stays pending).
+    # lost work = 3000m * (180 - 10) s = 510000 milli-CPU s.
+    # CPU use per tick (0, 60, 120, 180; job-a still bound when 180 is measured):
+    #   0.2, 0.5, 0.7, 0.7 -> mean 0.525.
+    doc, pods, ts = _run(
+        tmp_path, "policy: koordinator\ncpuReclaimThresholdPercent: 60\nperiod: 60s\ngrace: 30s\n"
+    )
+    s = _summary(doc)
+    assert s["colocation_preemptions"] == 1
+    assert s["colocation_lost_milli_s"] == pytest.approx(3000 * 170)
+    assert s["colocation_cpu_util_mean"] == pytest.approx(0.525)
+    rows = [
+        (p["pod"], p["outcome"], p["qos_class"], p["batch_cpu_milli"], p["colocation_evicted"])
+        for p in pods
+    ]
+    a = [r for r in rows if r[0] == "default/job-a"]
+    assert [r[1] for r in a] == ["Evicted", "Pending"]
+    assert all(r[2] == "BE" and r[3] == "3000" for r in a)
+    assert [r[4] for r in a] == ["True", "False"]
+    # bound-from-start pods (web) have no row in the pod table; ls2 has one
+    ls2 = next(r for r in rows if r[0] == "default/ls2")
+    assert ls2[2] == "LS" and ls2[3] == "0" and ls2[4] == "False"
+    evicted = next(p for p in pods if p["pod"] == "default/job-a" and p["outcome"] == "Evicted")
+    assert float(evicted["bound_s"]) == 10.0
+    assert next(p for p in pods if p["pod"] == "default/ls2")["outcome"] == "Running"
+    # the time series: batch-cpu 4000 before ls2's usage is seen, 2000 after
+    by_t = {float(r["time_s"]): r for r in ts}
+    assert float(by_t[10.0]["batch_cpu_milli"]) == 4000
+    assert float(by_t[100.0]["batch_cpu_milli"]) == 4000
+    assert float(ts[-1]["batch_cpu_milli"]) == 2000
+    assert float(ts[-1]["be_preempted"]) == 1
+    assert float(ts[-1]["colocation_cpu_util"]) == pytest.approx(0.7)
+
+
+def test_none_policy_blocks_online(tmp_path: Path) -> None:
+    # No co-location: job-a keeps its cpu request (3000); 4000 + 3000 + 4000 > 10000, so
+    # ls2 waits (equal priority: no preemption). Nothing is reclaimed or preempted.
+    # CPU use per tick: 0.2, 0.5, 0.5, 0.5 -> mean 0.425.
+    doc, pods, ts = _run(tmp_path, "policy: none\n")
+    s = _summary(doc)
+    assert s["colocation_preemptions"] == 0
+    assert s["colocation_cpu_util_mean"] == pytest.approx(0.425)
+    assert next(p for p in pods if p["pod"] == "default/ls2")["outcome"] == "Pending"
+    assert next(p for p in pods if p["pod"] == "default/job-a")["batch_cpu_milli"] == "0"
+    assert all(float(r["batch_cpu_milli"]) == 0 for r in ts)
+
+
+def test_bosun_forecast_reclaims_no_more_than_koordinator(tmp_path: Path) -> None:
+    # bosun's usage term is max(last sample, forecast peak) >= the last sample, so its
+    # batch-cpu is never above Koordinator's at any tick (same threshold, same trace).
+    _, _, k_ts = _run(tmp_path / "k", "policy: koordinator\n")
+    _, _, b_ts = _run(tmp_path / "b", "policy: bosun\nforecast: {horizon: 10m, quantile: 0.95}\n")
+    k = {r["time_s"]: float(r["batch_cpu_milli"]) for r in k_ts}
+    b = {r["time_s"]: float(r["batch_cpu_milli"]) for r in b_ts}
+    common = set(k) & set(b)
+    assert common
+    assert all(b[t] <= k[t] for t in common)
+
+
+BAD = [
+    ("policy: greedy\n", "policy"),
+    ("cpuReclaimThresholdPercent: 120\n", "cpuReclaimThresholdPercent"),
+    ("forecast: {quantile: 1.5}\n", "forecast.quantile"),
+    ("period: 10\ngrace: soon\n", "grace"),
+    ("histroy: 5\n", "histroy"),
+    ("kind: Pod\n", "kind"),
+    ("- a\n", "mapping"),
+]
+
+
+@pytest.mark.parametrize(("text", "field"), BAD, ids=[b[1] for b in BAD])
+def test_bad_colocation_file(tmp_path: Path, text: str, field: str) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(text)
+    with pytest.raises(InputError) as exc:
+        load_colocation(f)
+    assert field in str(exc.value) and str(f) in str(exc.value)
+
+
+def test_bad_file_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.yaml"
+    trace.write_text(TRACE)
+    colo = tmp_path / "c.yaml"
+    colo.write_text("policy: greedy\n")
+    out = tmp_path / "out"
+    r = runner.invoke(
+        app, ["simulate", "--trace", str(trace), "--colocation", str(colo), "--report", str(out)]
+    )
+    assert r.exit_code == 2
+    assert "policy" in r.output
+    assert not out.exists()
+
+
+def test_bad_qos_label_names_pod(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.yaml"
+    trace.write_text(TRACE.replace("koordinator.sh/qosClass: BE", "koordinator.sh/qosClass: BULK"))
+    colo = tmp_path / "c.yaml"
+    colo.write_text("policy: bosun\n")
+    out = tmp_path / "out"
+    r = runner.invoke(
+        app, ["simulate", "--trace", str(trace), "--colocation", str(colo), "--report", str(out)]
+    )
+    assert r.exit_code == 2
+    assert "job-a" in r.output and "qosClass" in r.output
+    assert not out.exists()
+
+
+def test_defaults_and_plugin_added() -> None:
+    s = parse_colocation(None, "x")
+    assert s == ColocationSettings(source="x")
+    assert s.reclaim.cpu_threshold_percent == 60 and s.reclaim.memory_threshold_percent == 65
+    points = registry_points(in_tree_registry())
+    cfg = with_batch_resource_fit(default_configuration(points), points)
+    prof = cfg.profiles[0]
+    for point in points["BatchResourceFit"]:
+        assert [r.name for r in prof.plugins[point]].count("BatchResourceFit") == 1
+    # idempotent
+    again = with_batch_resource_fit(cfg, points)
+    assert again.profiles[0].plugins == prof.plugins
