@@ -5,6 +5,8 @@ A fault file is YAML in the shape Chaos Mesh users know (``examples/faults.yaml`
     settings:                      # every key optional; defaults below
       nodeMonitorGracePeriod: 50s  # kube-controller-manager --node-monitor-grace-period
       defaultTolerationSeconds: 300
+      defaultNotReadyTolerationSeconds: 300      # each defaults to
+      defaultUnreachableTolerationSeconds: 300   # defaultTolerationSeconds
       podsWithoutOwner: bare       # bare | owned
       zones: 3                     # derived zones for nodes without a zone label
       drainRetry: 5s               # kubectl drain's retry after a PDB refusal
@@ -13,7 +15,8 @@ A fault file is YAML in the shape Chaos Mesh users know (``examples/faults.yaml`
     faults:
       - name: zone-a-down
         action: zone-outage        # node-crash | zone-outage | network-partition |
-                                   # node-drain | kubelet-slow | pod-kill
+                                   # node-not-ready | node-drain | kubelet-slow |
+                                   # pod-kill
         selector: {zone: zone-a}   # nodes: [..], labels: {..}, zone: ..; pod-kill also
                                    # pods: [..], podLabels: {..}, namespaces: [..]
         mode: all                  # one | all | fixed | fixed-percent | random-max-percent
@@ -41,11 +44,20 @@ Node lifecycle (kube-controller-manager's node lifecycle and taint-eviction cont
   period (5 s) is not modelled: the taint lands exactly ``grace`` after the crash. Each pod
   on the node is then evicted when its ``tolerationSeconds`` for that taint run out
   (``getMinTolerationTime`` of the taint-eviction controller: the smallest
-  ``tolerationSeconds`` of the matching tolerations; none matching: at once; only
-  tolerations without seconds: never). The DefaultTolerationSeconds admission plugin gives
-  every pod without its own toleration for the taint ``tolerationSeconds: 300``. So an
-  ordinary pod on a lone crashed node is evicted ``50 + 300 = 350`` s after the crash; in
-  a zone outage the ``k``-th node (from 0) of the zone is tainted ``10 k`` s later still.
+  ``tolerationSeconds`` of the tolerations used: per ``NoExecute`` taint the first one in
+  the pod's order that tolerates it, ``GetMatchingTolerations``; a taint none tolerates:
+  at once; only tolerations without seconds: never). The DefaultTolerationSeconds
+  admission plugin gives every pod without its own toleration for the taint
+  ``tolerationSeconds: 300`` (:func:`prepare` applies it to the trace's pods, so the
+  scheduler sees it too). So an ordinary pod on a lone crashed node is evicted
+  ``50 + 300 = 350`` s after the crash; in a zone outage the ``k``-th node (from 0) of the
+  zone is tainted ``10 k`` s later still. A pod that binds to a node after its
+  ``NoExecute`` taint (it tolerates both taints) is timed from its bind instead.
+* ``node-not-ready``: the kubelet reports ``Ready=False`` (runtime or network plugin down):
+  no grace period, the ``node.kubernetes.io/not-ready`` ``NoSchedule`` taint at once and
+  its ``NoExecute`` taint through the same limiter; pods go after their not-ready
+  ``tolerationSeconds`` (``0 + 300`` s on a lone node), keep running until then, and even
+  a StatefulSet's pod is re-created at its eviction (the live kubelet confirms it).
 * Owned pods (``Pod.owner`` set, from a manifest's ``ownerReferences`` or a trace's
   ``owner`` column, or the annotation ``bosun.io/owner``; or every pod with
   ``podsWithoutOwner: owned``, which ``examples/faults.yaml`` sets for openb, whose rows are
@@ -59,7 +71,9 @@ Node lifecycle (kube-controller-manager's node lifecycle and taint-eviction cont
 * ``zone-outage``: every node of the zone crashes at once. Nodes without a
   ``topology.kubernetes.io/zone`` label (openb, the FGD traces) get a derived one:
   ``zone-a``, ``zone-b``, ... by ``sha256(node name) mod zones`` (deterministic, independent
-  of node order; the labels are added only when the schedule names a zone).
+  of node order; the labels are added only when the schedule names a zone), for the
+  initial nodes and the nodes trace events add; a selector is resolved over the nodes
+  present at the fault's start.
 * ``network-partition``: the control plane loses the node: the same taints and evictions,
   but the pods keep running (no restart at heal, the node keeps drawing power); a pod
   evicted meanwhile is deleted from the API, so it is not counted twice when its
