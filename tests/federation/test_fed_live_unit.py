@@ -408,3 +408,36 @@ def test_a_bind_without_manifest_is_built_from_its_requests() -> None:
     item = {"pod": {"name": "web-0", "cpu": 1500, "mem": 1 << 30, "gpu": 0}}
     p = agent._pod_of_item(item, "c", 0)
     assert p.key == "federation/web-0" and p.requests[CPU] == 1500
+
+
+def test_a_batch_with_one_bad_item_binds_nothing() -> None:
+    """Every item of a bind batch is checked before any is bound: a malformed second item
+    drops the whole message (the WireError names the peer and field) and the first takes no
+    room and writes nothing to the API."""
+    from bosun.federation.escrow import Ledger
+    from bosun.federation.sync import WireError
+
+    fed = ("POST", "/api/v1/namespaces/federation/pods")
+    api = FakeApi({fed: [(201, {"metadata": {"uid": "u"}})]})
+    agent = owner_agent(api, lambda p, n: None)
+    # c holds and spends 1000 milli-CPU of b's pool: the first item alone would bind
+    agent.ledger.grant("b", "c", {CPU: 1000})
+    holder = Ledger("c")
+    holder.merge_wire(agent.ledger.to_wire(["b"]), peer="b")
+    assert holder.reserve("b", {CPU: 1000})
+    res = {"rid": "c/1", "holder": "c", "owner": "b", "amounts": {CPU: 1000},
+           "epoch": 1, "deadline": 1e12}  # fmt: skip
+    good = {"res": res, "pod": {"name": "ok", "cpu": 1000, "mem": 0, "gpu": 0}}
+    bad = {"res": {**res, "rid": "c/2"}, "pod": {"name": "bad", "cpu": "many"}}
+    ledger = holder.to_wire(["b"])
+    got = asyncio.run(agent._bind_remote("c", {"items": [good], "ledger": ledger}))
+    assert got == {"results": [[True, "", "b1"]]}  # the check: alone it binds
+    agent.cluster.remove("federation/ok")
+    agent.local_pods.clear()
+    agent.fence.unbind("c/1")
+    api.calls.clear()
+    good["res"] = {**res, "rid": "c/3"}
+    with pytest.raises(WireError, match=r"peer c: field items\[1\]\.pod"):
+        asyncio.run(agent._bind_remote("c", {"items": [good, bad], "ledger": ledger}))
+    assert not agent.cluster.snapshot.pods.by_key and not api.calls
+    assert "c/3" not in agent.fence.bound

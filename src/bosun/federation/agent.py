@@ -576,11 +576,13 @@ class Agent:
             return {"results": [[False, f"ledger refused: {e}", ""] for _ in items]}
         results: list[list[Any]] = []
         commits: dict[int, Awaitable[tuple[bool, str]]] = {}
-        for i, it in enumerate(items):
+        parsed: list[tuple[Mapping[str, Any], Reservation, Pod]] = []
+        for i, it in enumerate(items):  # every item checked before any is bound
             if not isinstance(it, Mapping) or not isinstance(it.get("pod"), Mapping):
                 raise WireError(f"peer {peer}: field items[{i}]: not a map with a pod")
             res = self._parse_reservation(it.get("res"), peer)
-            pod = self._pod_of_item(it, peer, i)
+            parsed.append((it, res, self._pod_of_item(it, peer, i)))
+        for i, (it, res, pod) in enumerate(parsed):
             if tuple(res.amounts.get(r, 0) for r in VECTOR) != pod_vector(pod):
                 results.append([False, "reservation amounts differ from the pod's requests", ""])
                 self.fence.refused.add(res.rid)
