@@ -26,6 +26,8 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bosun.api.build import make_node, make_pod
 from bosun.api.types import Node, Pod, Taint, TaintEffect, Toleration
@@ -353,3 +355,23 @@ def test_node_added_after_the_fault_start_is_not_selected() -> None:
     with pytest.raises(InputError) as e:
         prepare(Trace("t", initial, [], node_events=events), parse_faults(faults, "f.yaml"))
     assert e.value.problems[0].field == "selector"
+
+
+@given(at=st.integers(0, 2000), duration=st.integers(1, 1500))
+@settings(max_examples=25, deadline=None)
+def test_not_ready_evicts_iff_longer_than_the_toleration(at: int, duration: int) -> None:
+    # Ready=False at `at`, NoExecute at once (lone node, first token), eviction at
+    # at + 300; the heal at at + duration comes first at equal times (CONTROL_UP events
+    # sort before CONTROL_DOWN ones), so the pod goes iff duration > 300.
+    cfg = default_configuration(registry_points(in_tree_registry()))
+    arrivals = [PodArrival(pod("w", "3"), 0.0, duration_s=10_000.0)]
+    res = run(cfg, arrivals, {"faults": [not_ready(float(at), f"{duration}s")]})
+    w = rows(res, "w")
+    evicted = bool((w["outcome"] == "Evicted").any())
+    assert evicted == (duration > 300)
+    if evicted:
+        assert w.loc[1, "arrival_s"] == at + 300
+    else:
+        # no restart on a NotReady node: it completes at 0 + 10,000
+        assert len(w) == 1 and w.loc[0, "outcome"] == "Completed"
+        assert res.summary["end_s"] == 10_000.0
