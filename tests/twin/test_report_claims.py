@@ -370,8 +370,10 @@ def test_peak_allocation_picks_the_scarce_resource() -> None:
 
 
 def test_a_comparison_without_runs_has_no_load_banner(tmp_path: Path) -> None:
-    comp = pd.DataFrame({"policy": ["fgd"], "unallocated_gpus_mean": [1.0]})
-    assert "data-banner" not in report(tmp_path, [], comparison=comp)
+    comp = pd.DataFrame({"policy": ["fgd", "bestfit"], "unallocated_gpus_mean": [1.0, 2.0]})
+    text = report(tmp_path, [], comparison=comp)
+    assert "data-banner" not in text
+    assert "<p class='sub'>2 policies compared: fgd, bestfit · " in text
 
 
 @pytest.mark.parametrize(

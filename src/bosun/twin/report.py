@@ -1778,6 +1778,9 @@ def _render(
     common, _ = _short_labels([r.result.name for r in runs])
     what = "1 run" if n == 1 else f"{n} runs compared" + (f" on {common}" if common else "")
     labels = ", ".join(r.label for r in runs) if runs else "no runs"
+    if not runs and comp is not None:  # an experiment's table alone
+        what = f"{len(comp)} policies compared"
+        labels = ", ".join(_policy_names(comp)[0])
     library = (
         f"<script>{get_plotlyjs()}</script>"
         if plotly == "inline"
