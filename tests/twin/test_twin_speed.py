@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bosun.api.build import make_node, make_pod
-from bosun.api.types import GPU, Node, Pod
+from bosun.api.types import GPU, Node, Pod, Requirement
 from bosun.framework.interface import Code, CycleState
 from bosun.framework.runtime import Framework
 from bosun.framework.snapshot import Snapshot
@@ -304,3 +304,29 @@ def test_allocation_by_hand() -> None:
     memory = [row[2] for row in rec._rows]
     assert cpu == [0.25, 0.25, 0.0]
     assert memory == [0.25, 0.25, 0.0]
+
+
+# ------------------------------------------------------------------ label selectors
+
+_VALUES = st.sampled_from(["a", "b", "c", "d"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    labels=st.lists(st.dictionaries(st.sampled_from(["k", "z"]), _VALUES, max_size=2), max_size=8),
+    op=st.sampled_from(["In", "NotIn"]),
+    values=st.lists(st.sampled_from(["a", "b", "c", "d", "x"]), min_size=1, max_size=3),
+    key=st.sampled_from(["k", "z", "missing"]),
+)
+def test_in_and_notin_are_kubes(
+    labels: list[dict[str, str]], op: str, values: list[str], key: str
+) -> None:
+    """``In``: the label is present with one of the values; ``NotIn``: absent, or present
+    with none of them (kubernetes.io, "Labels and Selectors", set-based requirements)."""
+    nodes = [make_node(f"n{i}", labels=lab) for i, lab in enumerate(labels)]
+    snap = Snapshot(nodes)
+    got = snap.node_labels.match(Requirement(key, op, tuple(values)))[: len(nodes)].tolist()
+    want = [
+        (lab.get(key) in values) if op == "In" else (lab.get(key) not in values) for lab in labels
+    ]
+    assert got == want

@@ -126,10 +126,17 @@ class LabelColumns:
         """Rows that satisfy one requirement (see the module docstring)."""
         col = self.column(req.key)
         op = req.operator
-        if op == "In":
-            return np.isin(col, self.codes_of(req.key, req.values))
-        if op == "NotIn":
-            return ~np.isin(col, self.codes_of(req.key, req.values))
+        if op in ("In", "NotIn"):
+            # one comparison for one value, else a table over the codes (the extra False at
+            # the end is what code -1, label absent, picks): ``np.isin`` without its sort
+            codes = self.codes_of(req.key, req.values)
+            if len(codes) == 1:
+                hit: BoolArray = col == codes[0]
+            else:
+                table = np.zeros(self.num_values(req.key) + 1, dtype=bool)
+                table[codes] = True
+                hit = table[col]
+            return hit if op == "In" else ~hit
         if op == "Exists":
             return col >= 0
         if op == "DoesNotExist":

@@ -68,7 +68,7 @@ Args (``InterPodAffinityArgs``): ``hardPodAffinityWeight`` (default 1, valid 0..
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +117,8 @@ _ARG_KEYS = frozenset(
     {"hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods", "apiVersion", "kind"}
 )
 _SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+#: affinity groups whose terms the plugin keeps built (the cache starts over past this)
+_MAX_GROUP_TERMS = 4096
 
 DomainTable = npt.NDArray[np.bool_]
 """Bool array over the value codes of one topology key (True = the domain is marked)."""
@@ -309,6 +311,15 @@ def _domain_counts(snapshot: Snapshot, slots: BoolArray, topology_key: str) -> I
 # --------------------------------------------------------------------------- state
 
 
+@dataclass(frozen=True, slots=True)
+class _GroupTerms:
+    """One affinity group's effective terms toward an incoming pod (every member of a
+    group has the same): required anti-affinity, and the scoring ``(value, term)``s."""
+
+    anti: tuple[AffinityTerm, ...]
+    scoring: tuple[tuple[int, AffinityTerm], ...]
+
+
 @dataclass(slots=True)
 class PreFilterState:
     """What PreFilter computes for Filter (kube's ``preFilterState``), per topology key.
@@ -382,6 +393,8 @@ class InterPodAffinity:
         self.hard_pod_affinity_weight: int = weight
         self.ignore_preferred_terms_of_existing_pods: bool = ignore
         self._handle = handle
+        #: affinity group key -> the group's effective terms (:meth:`_group_terms`)
+        self._terms: dict[Hashable, _GroupTerms] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -392,19 +405,48 @@ class InterPodAffinity:
         """``GetNamespaceLabelsSnapshot``: the labels of ``namespace`` ({} when unknown)."""
         return self._all_namespace_labels().get(namespace, {})
 
-    @staticmethod
-    def _existing_groups(snapshot: Snapshot) -> list[tuple[Pod, IndexArray]]:
-        """Bound pods that carry pod (anti-)affinity, grouped by identical effective terms:
-        ``(representative pod, node rows of every member)``. Terms are evaluated once per
-        group, and the members' nodes are handled as one array."""
+    def _groups(self, snapshot: Snapshot) -> list[tuple[_GroupTerms, set[int]]]:
+        """Bound pods that carry pod (anti-)affinity, grouped by identical effective terms
+        (``PodTable.affinity_groups``): each group's terms, built once per group key (the
+        key holds what they are built from), and its slots. A caller computes the members'
+        node rows (:meth:`_rows`) only for a term that matches the incoming pod, so the
+        work per cycle follows the groups that matter to that pod."""
         pods = snapshot.pods
-        out: list[tuple[Pod, IndexArray]] = []
-        for members in pods.affinity_groups.values():
-            slots = np.fromiter(members, dtype=np.intp, count=len(members))
-            entry = pods.entries[int(slots[0])]
-            if entry is not None:
-                out.append((entry.pod, pods.node[slots].astype(np.intp)))
+        out: list[tuple[_GroupTerms, set[int]]] = []
+        if len(self._terms) > _MAX_GROUP_TERMS:
+            self._terms.clear()
+        for key, members in pods.affinity_groups.items():
+            terms = self._terms.get(key)
+            if terms is None:
+                entry = pods.entries[next(iter(members))]
+                if entry is None:
+                    continue
+                terms = self._terms[key] = self._build_group_terms(entry.pod)
+            out.append((terms, members))
         return out
+
+    def _build_group_terms(self, owner: Pod) -> _GroupTerms:
+        """``owner``'s required anti-affinity terms, and its terms toward an incoming pod
+        for scoring as ``(value, term)`` (PreScore's contributions: required affinity at
+        ``hardPodAffinityWeight``, preferred affinity at +weight, preferred anti-affinity
+        at -weight), each as :func:`existing_pod_term` builds it."""
+        o_req, o_anti, o_pref, o_pref_anti = _pod_terms(owner)
+        contributions: list[tuple[int, PodAffinityTerm]] = []
+        if self.hard_pod_affinity_weight > 0:
+            contributions += [(self.hard_pod_affinity_weight, t) for t in o_req]
+        contributions += list(o_pref)
+        contributions += [(-w, t) for w, t in o_pref_anti]
+        return _GroupTerms(
+            anti=tuple(existing_pod_term(owner, t) for t in o_anti),
+            scoring=tuple((value, existing_pod_term(owner, t)) for value, t in contributions),
+        )
+
+    @staticmethod
+    def _rows(snapshot: Snapshot, members: set[int]) -> IndexArray:
+        """The node rows of the pods in slots ``members``."""
+        slots = np.fromiter(members, dtype=np.intp, count=len(members))
+        rows: IndexArray = snapshot.pods.node[slots].astype(np.intp)
+        return rows
 
     def events_to_register(self) -> tuple[str, ...]:
         """kube's EventsToRegister: Pod Add/UpdatePodLabel/Delete, Node Add/UpdateNodeLabel/
@@ -522,13 +564,11 @@ class InterPodAffinity:
         ``pod`` (``getExistingAntiAffinityCounts``); only keys with a forbidden domain."""
         ns_labels = self._namespace_labels(pod.namespace)
         marks: dict[str, list[npt.NDArray[np.int32]]] = {}
-        for owner, rows in self._existing_groups(snapshot):
-            _, anti, _, _ = _pod_terms(owner)
-            for t in anti:
-                term = existing_pod_term(owner, t)
+        for terms, members in self._groups(snapshot):
+            for term in terms.anti:
                 if not term.matches(pod, ns_labels):
                     continue
-                codes = snapshot.domain_codes(term.topology_key)[rows]
+                codes = snapshot.domain_codes(term.topology_key)[self._rows(snapshot, members)]
                 codes = codes[codes >= 0]
                 if len(codes):
                     marks.setdefault(term.topology_key, []).append(codes)
@@ -621,21 +661,15 @@ class InterPodAffinity:
         # existing pods' terms toward the incoming pod: (code, value) marks per key
         ns_labels = self._namespace_labels(pod.namespace)
         marks: dict[str, list[tuple[npt.NDArray[np.int32], int]]] = {}
-        for owner, rows in self._existing_groups(snapshot):
-            o_req, _, o_pref, o_pref_anti = _pod_terms(owner)
-            contributions: list[tuple[int, PodAffinityTerm]] = []
-            if self.hard_pod_affinity_weight > 0:
-                contributions += [(self.hard_pod_affinity_weight, t) for t in o_req]
-            contributions += list(o_pref)
-            contributions += [(-w, t) for w, t in o_pref_anti]
-            for value, t in contributions:
-                term = existing_pod_term(owner, t)
+        for terms, members in self._groups(snapshot):
+            for value, term in terms.scoring:
                 if not term.matches(pod, ns_labels):
                     continue
-                codes = snapshot.domain_codes(t.topology_key)[rows]
+                key = term.topology_key
+                codes = snapshot.domain_codes(key)[self._rows(snapshot, members)]
                 codes = codes[codes >= 0]
                 if len(codes):
-                    marks.setdefault(t.topology_key, []).append((codes, value))
+                    marks.setdefault(key, []).append((codes, value))
         for key, parts in marks.items():
             touched = True
             counts = np.zeros(snapshot.node_labels.num_values(key), dtype=np.int64)
