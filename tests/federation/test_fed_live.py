@@ -64,11 +64,16 @@ Obj = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def planes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
-    """Two started control planes (A and B), started side by side; stopped (etcd wiped)."""
+    """Two started control planes, started side by side; stopped (etcd wiped). A runs the
+    real kube-scheduler (``default-scheduler``): it binds what fits in A and marks the rest
+    ``PodScheduled=False``/``Unschedulable``, writing their status as kube does. B has
+    none: only the federation's agent binds there."""
     cp.require_k8s()
     ports = cp.free_ports(6)
     made = [
-        cp.ControlPlane(tmp_path_factory.mktemp(f"k8s{i}"), *ports[3 * i : 3 * i + 3])
+        cp.ControlPlane(
+            tmp_path_factory.mktemp(f"k8s{i}"), *ports[3 * i : 3 * i + 3], with_scheduler=i == 0
+        )
         for i in range(2)
     ]
     with ThreadPoolExecutor(2) as ex:
@@ -212,11 +217,12 @@ async def athread(fn: Callable[..., Any], *args: Any) -> Any:
 def test_pending_pod_moves_to_the_cluster_with_room(
     planes: tuple[Any, Any], cores: tuple[client.CoreV1Api, client.CoreV1Api]
 ) -> None:
-    """A pod pending in A for lack of room (3 CPUs asked, A's only node has 2) is copied to
-    B (4 CPUs free), bound there by a real Binding, and deleted from A only once the copy is
-    Running; a pending pod that fits in A (500m) stays in A for A's own scheduler. The
-    summaries come from the informers: after the move A sees B's free CPU as 4000 - 3000 =
-    1000 milli-CPU and its own pending demand as the 500m pod alone."""
+    """A pod pending in A for lack of room (3 CPUs asked, A's only node has 2: A's real
+    kube-scheduler finds it unschedulable) is copied to B (4 CPUs free), bound there by a
+    real Binding, and deleted from A only once the copy is Running; a pod that fits in A
+    (500m) is bound in A by A's scheduler and never moved. The summaries come from the
+    informers: after the move A sees B's free CPU as 4000 - 3000 = 1000 milli-CPU, its own
+    as 2000 - 500 = 1500, and no pending pod."""
     core_a, core_b = cores
     make_node(core_a, "a1", "2")
     make_node(core_b, "b1", "4")
@@ -235,10 +241,12 @@ def test_pending_pod_moves_to_the_cluster_with_room(
         try:
             await until(lambda: "B/_" in a.store.entries and "A/_" in b.store.entries, 20,
                         "the agents to sync summaries")  # fmt: skip
-            # A's summary of itself, from its informers: one node of 2000 milli-CPU, nothing
-            # bound, two pending pods asking 3000 + 500
-            assert a.store.entries["A/_"].value["p"] == 2
-            assert a.store.entries["A/_"].value["d"][0] == 3500
+            # A's summary of itself, from its informers: one node of 2000 milli-CPU, the
+            # small pod bound there by A's scheduler, the big one pending (3000 asked)
+            await until(lambda: read_pod(core_a, "small").spec.node_name == "a1", 20,
+                        "A's scheduler to bind the small pod")  # fmt: skip
+            await until(lambda: a.store.entries["A/_"].value["d"][0] in (3000, 0), 10,
+                        "A's pending demand")  # fmt: skip
             copy = await until_bound(core_b, "big", 30)
             assert copy.spec.node_name == "b1"
             assert copy.spec.scheduler_name == FED_SCHEDULER
@@ -259,7 +267,9 @@ def test_pending_pod_moves_to_the_cluster_with_room(
             # summaries through the informers: B's free CPU as A sees it, A's pending pods
             await until(lambda: sum(e.value["f"][0] for k, e in a.store.view("B").items()
                                     if k != "_") == 1000, 10, "A to see B's free CPU")  # fmt: skip
-            await until(lambda: a.store.entries["A/_"].value["p"] == 1, 10, "A's pending")
+            await until(lambda: a.store.entries["A/_"].value["p"] == 0, 10, "A's pending")
+            own = [e.value["f"][0] for k, e in a.store.view("A").items() if k != "_"]
+            assert own == [1500]
             (mig,) = [e for e in events if e["ev"] == "migrated"]
             assert mig["pod"] == "default/big" and mig["to"] == "B" and mig["phase"] == "Running"
             # the copy was marked Running before A's pod was deleted
@@ -282,7 +292,7 @@ def test_pending_pod_moves_to_the_cluster_with_room(
     finally:
         kubelet.stop()
     small = read_pod(core_a, "small")
-    assert small is not None and not small.spec.node_name  # never moved: it fits in A
+    assert small is not None and small.spec.node_name == "a1"  # never moved: it fits in A
     assert read_pod(core_b, "small") is None
 
 
