@@ -93,7 +93,7 @@ def main() -> int:
     ap.add_argument("--sample-every", type=float, default=3600.0, help="metrics every S s")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
-    console = Console()
+    console = Console(width=150)
     policies = [p.name for p in resolve_policies(args.policy or list(DEFAULT_POLICIES))]
     t0 = time.perf_counter()
     trace = load_trace(args.trace)
