@@ -310,6 +310,7 @@ async def until_bound(core: client.CoreV1Api, name: str, timeout: float) -> clie
     return found[-1]
 
 
+@pytest.mark.slow
 def test_two_sources_race_for_the_last_room(
     planes: tuple[Any, Any], cores: tuple[client.CoreV1Api, client.CoreV1Api]
 ) -> None:
