@@ -13,17 +13,18 @@ What comes from where
   the twin backend (:class:`~bosun.federation.escrow.Fence`: reservation for this owner, not
   bound or refused before, current epoch, not expired, the holder's spend visible in the
   bounded counter). The fenced bind then takes its room in the snapshot (the fullest node
-  that fits: NodeResourcesFit's test on CPU, memory and GPU devices; one event-loop step,
-  so two sources cannot both take the last room), and only then the agent writes the
-  cluster: it creates the Pod (``spec.schedulerName: bosun-federation``, which no scheduler
+  that has room for the requests, NodeResourcesFit's test on CPU, memory and GPU devices,
+  and that kube's default PreFilter/Filter plugins accept, run by bosun's framework on the
+  snapshot; one event-loop step, so two sources cannot both take the last room), and only
+  then the agent writes the cluster: it creates the Pod (``spec.schedulerName: bosun-federation``, which no scheduler
   serves, so nothing else binds it) and POSTs its ``pods/binding`` through the live mode's
   binder (``bosun.live.binder.api_poster``), the Binding kube's DefaultBinder posts. A
   refused create (``409`` name taken, ``403``, ...) or Binding (``409``) undoes the bind
   (the snapshot room, the fence entry) and the holder releases its rights, as after a bind
   conflict.
 * **A pod moved away** (the holder side): a pod of this cluster that is pending (no
-  ``spec.nodeName``) for ``pending_window_s`` and fits no node here (the same fit test), and
-  that no controller owns (a ReplicaSet would make a new one here at once), is placed on
+  ``spec.nodeName``) for ``pending_window_s`` and fits no node here (the same two tests),
+  and that no controller owns (a ReplicaSet would make a new one here at once), is placed on
   another member through :meth:`Agent.place`, with its manifest. The agent then asks the
   owner for the copy's phase until it is ``Running`` (``copy_ready="running"``: the kubelet
   reports it) or bound (``copy_ready="bound"``, for control planes without kubelets), at
@@ -32,6 +33,8 @@ What comes from where
   scheduler found room), the delete answers ``409``, the copy is removed again and its rights
   released, so a pod never stays in two clusters. A copy that does not become ready in time
   is removed the same way and the source pod stays pending.
+* **A pod known only by its requests** (a twin agent's, or one submitted on the control
+  channel) gets a manifest built by :func:`manifest_for`.
 * **Rights of a copy that ends**: when a pod held by another agent leaves this cluster (its
   ``DELETED`` event), the fence forgets it and the holder is told (a ``gone`` message,
   retried until delivered), so that it releases its spend on this cluster's pools.
