@@ -16,9 +16,10 @@ What comes from where
   that has room for the requests, NodeResourcesFit's test on CPU, memory and GPU devices,
   and that kube's default PreFilter/Filter plugins accept, run by bosun's framework on the
   snapshot; one event-loop step, so two sources cannot both take the last room), and only
-  then the agent writes the cluster: it creates the Pod (``spec.schedulerName: bosun-federation``, which no scheduler
-  serves, so nothing else binds it) and POSTs its ``pods/binding`` through the live mode's
-  binder (``bosun.live.binder.api_poster``), the Binding kube's DefaultBinder posts. A
+  then the agent writes the cluster: it creates the Pod (``spec.schedulerName:
+  bosun-federation``, which no scheduler serves, so nothing else binds it) and POSTs its
+  ``pods/binding`` through the live mode's binder (``bosun.live.binder.api_poster``), the
+  Binding kube's DefaultBinder posts. A
   refused create (``409`` name taken, ``403``, ...) or Binding (``409``) undoes the bind
   (the snapshot room, the fence entry) and the holder releases its rights, as after a bind
   conflict.
