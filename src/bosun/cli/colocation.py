@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from bosun.cli.common import fail, parse_duration
+
+if TYPE_CHECKING:
+    from bosun.api.types import Pod
+    from bosun.colocation.cgroups import CgroupExecutor
+    from bosun.colocation.discover import Discovery
 
 agent_app = typer.Typer(help="The co-location node agent (cgroups, resctrl, PSI feedback).")
 colocate_app = typer.Typer(help="Co-location: QoS classes of manifests, the real-node bench.")
@@ -133,15 +138,132 @@ def reconcile(
         typer.echo(f"{a.pod or '(QoS root)'} {a.group}: {values}")
 
 
+PodsOption = Annotated[
+    list[Path] | None,
+    typer.Option("--pods", help="Pod manifests or a snapshot (files or folders; repeatable)."),
+]
+KubeconfigOption = Annotated[
+    Path | None, typer.Option("--kubeconfig", help="Read the node's pods from this cluster.")
+]
+ContextOption = Annotated[str | None, typer.Option("--context", help="kubeconfig context.")]
+NodeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--node", help="The node (default with --kubeconfig: this host's name, as kubelet's)."
+    ),
+]
+DriverOption = Annotated[
+    str, typer.Option("--driver", help="kubelet cgroup driver: auto, cgroupfs or systemd.")
+]
+CgroupRootOption = Annotated[str, typer.Option("--cgroup-root", help="kubelet's --cgroup-root.")]
+
+
+def _node_pods(
+    pods: list[Path] | None, kubeconfig: Path | None, context: str | None, node: str | None
+) -> tuple[list[Pod], str]:
+    """The pods bound to ``node`` (all bound pods of the files when no node is given) and
+    their source; from the files, or from the API server of ``kubeconfig``.
+
+    Raises:
+        typer.Exit: (code 2, message printed) neither or both sources, bad manifests, an
+            unreachable or refusing server.
+    """
+    from bosun.errors import BosunError
+
+    if (pods is None) == (kubeconfig is None):
+        raise fail("give exactly one of --pods and --kubeconfig")
+    try:
+        if kubeconfig is not None:
+            import socket
+
+            from bosun.colocation.discover import pods_from_api
+            from bosun.live.client import call, connect
+            from bosun.live.rest import RawApi
+
+            name = node or socket.gethostname()
+            api = connect(kubeconfig, context)
+
+            def list_pods(**kw: object) -> object:
+                return call(api, "list", "pods", RawApi(api).list_pod_for_all_namespaces, **kw)
+
+            return pods_from_api(list_pods, name), f"{kubeconfig} (node {name})"
+        from bosun.api.manifest import load_manifests
+
+        assert pods is not None
+        objs = load_manifests(pods)
+        found = [p for p in objs.pods if p.node_name and (node is None or p.node_name == node)]
+        return found, ", ".join(str(p) for p in pods)
+    except BosunError as exc:
+        raise fail(str(exc)) from exc
+
+
+def _discover(
+    root: str,
+    pods: list[Path] | None,
+    kubeconfig: Path | None,
+    context: str | None,
+    node: str | None,
+    driver: str,
+    cgroup_root: str,
+) -> tuple[Discovery, CgroupExecutor]:
+    from bosun.colocation.cgroups import CgroupError, CgroupExecutor, detect
+    from bosun.colocation.discover import discover as do_discover
+    from bosun.colocation.reconcile import DRIVERS
+    from bosun.errors import InputError
+
+    if driver != "auto" and driver not in DRIVERS:
+        raise fail(f"--driver: {driver!r} is not auto, {', '.join(DRIVERS)}")
+    node_pods, source = _node_pods(pods, kubeconfig, context, node)
+    try:
+        ex = CgroupExecutor(detect(root))
+        return do_discover(node_pods, ex, driver, cgroup_root, source), ex
+    except (InputError, CgroupError) as exc:
+        raise fail(str(exc)) from exc
+
+
+def discover(
+    pods: PodsOption = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    node: NodeOption = None,
+    driver: DriverOption = "auto",
+    cgroup_root: CgroupRootOption = "",
+    root: RootOption = "/sys/fs/cgroup",
+) -> None:
+    """Find the node's online and BE pod groups: the node's pods (a manifest or snapshot
+    file, or the API server) joined by UID to kubelet's pod cgroups."""
+    found, _ = _discover(root, pods, kubeconfig, context, node, driver, cgroup_root)
+    table = Table("pod", "QoS class", "role", "cgroup", title=f"driver {found.driver}")
+    for f in found.online:
+        table.add_row(f.pod, f.qos.value, "online", f.group)
+    for f in found.be:
+        table.add_row(f.pod, f.qos.value, "BE", f.group)
+    Console().print(table)
+    for key in found.missing:
+        typer.echo(f"no cgroup yet: {key}")
+    for g in found.orphans:
+        typer.echo(f"no pod for group: {g.group}")
+
+
 def run(
-    ls: Annotated[list[str], typer.Option("--ls", help="An online group (repeatable).")],
-    be: Annotated[list[str], typer.Option("--be", help="A BE group (repeatable).")],
+    ls: Annotated[
+        list[str] | None, typer.Option("--ls", help="An online group (repeatable).")
+    ] = None,
+    be: Annotated[list[str] | None, typer.Option("--be", help="A BE group (repeatable).")] = None,
+    pods: PodsOption = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    node: NodeOption = None,
+    driver: DriverOption = "auto",
+    cgroup_root: CgroupRootOption = "",
     duration: Annotated[str, typer.Option(help="How long to run, e.g. 30s.")] = "10s",
     interval: Annotated[str, typer.Option(help="Tick, e.g. 20ms.")] = "20ms",
     target: Annotated[float, typer.Option(help="Fraction of the node for LS + BE.")] = 0.95,
     root: RootOption = "/sys/fs/cgroup",
 ) -> None:
-    """Run the feedback loop on existing groups for a bounded time; print its decisions."""
+    """Run the feedback loop for a bounded time and print its decisions: on the groups
+    given (--ls, --be), or on the groups it finds from the node's pods (--pods or
+    --kubeconfig; see `bosun agent discover`)."""
     import os
     import time
 
@@ -156,6 +278,17 @@ def run(
         raise fail(f"--duration/--interval: {exc}") from exc
     if dur > 3600:
         raise fail("--duration: at most 1h")
+    given = bool(ls or be)
+    if given and (pods is not None or kubeconfig is not None):
+        raise fail("give the groups (--ls/--be) or the pods (--pods/--kubeconfig), not both")
+    if given:
+        ls, be = list(ls or []), list(be or [])
+    else:
+        found, _ = _discover(root, pods, kubeconfig, context, node, driver, cgroup_root)
+        ls, be = found.online_groups, found.be_groups
+        typer.echo(f"found {len(ls)} online and {len(be)} BE pod groups ({found.driver})")
+        if not be:
+            raise fail("no BE pod group on this node: nothing to manage")
     try:
         layout = detect(root)
         ex = CgroupExecutor(layout)
@@ -466,11 +599,12 @@ def replay(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``bosun agent probe|apply|reconcile|run|resctrl`` and
+    """Add ``bosun agent probe|apply|reconcile|run|discover|resctrl`` and
     ``bosun colocate qos|bench|simulate|replay``."""
     agent_app.command(name="probe")(probe)
     agent_app.command(name="apply")(apply)
     agent_app.command(name="run")(run)
+    agent_app.command(name="discover")(discover)
     agent_app.command(name="reconcile")(reconcile)
     agent_app.command(name="resctrl")(resctrl)
     colocate_app.command(name="qos")(qos)
