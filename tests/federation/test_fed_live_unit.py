@@ -441,3 +441,38 @@ def test_a_batch_with_one_bad_item_binds_nothing() -> None:
         asyncio.run(agent._bind_remote("c", {"items": [good, bad], "ledger": ledger}))
     assert not agent.cluster.snapshot.pods.by_key and not api.calls
     assert "c/3" not in agent.fence.bound
+
+
+def test_evacuation_picks_running_bare_pods_largest_first_only_as_needed() -> None:
+    """Node of 8 CPUs with 3 (owned by a ReplicaSet) + 2.5 + 2 CPUs bound: usage 0.9375.
+    Under ``evac_target`` 0.85 means freeing more than 0.7 CPU: the largest bare pod (2.5)
+    alone; the ReplicaSet's pod is never chosen; with that move in flight nothing more."""
+    c = LiveCluster("a", hooks(FakeApi({})), group_size=1)
+    owned = pod("p-rs", "3", "a1", metadata={"ownerReferences": [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u",
+         "controller": True}]})  # fmt: skip
+    feed(c, [("ADDED", "Node", node("a1", "8")), ("ADDED", "Pod", owned),
+             ("ADDED", "Pod", pod("p-big", "2500m", "a1")),
+             ("ADDED", "Pod", pod("p-mid", "2", "a1"))])  # fmt: skip
+    agent = LiveAgent(AgentConfig(cluster="a"), c, LiveSettings(evacuate_running=True),
+                      emit=lambda ev: None, clock=lambda: 10.0)  # fmt: skip
+    assert sorted(agent.local_pods) == ["default/p-big", "default/p-mid", "default/p-rs"]
+    assert c.usage() == pytest.approx(7.5 / 8)
+    assert agent.evacuable(10.0) == ["default/p-big"]
+    agent.moving.add("default/p-big")
+    assert agent.evacuable(10.0) == []
+
+
+def test_a_pod_moved_away_is_not_moved_again_before_its_delete_is_seen() -> None:
+    c = LiveCluster("a", hooks(FakeApi({})), group_size=1, clock=lambda: 0.0)
+    feed(c, [("ADDED", "Node", node("a1", "1")), ("ADDED", "Pod", pod("p", "2"))])
+    agent = LiveAgent(AgentConfig(cluster="a"), c, LiveSettings(pending_window_s=0),
+                      emit=lambda ev: None, clock=lambda: 10.0)  # fmt: skip
+    assert agent.movable(10.0) == ["default/p"]
+    agent.moved_away["default/p"] = "uid-p"  # what a successful move records
+    assert agent.movable(10.0) == []
+    feed(c, [("DELETED", "Pod", pod("p", "2"))])
+    recreated = pod("p", "2")
+    recreated["metadata"]["uid"] = "uid-p2"
+    feed(c, [("ADDED", "Pod", recreated)])
+    assert agent.movable(10.0) == ["default/p"]  # a new pod under the old name

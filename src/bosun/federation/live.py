@@ -587,12 +587,17 @@ class LiveSettings:
             source pod is deleted.
         running_timeout_s: a copy not ready within this is removed; the pod stays here.
         retry_after_s: a pod that could not be moved is tried again after this.
+        evacuate_running: while the overload signal is on, also move this cluster's
+            *running* bare pods away, largest CPU request first, until the projected usage
+            is under ``evac_target`` (the copy runs elsewhere before the pod here is
+            deleted; off by default: it restarts the workload).
     """
 
     pending_window_s: float = 2.0
     copy_ready: str = "running"
     running_timeout_s: float = 60.0
     retry_after_s: float = 5.0
+    evacuate_running: bool = False
 
     def __post_init__(self) -> None:
         if self.copy_ready not in ("running", "bound"):
@@ -625,6 +630,8 @@ class LiveAgent(Agent):
         self.not_before: dict[str, float] = {}
         self.gone_notices: dict[str, tuple[str, str]] = {}  # rid -> (holder, pod key)
         self.undo_pending: dict[str, tuple[str, Reservation]] = {}  # pod key -> (owner, res)
+        # pods moved away whose DELETED event has not come yet: pod key -> uid
+        self.moved_away: dict[str, str] = {}
         self.migrations: list[dict[str, Any]] = []
 
     def _loops(self) -> list[Coroutine[Any, Any, None]]:
@@ -653,6 +660,17 @@ class LiveAgent(Agent):
         while True:
             await asyncio.sleep(0.1)
             self.apply(self.cluster.drain())
+
+    def _moved(self, key: str) -> bool:
+        """Whether ``key`` is a pod already moved away (its deletion not seen yet)."""
+        uid = self.moved_away.get(key)
+        if uid is None:
+            return False
+        now = str(((self.cluster.raw.get(key) or {}).get("metadata") or {}).get("uid", ""))
+        if now != uid:  # gone, or created again under its name: a new pod
+            del self.moved_away[key]
+            return False
+        return True
 
     def apply(self, ch: Changes) -> None:
         """Account what the informers changed: pods bound by anyone are adopted (this
@@ -699,6 +717,39 @@ class LiveAgent(Agent):
                     self.overloaded = False
                     self.publish()
                     self.emit({"ev": "overload_end", "t": now})
+            if self.overloaded and self.live.evacuate_running:
+                for key in self.evacuable(now)[: max(1, int(self.cfg.evac_rate_per_s * 0.25))]:
+                    self._tasks.append(asyncio.create_task(self.migrate(key)))
+
+    def evacuable(self, now: float) -> list[str]:
+        """Running pods to move away now (overload, ``evacuate_running``): bound here, held
+        on this cluster's own rights, no federation copy, no controller, not moving; largest
+        CPU request first, only as many as bring the usage (minus the moves in flight) under
+        ``evac_target``."""
+        snap = self.cluster.snapshot
+        in_flight = sum(
+            pod_vector(self.local_pods[k][0])[0] for k in self.moving if k in self.local_pods
+        )
+        cands = []
+        for key, (pod, res) in self.local_pods.items():
+            if res.holder != self.name or key in self.moving:
+                continue
+            if now < self.not_before.get(key, 0.0) or key in self.undo_pending:
+                continue
+            if key in self.in_doubt or self._moved(key):
+                continue
+            if key not in snap.pods.by_key or pod.scheduler_name == FED_SCHEDULER:
+                continue
+            if _owned(self.cluster.raw.get(key, {})):
+                continue
+            cands.append((pod_vector(pod)[0], key))
+        out = []
+        for cpu, key in sorted(cands, reverse=True):
+            if self.cluster.usage(minus_milli_cpu=in_flight) < self.cfg.evac_target:
+                break
+            out.append(key)
+            in_flight += cpu
+        return out
 
     # ------------------------------------------------------------------ holder side
 
@@ -709,7 +760,7 @@ class LiveAgent(Agent):
         for key, pod in self.cluster.pending.items():
             if key in self.moving or now < self.not_before.get(key, 0.0):
                 continue
-            if key in self.in_doubt or key in self.undo_pending:
+            if key in self.in_doubt or key in self.undo_pending or self._moved(key):
                 continue  # a copy may exist elsewhere: not again until that is settled
             if now - self.cluster.pending_since.get(key, now) < self.live.pending_window_s:
                 continue
@@ -742,10 +793,13 @@ class LiveAgent(Agent):
         t_pending = self.cluster.pending_since.get(key, self.clock())
         obj = self.cluster.raw.get(key)
         pod = self.cluster.pending.get(key)
+        if pod is None and key in self.local_pods:  # a running pod (overload evacuation)
+            pod = self.local_pods[key][0]
         if obj is None or pod is None:
             return False
         meta = obj.get("metadata") or {}
         uid, rv = str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+        node = str((obj.get("spec") or {}).get("nodeName") or "")
         try:
             manifest = copy_manifest(obj, holder=self.name, source=self.name)
         except ManifestError as e:
@@ -771,10 +825,11 @@ class LiveAgent(Agent):
             return self._give_up(key, f"the copy in {where} was not ready within "
                                  f"{self.live.running_timeout_s:.0f} s")  # fmt: skip
         t_ready = self.clock()
-        ok, why = await asyncio.to_thread(self._delete_source, key, uid, rv)
+        ok, why = await asyncio.to_thread(self._delete_source, key, uid, rv, node)
         if not ok:
             await self._undo_copy(where, key, res)
             return self._give_up(key, why)
+        self.moved_away[key] = uid
         t_done = self.clock()
         rec = {
             "ev": "migrated",
@@ -811,8 +866,9 @@ class LiveAgent(Agent):
             await asyncio.sleep(0.2)
         return None
 
-    def _delete_source(self, key: str, uid: str, rv: str) -> tuple[bool, str]:
-        """Delete the source pod if it is still the pending pod that was copied."""
+    def _delete_source(self, key: str, uid: str, rv: str, node: str = "") -> tuple[bool, str]:
+        """Delete the source pod if it is still the pod that was copied: the same uid, and
+        still pending (``node`` empty) or still on ``node`` (a running pod evacuated)."""
         for _ in range(3):
             try:
                 status, got = self.cluster.delete(key, uid=uid, resource_version=rv)
@@ -822,7 +878,7 @@ class LiveAgent(Agent):
                     return False, f"pod {key} was deleted here meanwhile"
                 if status != 409:
                     return False, f"deleting pod {key}: {_status_text(status, got)}"
-                # 409: it changed since; still pending (a status update) -> again, else stop
+                # 409: it changed since; the same pod (a status update) -> again, else stop
                 status, cur = self.cluster.read(key)
             except LiveError as e:
                 return False, str(e)
@@ -831,7 +887,7 @@ class LiveAgent(Agent):
             cmeta, cspec = cur.get("metadata") or {}, cur.get("spec") or {}
             if cmeta.get("uid") != uid:
                 return False, f"pod {key} was created again here meanwhile"
-            if cspec.get("nodeName"):
+            if (cspec.get("nodeName") or "") != node:
                 return False, f"pod {key} was bound here meanwhile (to {cspec['nodeName']})"
             rv = str(cmeta.get("resourceVersion", ""))
         return False, f"pod {key} kept changing; not deleted"
