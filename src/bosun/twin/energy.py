@@ -29,7 +29,10 @@ A power file is YAML (``examples/power.yaml``)::
 ``P_n = T_n(u_n) + g_n * idle_gpu + (board_gpu - idle_gpu) * used_milli_n / 1000``, where
 ``T_n`` is the node's 11-point table (SPECpower, interpolated as CloudSim does:
 :func:`bosun.power.table_power`; or the linear model), ``u_n = requested CPU / allocatable
-CPU`` (the twin models allocation, not measured usage), ``g_n`` the node's GPU count and
+CPU``, or with a usage model (``Simulator(usage=...)``) the node's measured CPU usage /
+allocatable in the usage tracker's newest sample, clipped to [0, 1] (a zero-order hold:
+each sample, every ``metrics_interval_s``, holds until the next; a sample at ``t`` sees
+the pods bound before ``t``), ``g_n`` the node's GPU count and
 ``used_milli_n`` its allocated milli-GPU. A switched-off node draws ``offW``; a booting one
 its idle power; a node whose kubelet crashed (a fault) 0 W. IT power is the sum.
 
@@ -87,6 +90,7 @@ from bosun.twin.engine import ControllerReport, EventKind
 if TYPE_CHECKING:
     from bosun.twin.engine import Simulator
     from bosun.twin.faults import FaultController
+    from bosun.twin.usage import UsageTracker
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -469,6 +473,10 @@ class EnergyController:
         self.config = config
         self.faults = faults
         self._sim: Simulator | None = None
+        #: the simulator's usage tracker (None: CPU power follows requests)
+        self._usage: UsageTracker | None = None
+        self._usage_key = -1
+        self._usage_util = np.zeros(0)  # by row: CPU usage / allocatable of the newest sample
         self._key: tuple[int, int] | None = None
         self._names: list[str] = []
         self._tables = np.zeros((0, SPECPOWER_POINTS))
@@ -476,8 +484,8 @@ class EnergyController:
         self._gpu_dyn = np.zeros(0)
         self._cpu_alloc = np.ones(0)
         self._idle_w = np.zeros(0)
-        self._power_key: tuple[int, int, int, int] | None = None
-        self._structural: tuple[int, int, int] | None = None
+        self._power_key: tuple[int, int, int, int, int] | None = None
+        self._structural: tuple[int, int, int, int] | None = None
         self._load_w = np.zeros(0)  # by row: watts from load alone (before power states)
         self._load_gen = -1
         self._it_w = 0.0
@@ -548,7 +556,8 @@ class EnergyController:
         self._refresh_nodes()
         snap = sim.snapshot
         fault_version = self.faults.version if self.faults is not None else 0
-        key = (snap.generation, sim.node_set_epoch, self._state_version, fault_version)
+        samples = self._usage.samples_taken if self._usage is not None else -1
+        key = (snap.generation, sim.node_set_epoch, self._state_version, fault_version, samples)
         if key == self._power_key:
             return self._node_w
         structural = key[1:]
@@ -576,13 +585,39 @@ class EnergyController:
         self._power_key = key
         return watts
 
+    def _measured_util(self) -> FloatArray:
+        """(N,) CPU usage / allocatable per row in the usage tracker's newest sample,
+        clipped to [0, 1] (a node cannot run above its cores; pods may use more than
+        they request). Rows of nodes the sample did not see: 0."""
+        sim = self._sim
+        tracker = self._usage
+        assert sim is not None and tracker is not None
+        n = sim.snapshot.num_nodes
+        if tracker.samples_taken == self._usage_key and len(self._usage_util) == n:
+            return self._usage_util
+        row_ids = tracker.row_ids()
+        util = np.zeros(n)
+        if tracker.samples_taken:
+            _, ids, cpu_milli, _ = tracker.last_sample()
+            size = int(max(ids.max(initial=-1), row_ids.max(initial=-1))) + 1
+            by_id = np.zeros(size)
+            by_id[ids] = cpu_milli
+            util = np.clip(by_id[row_ids[:n]] / self._cpu_alloc[:n], 0.0, 1.0)
+        self._usage_util = util
+        self._usage_key = tracker.samples_taken
+        return util
+
     def _row_load_w(self, rows: npt.NDArray[np.intp]) -> FloatArray:
-        """Watts of ``rows`` from their tables, CPU load and allocated milli-GPU."""
+        """Watts of ``rows`` from their tables, CPU load (requested, or the usage model's
+        newest sample when the run has one) and allocated milli-GPU."""
         sim = self._sim
         assert sim is not None
         snap = sim.snapshot
         cpu = snap.resource_index[CPU]
-        util = snap.requested[rows, cpu] / self._cpu_alloc[rows]
+        if self._usage is not None:
+            util = self._measured_util()[rows]
+        else:
+            util = snap.requested[rows, cpu] / self._cpu_alloc[rows]
         watts = table_power(self._tables[rows], util) + self._gpu_idle[rows]
         gcol = snap.resource_index.get(GPU)
         if gcol is not None:
@@ -607,18 +642,36 @@ class EnergyController:
     def start(self, sim: Simulator) -> None:
         """Hook into the run: energy integration, and the power manager's checks."""
         self._sim = sim
+        self._usage = sim.usage_tracker
         sim.on_advance.append(self._advance)
         if self.config.power_down is not None:
             sim.on_unschedulable.append(self._unschedulable)
             sim.on_settle.append(self._watch_empty)
 
     def _advance(self, from_s: float, to_s: float) -> None:
-        dt = to_s - from_s
-        it_w = self.it_power_w()
+        """Integrate power over ``[from_s, to_s)``, where the cluster does not change.
+        With a usage model, the interval is cut at the tracker's sample times and each
+        piece uses the newest sample at its start. Taking those samples now gives the
+        same samples as the tracker's own lazy sampling: every change to the running pods
+        samples up to its time first, and nothing changes before ``to_s``."""
         fac = self.config.facility
-        self.it_j += it_w * dt
-        self.facility_j += fac.total_w(it_w, fac.outside_c(from_s)) * dt
-        self._on_time += self._nodes_on() * dt
+        self._on_time += self._nodes_on() * (to_s - from_s)
+        tracker = self._usage
+        if tracker is None:
+            dt = to_s - from_s
+            it_w = self.it_power_w()
+            self.it_j += it_w * dt
+            self.facility_j += fac.total_w(it_w, fac.outside_c(from_s)) * dt
+            return
+        step = tracker.interval
+        t = from_s
+        while t < to_s:
+            tracker.advance(t)
+            nxt = min(to_s, (math.floor(t / step) + 1) * step)
+            it_w = self.it_power_w()
+            self.it_j += it_w * (nxt - t)
+            self.facility_j += fac.total_w(it_w, fac.outside_c(t)) * (nxt - t)
+            t = nxt
 
     def values(self, time_s: float) -> tuple[float, ...]:
         """The energy columns at ``time_s`` (module docstring)."""
