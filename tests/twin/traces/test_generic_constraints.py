@@ -7,6 +7,7 @@ Expected values are worked out by hand from Kubernetes' definitions in the comme
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,14 @@ from bosun.api.types import (
     TopologySpreadConstraint,
 )
 from bosun.errors import InputError
-from bosun.twin.traces import load_generic, load_trace
+from bosun.twin.traces import load_generic, load_trace, synthetic_service_trace, synthetic_trace
 from bosun.twin.traces.generic import (
     CAP_MIN_DOMAINS,
     HOSTNAME_LABEL,
     WORKLOAD_LABEL,
     parse_taints,
     parse_tolerations,
+    write_generic,
 )
 
 GIB = 1 << 30
@@ -616,3 +618,54 @@ def test_selector_and_taints_in_a_replay(tmp_path: Path) -> None:
         "c,2,100,1,,\n"  # no toleration: only n2
     )
     assert _placed(tmp_path, pods, nodes) == Counter({"n1": 1, "n2": 1})
+
+
+# --------------------------------------------------------------------------- writing
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"], ids=["parquet", "csv"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: synthetic_service_trace(seed=2, nodes=40, pods=400, days=2),
+        lambda: synthetic_trace(seed=2, nodes=8, pods=200, gpu_spec_fraction=0.5),
+    ],
+    ids=["service", "openb-shaped"],
+)
+def test_write_generic_round_trip(tmp_path: Path, suffix: str, make: Any) -> None:
+    trace = make()
+    pods_path, nodes_path = write_generic(trace, tmp_path / f"w{suffix}")
+    assert nodes_path.name == f"w.nodes{suffix}"
+    back = load_trace(pods_path)
+    assert back.nodes == trace.nodes
+    for a, b in zip(trace.arrivals, back.arrivals, strict=True):
+        assert (b.pod.key, b.pod.requests, b.pod.labels) == (
+            a.pod.key,
+            a.pod.requests,
+            a.pod.labels,
+        )
+        assert (b.pod.affinity, b.pod.topology_spread_constraints, b.pod.node_selector) == (
+            a.pod.affinity,
+            a.pod.topology_spread_constraints,
+            a.pod.node_selector,
+        )
+        for x, y in (
+            (a.arrival_s, b.arrival_s),
+            (a.departure_s, b.departure_s),
+            (a.duration_s, b.duration_s),
+        ):
+            assert (x is None) == (y is None)
+            if x is not None and y is not None:
+                assert y == (x if suffix == ".parquet" else pytest.approx(x, rel=1e-15))
+
+
+def test_write_generic_refuses_what_has_no_column(tmp_path: Path) -> None:
+    trace = synthetic_trace(seed=0, nodes=4, pods=3)
+    pod = trace.arrivals[0].pod
+    odd = replace(pod, tolerations=(Toleration("k", "Exists", "", "NoExecute", 30),))
+    trace.arrivals[0] = replace(trace.arrivals[0], pod=odd)
+    with pytest.raises(InputError) as err:
+        write_generic(trace, tmp_path / "w.csv")
+    (p,) = err.value.problems
+    assert (p.obj, p.field) == (f"Pod {pod.key}", "spec.tolerations")
+    assert not (tmp_path / "w.csv").exists()

@@ -120,11 +120,13 @@ __all__ = [
     "QOS_LABEL",
     "RESOURCE_PREFIX",
     "WORKLOAD_LABEL",
+    "generic_tables",
     "load_generic",
     "parse_taints",
     "parse_tolerations",
     "per_node_cap",
     "resource_unit",
+    "write_generic",
 ]
 
 #: Pod label carrying the trace's QoS class (openb ``qos``; generic ``qos`` column).
@@ -1199,3 +1201,204 @@ def _read_nodes(
     if not nodes:
         problems.append(InputProblem(str(nodes_path), "file", "", "no nodes"))
     return nodes, bound, skipped
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _tolerations_text(tols: Sequence[Toleration]) -> str | None:
+    """The ``tolerations`` cell for ``tols``, or None when one has no column form."""
+    items: list[str] = []
+    for t in tols:
+        if t.toleration_seconds is not None:
+            return None
+        if t.operator == "Exists":
+            item = t.key or "*"
+        elif t.operator in ("Equal", "") and t.key:
+            item = f"{t.key}={t.value}"
+        else:
+            return None
+        items.append(f"{item}:{t.effect}" if t.effect else item)
+    return ";".join(items)
+
+
+def _cap_of(pod: Pod) -> int | None:
+    """The ``max_per_node`` a pod's affinity and spread encode (0: none), or None when
+    they hold anything else than a GPU-model affinity and :func:`per_node_cap`'s form."""
+    workload = pod.labels.get(WORKLOAD_LABEL, "")
+    aff = pod.affinity
+    cap = 0
+    if aff is not None:
+        if aff.pod_affinity is not None:
+            return None
+        if aff.pod_anti_affinity is not None:
+            if not workload or aff.pod_anti_affinity != per_node_cap(workload, 1)[0]:
+                return None
+            cap = 1
+        na = aff.node_affinity
+        if na is not None and (
+            na.preferred
+            or na.required is None
+            or na.required != gpu_model_affinity(_models_of(pod)).required
+        ):
+            return None
+    if pod.topology_spread_constraints:
+        spread = pod.topology_spread_constraints
+        k = spread[0].max_skew
+        if cap or not workload or k < 2 or spread != per_node_cap(workload, k)[1]:
+            return None
+        cap = k
+    return cap
+
+
+def _models_of(pod: Pod) -> tuple[str, ...]:
+    na = pod.affinity.node_affinity if pod.affinity is not None else None
+    if na is None or not na.required or len(na.required) != 1:
+        return ()
+    term = na.required[0]
+    if term.match_fields or len(term.match_expressions) != 1:
+        return ()
+    req = term.match_expressions[0]
+    return req.values if (req.key, req.operator) == (GPU_MODEL_LABEL, "In") else ()
+
+
+def _pairs(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
+def generic_tables(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``trace`` as the generic schema's pod and node tables (the inverse of
+    :func:`load_generic`: loading the written tables gives the same pods and nodes).
+
+    Returns:
+        (pod table, node table) as DataFrames with the schema's column names; counts as
+        nullable integers, times as float64 (``NaN`` = unset).
+
+    Raises:
+        InputError: everything the schema cannot express (other affinity or spread
+            constraints, ``tolerationSeconds``, bound pods, node events), one problem
+            each, naming the object and the field. A pod's effective requests are written
+            (as one container's).
+    """
+    problems: list[InputProblem] = []
+
+    def bad(obj: str, field: str, message: str) -> None:
+        problems.append(InputProblem(trace.name, obj, field, message))
+
+    if trace.bound:
+        bad("trace", "bound", "pods bound at time 0 have no table form (use manifests)")
+    if trace.node_events:
+        bad("trace", "node_events", "node events have no table form (use a fault schedule)")
+    groups = {g.key: g for g in trace.pod_groups}
+    res_names = sorted(
+        {r for a in trace.arrivals for r in a.pod.requests if r not in (CPU, MEMORY, GPU)}
+        | {r for n in trace.nodes for r in n.allocatable if r not in (CPU, MEMORY, GPU, PODS)}
+    )
+    pod_rows: list[dict[str, Any]] = []
+    for a in trace.arrivals:
+        p = a.pod
+        obj = f"Pod {p.key}"
+        cap = _cap_of(p)
+        tols = _tolerations_text(p.tolerations)
+        if cap is None:
+            bad(obj, "spec.affinity", "affinity or spread constraints beyond a GPU model/cap")
+        if tols is None:
+            bad(obj, "spec.tolerations", "tolerationSeconds or an operator without a key")
+        labels = dict(p.labels)
+        qos = labels.pop(QOS_LABEL, "")
+        workload = labels.pop(WORKLOAD_LABEL, "")
+        group = labels.pop(POD_GROUP_LABEL, "")
+        g = groups.get(f"{p.namespace}/{group}") if group else None
+        milli = p.gpu_milli if p.gpu_count and p.gpu_milli < GPU_MILLI_PER_GPU else None
+        # one shared GPU is written in its short form: gpu_milli alone
+        gpus = None if (p.gpu_count == 1 and milli is not None) else (p.gpu_count or None)
+        row: dict[str, Any] = {
+            "name": p.name,
+            "namespace": p.namespace,
+            "arrival_s": a.arrival_s,
+            "departure_s": a.departure_s,
+            "duration_s": a.duration_s,
+            "cpu_milli": p.requests.get(CPU, 0),
+            "memory_bytes": p.requests.get(MEMORY, 0),
+            "gpu_count": gpus,
+            "gpu_milli": milli,
+            "gpu_model": "|".join(_models_of(p)),
+            "node_selector": _pairs(p.node_selector),
+            "tolerations": tols or "",
+            "workload": workload,
+            "max_per_node": cap or None,
+            "pod_group": group,
+            "pod_group_min_member": g.min_member if g is not None else None,
+            "pod_group_timeout_s": g.schedule_timeout_seconds if g is not None else None,
+            "priority": p.priority,
+            "qos": qos,
+            "labels": _pairs(labels),
+        }
+        for r in res_names:
+            row[f"{RESOURCE_PREFIX}{r}"] = p.requests.get(r) or None
+        pod_rows.append(row)
+    node_rows: list[dict[str, Any]] = []
+    for n in trace.nodes:
+        labels = {k: v for k, v in n.labels.items() if not (k == HOSTNAME_LABEL and v == n.name)}
+        gpus = n.allocatable.get(GPU, 0)
+        model = labels.pop(GPU_MODEL_LABEL, "") if gpus else ""
+        row = {
+            "name": n.name,
+            "cpu_milli": n.allocatable.get(CPU, 0),
+            "memory_bytes": n.allocatable.get(MEMORY, 0),
+            "gpu_count": gpus or None,
+            "gpu_model": model,
+            "pods": n.allocatable.get(PODS, 110),
+            "taints": ";".join(
+                f"{t.key}={t.value}:{t.effect.value}" if t.value else f"{t.key}:{t.effect.value}"
+                for t in n.taints
+            ),
+            "labels": _pairs(labels),
+        }
+        for r in res_names:
+            row[f"{RESOURCE_PREFIX}{r}"] = n.allocatable.get(r)
+        node_rows.append(row)
+    if problems:
+        raise InputError(problems)
+    ints = [
+        "gpu_count",
+        "gpu_milli",
+        "max_per_node",
+        "pod_group_min_member",
+        "pod_group_timeout_s",
+        *(f"{RESOURCE_PREFIX}{r}" for r in res_names),
+    ]
+    res_cols = [f"{RESOURCE_PREFIX}{r}" for r in res_names]
+    pod_cols = [c for c in POD_COLUMNS if c != "memory_mib"]
+    pods = pd.DataFrame(pod_rows, columns=[*pod_cols, *res_cols])
+    pods = pods.astype(dict.fromkeys(ints, "Int64"))
+    node_cols = [c for c in NODE_COLUMNS if c != "memory_mib"]
+    nodes = pd.DataFrame(node_rows, columns=[*node_cols, *res_cols])
+    nodes = nodes.astype(dict.fromkeys(("gpu_count", *res_cols), "Int64"))
+    return pods, nodes
+
+
+def write_generic(trace: Trace, path: str | Path) -> tuple[Path, Path]:
+    """Write ``trace`` as a generic trace: the pod table at ``path`` (``.csv`` or
+    ``.parquet``) and the node table beside it (``<stem>.nodes.<suffix>``), so that
+    ``load_trace(path)`` reads it back (:func:`generic_tables`). Parquet round-trips
+    exactly; CSV times are written with 17 significant digits and read back within one
+    unit in the last place (pandas' text-to-number parser is not always correctly
+    rounded).
+
+    Returns:
+        (pod table path, node table path).
+
+    Raises:
+        InputError: what :func:`generic_tables` raises; nothing is written then.
+    """
+    pods, nodes = generic_tables(trace)
+    out = Path(path)
+    nodes_out = out.with_name(f"{out.stem}.nodes{out.suffix}")
+    if out.suffix.lower() in (".parquet", ".pq"):
+        pods.to_parquet(out, index=False)
+        nodes.to_parquet(nodes_out, index=False)
+    else:
+        pods.to_csv(out, index=False, float_format="%.17g")
+        nodes.to_csv(nodes_out, index=False, float_format="%.17g")
+    return out, nodes_out
