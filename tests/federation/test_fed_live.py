@@ -435,3 +435,53 @@ def test_two_agent_processes_move_a_pending_pod(
     events = [json.loads(x) for x in (tmp_path / "A.jsonl").read_text().splitlines() if x]
     (mig,) = [e for e in events if e.get("ev") == "migrated"]
     assert mig["pod"] == "default/big" and mig["to"] == "B" and mig["phase"] == "bound"
+
+
+@pytest.mark.slow
+def test_overloaded_cluster_moves_a_running_pod_copy_first(
+    planes: tuple[Any, Any], cores: tuple[client.CoreV1Api, client.CoreV1Api]
+) -> None:
+    """``evacuate_running``: A's scheduler binds r1 (2 CPUs) and r2 (1.8 CPUs) on A's node of
+    4 CPUs, usage 0.95 > 0.9. By hand: getting under 0.85 means freeing more than 0.4 CPU,
+    largest first, so r1 alone moves. r1's copy runs in B before r1 is deleted from A; r2
+    stays bound in A."""
+    core_a, core_b = cores
+    make_node(core_a, "a1", "4")
+    make_node(core_b, "b1", "4")
+    core_a.create_namespaced_pod("default", pod_manifest("r1", "2"))
+    core_a.create_namespaced_pod("default", pod_manifest("r2", "1800m"))
+    kubelets = [KubeletStandIn(core_a), KubeletStandIn(core_b)]
+    for k in kubelets:
+        k.gate.set()
+    events: list[Obj] = []
+    settings = LiveSettings(pending_window_s=0.5, running_timeout_s=30, evacuate_running=True)
+
+    async def main() -> None:
+        # r1 and r2 running in A before the agents start (they adopt them)
+        await until(lambda: set(kubelets[0].marked) == {"r1", "r2"}, 30, "A's pods running")
+        a = live_agent("A", planes[0], [], events, settings)
+        a.cfg.overload_window_s = 0.5
+        await a.start()
+        b = live_agent("B", planes[1], [f"127.0.0.1:{a.cfg.port}"], events, settings)
+        await b.start()
+        try:
+            await until(lambda: read_pod(core_a, "r1") is None, 40, "r1 to leave A")
+            copy = read_pod(core_b, "r1")
+            assert copy is not None and copy.spec.node_name == "b1"
+            assert kubelets[1].marked["r1"] > 0  # Running in B, before the delete in A
+            (mig,) = [e for e in events if e["ev"] == "migrated"]
+            assert mig["pod"] == "default/r1" and mig["phase"] == "Running"
+            assert any(e["ev"] == "overload" for e in events)
+            await asyncio.sleep(1.0)  # nothing more moves: usage 1800/4000 = 0.45
+        finally:
+            await b.stop()
+            await a.stop()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 120))
+    finally:
+        for k in kubelets:
+            k.stop()
+    r2 = read_pod(core_a, "r2")
+    assert r2 is not None and r2.spec.node_name == "a1"
+    assert read_pod(core_b, "r2") is None

@@ -461,6 +461,10 @@ def test_evacuation_picks_running_bare_pods_largest_first_only_as_needed() -> No
     assert agent.evacuable(10.0) == ["default/p-big"]
     agent.moving.add("default/p-big")
     assert agent.evacuable(10.0) == []
+    # moved, the delete not seen yet: still counted as leaving
+    agent.moving.clear()
+    agent.moved_away["default/p-big"] = "uid-p-big"
+    assert agent.evacuable(10.0) == []
 
 
 def test_a_pod_moved_away_is_not_moved_again_before_its_delete_is_seen() -> None:

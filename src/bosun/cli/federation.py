@@ -95,6 +95,13 @@ def agent(
         float,
         typer.Option("--running-timeout", help="Live: seconds a copy has to become ready."),
     ] = 60.0,
+    evacuate_running: Annotated[
+        bool,
+        typer.Option(
+            "--evacuate-running/--no-evacuate-running",
+            help="Live: on overload, also move running bare pods away (copy first).",
+        ),
+    ] = False,
     sync_timeout: Annotated[
         float,
         typer.Option("--sync-timeout", help="Live: seconds for the first list of Nodes, Pods."),
@@ -202,7 +209,9 @@ def agent(
     if live_cluster is not None:
         from bosun.federation.live import LiveAgent, LiveSettings
 
-        settings = LiveSettings(pending_window, copy_ready, running_timeout)
+        settings = LiveSettings(
+            pending_window, copy_ready, running_timeout, evacuate_running=evacuate_running
+        )
         the_agent = LiveAgent(cfg, live_cluster, settings)
     else:
         the_agent = Agent(cfg, twin)

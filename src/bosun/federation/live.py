@@ -719,6 +719,7 @@ class LiveAgent(Agent):
                     self.emit({"ev": "overload_end", "t": now})
             if self.overloaded and self.live.evacuate_running:
                 for key in self.evacuable(now)[: max(1, int(self.cfg.evac_rate_per_s * 0.25))]:
+                    self.moving.add(key)
                     self._tasks.append(asyncio.create_task(self.migrate(key)))
 
     def evacuable(self, now: float) -> list[str]:
@@ -727,8 +728,11 @@ class LiveAgent(Agent):
         CPU request first, only as many as bring the usage (minus the moves in flight) under
         ``evac_target``."""
         snap = self.cluster.snapshot
+        # moves in flight, and moves done whose delete the informer has not shown yet, free
+        # their CPU: count it gone, so the evacuation does not overshoot
+        leaving = set(self.moving) | {k for k in list(self.moved_away) if self._moved(k)}
         in_flight = sum(
-            pod_vector(self.local_pods[k][0])[0] for k in self.moving if k in self.local_pods
+            pod_vector(self.local_pods[k][0])[0] for k in leaving if k in self.local_pods
         )
         cands = []
         for key, (pod, res) in self.local_pods.items():
