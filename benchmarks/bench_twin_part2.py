@@ -70,6 +70,21 @@ ZONE_OUTAGE = {
 }
 
 
+#: The same window with zone-a's kubelets reporting Ready=False instead of going silent.
+ZONE_NOT_READY = {
+    "settings": {"podsWithoutOwner": "owned", "zones": 3},
+    "faults": [
+        {
+            "name": "zone-a-not-ready",
+            "action": "node-not-ready",
+            "selector": {"zone": "zone-a"},
+            "at": "3480h",
+            "duration": "6h",
+        }
+    ],
+}
+
+
 def timed(
     trace: Trace,
     cfg: SchedulerConfiguration,
@@ -93,17 +108,18 @@ def timed(
     return time.process_time() - t0, res, sim
 
 
-def hand_recovery_s(trace: Trace, res: SimulationResult) -> float:
+def hand_recovery_s(trace: Trace, res: SimulationResult, grace_s: float = GRACE_S) -> float:
     """The zone outage's recovery time from the settings, when the other zones have room:
     zone-a's nodes turn NotReady ``grace`` after the outage; the whole zone is down, so
     kube taints them ``NoExecute`` one per ``1 / nodeEvictionRate = 10 s`` in node order;
     a pod goes ``tolerationSeconds = 300 s`` after its node's taint and its replacement
     binds at once. So: ``grace + 10 s x k + 300 s`` for ``k`` the position (from 0) of the
-    last zone-a node that held a pod."""
+    last zone-a node that held a pod. ``node-not-ready`` has no grace period
+    (``grace_s = 0``): the kubelet reports ``Ready=False`` itself."""
     zone = [n.name for n in trace.nodes if derived_zone(n.name, 3) == "zone-a"]
     hit = set(res.pods.loc[res.pods["fault_role"] == "disrupted", "node"])
     last = max(i for i, name in enumerate(zone) if name in hit)
-    return GRACE_S + last / EVICTION_RATE + TOLERATION_S
+    return grace_s + last / EVICTION_RATE + TOLERATION_S
 
 
 def update_node_ms(trace: Trace) -> float:
@@ -173,9 +189,15 @@ def overhead(console: Console, trace: Trace, energy: EnergyConfig, repeat: int) 
         "by hand s",
     ):
         rec.add_column(col, justify="right" if col != "run" else "left")
+    _, results["zone not-ready + energy model"], _ = timed(
+        trace, cfg, parse_faults(ZONE_NOT_READY, "bench zone not-ready"), plain_energy
+    )
     hands = {
         "zone outage + energy model": hand_recovery_s(trace, results["zone outage + energy model"]),
         "zone outage + energy + power-down": math.nan,
+        "zone not-ready + energy model": hand_recovery_s(
+            trace, results["zone not-ready + energy model"], grace_s=0.0
+        ),
     }
     for label, hand in hands.items():
         f = results[label].tables["faults"].iloc[0]
@@ -194,9 +216,10 @@ def overhead(console: Console, trace: Trace, energy: EnergyConfig, repeat: int) 
     f = results["zone outage + energy model"].tables["faults"].iloc[0]
     if f["unrecovered"] or f["rescheduled"] != f["recreated"]:
         misses.append(f"{int(f['unrecovered'])} owned pods not rescheduled")
-    hand = hands["zone outage + energy model"]
-    if f["recovery_s"] != hand:
-        misses.append(f"recovery {f['recovery_s']} s != {hand} s by hand")
+    for label in ("zone outage + energy model", "zone not-ready + energy model"):
+        got, hand = results[label].tables["faults"].iloc[0]["recovery_s"], hands[label]
+        if got != hand:
+            misses.append(f"{label}: recovery {got} s != {hand} s by hand")
     return misses
 
 
