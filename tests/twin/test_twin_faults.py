@@ -3,7 +3,8 @@
 Settings used in the arithmetic, from Kubernetes (module docstring of bosun.twin.faults):
 node-monitor grace period 50 s (kube-controller-manager default since v1.32), the
 DefaultTolerationSeconds admission plugin's 300 s for ``node.kubernetes.io/unreachable``,
-the taint-eviction controller's smallest matching ``tolerationSeconds``.
+the taint-eviction controller's smallest ``tolerationSeconds`` of the tolerations it
+uses (per taint the first one, in the pod's order, that tolerates it).
 
 The scheduler is kube's default profile. Where a pod lands is worked out from
 NodeResourcesFit's LeastAllocated score: ``(allocatable - requested) / allocatable`` per
@@ -565,6 +566,11 @@ def _problems(data: object, trace: Trace | None = None) -> list[tuple[str, str, 
         ({"action": "kubelet-slow", "selector": {"nodes": [NODE_A]}, "at": 0}, "delay"),
         ({"action": "zone-outage", "selector": {"nodes": [NODE_A]}, "at": 0}, "selector.zone"),
         ({"action": "zone-outage", "selector": {"zone": "zone-q"}, "at": 0}, "selector"),
+        ({"action": "node-not-ready", "at": 0}, "selector"),
+        (
+            {"action": "node-not-ready", "selector": {"nodes": [NODE_A]}, "at": 0, "delay": "5s"},
+            "delay",
+        ),
     ],
     ids=[
         "unknown-action",
@@ -577,6 +583,8 @@ def _problems(data: object, trace: Trace | None = None) -> list[tuple[str, str, 
         "slow-no-delay",
         "outage-no-zone",
         "unknown-zone",
+        "not-ready-no-selector",
+        "not-ready-delay",
     ],
 )
 def test_bad_fault(fault: dict, field: str) -> None:
