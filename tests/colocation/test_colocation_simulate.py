@@ -239,3 +239,47 @@ def test_defaults_and_plugin_added() -> None:
     # idempotent
     again = with_batch_resource_fit(cfg, points)
     assert again.profiles[0].plugins == prof.plugins
+
+
+SMALL_STEP = TRACE.split("---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: job-a")[0] + (
+    """---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ls-small
+  labels: {koordinator.sh/qosClass: LS}
+  annotations:
+    bosun.io/cpu-usage: "flat base=0.3 noise=0"
+    bosun.io/arrival-s: "100"
+    bosun.io/duration-s: "1000"
+spec:
+  containers:
+  - name: c
+    resources: {requests: {cpu: "1", memory: 1Gi}}
+"""
+)
+
+
+@pytest.mark.parametrize(
+    ("extra", "first_3700"),
+    [("", 300.0), ("resourceDiffThreshold: 0\n", 120.0), ("resourceDiffThreshold: 0.05\n", 120.0)],
+    ids=["koordinator-default", "every-change", "threshold-5pct"],
+)
+def test_batch_resources_sync_rule(tmp_path: Path, extra: str, first_3700: float) -> None:
+    # web uses 2000m: batch-cpu 4000 from t=0. ls-small (300m) arrives at 100: the formula
+    # gives 3700 from the tick at 120, a 7.5 % drop. Koordinator's rule (diff 0.1,
+    # update after 300 s) keeps 4000 until the write at 300; a 0 or 5 % threshold writes
+    # it at 120.
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    trace = tmp_path / "trace.yaml"
+    trace.write_text(SMALL_STEP)
+    colo = tmp_path / "c.yaml"
+    colo.write_text("policy: koordinator\n" + extra)
+    out = tmp_path / "out"
+    args = ["simulate", "--trace", str(trace), "--colocation", str(colo), "--until", "400"]
+    r = runner.invoke(app, [*args, "--report", str(out), "--sample-every", "60"])
+    assert r.exit_code == 0, r.output
+    with (out / "timeseries.csv").open() as f:
+        ts = [(float(x["time_s"]), float(x["batch_cpu_milli"])) for x in csv.DictReader(f)]
+    assert all(v == 4000 for t, v in ts if t < first_3700), ts
+    assert all(v == 3700 for t, v in ts if t >= first_3700), ts

@@ -16,6 +16,9 @@ fine-grained-cpu-orchestration, ``slo-controller-config``) where it has one::
     period: 60s                            # reclaim and auction period [60s]
     grace: 30s                             # preemption grace period [30s]
     history: 60                            # samples the forecast sees, >= 1 [60]
+    resourceDiffThreshold: 0.1             # rewrite a node's batch resources when they
+                                           # move by more than this fraction [0.1]
+    updateTimeThresholdSeconds: 300        # ... or when the last write is this old [300]
     usageSeed: 0                           # the usage model's seed, >= 0 [0]
 
 * ``none``: no co-location. The trace runs as it is (BE pods keep their ``cpu`` and
@@ -68,6 +71,8 @@ _KEYS = (
     "grace",
     "history",
     "usageSeed",
+    "resourceDiffThreshold",
+    "updateTimeThresholdSeconds",
 )
 
 
@@ -83,6 +88,8 @@ class ColocationSettings:
         grace_s: the preemption grace period, seconds.
         history: samples of usage history the forecast sees.
         usage_seed: the usage model's seed.
+        resource_diff_threshold, update_time_threshold_s: Koordinator's sync rule for a
+            node's batch resources (:class:`bosun.colocation.twin.ReclaimController`).
         source: the file it came from.
     """
 
@@ -93,6 +100,8 @@ class ColocationSettings:
     history: int = 60
     usage_seed: int = 0
     source: str = "<default>"
+    resource_diff_threshold: float = 0.1
+    update_time_threshold_s: float = 300.0
 
 
 def _duration(v: object, field: str, problem: Any) -> float | None:
@@ -177,10 +186,17 @@ def parse_colocation(doc: object, source: str) -> ColocationSettings:
     grace = _duration(doc.get("grace", "30s"), "grace", problem)
     history = _int(doc.get("history", 60), "history", 1, 100_000, problem)
     seed = _int(doc.get("usageSeed", 0), "usageSeed", 0, None, problem)
+    diff = doc.get("resourceDiffThreshold", 0.1)
+    if isinstance(diff, bool) or not isinstance(diff, (int, float)) or not 0 <= diff < 1:
+        problem("resourceDiffThreshold", f"must be a number in [0, 1), got {diff!r}")
+    upd = _int(
+        doc.get("updateTimeThresholdSeconds", 300), "updateTimeThresholdSeconds", 1, None, problem
+    )
     if problems:
         raise InputError(problems)
     assert cpu_t is not None and mem_t is not None and horizon is not None
     assert period is not None and grace is not None and history is not None and seed is not None
+    assert upd is not None
     reclaim = ReclaimPolicy(
         cpu_threshold_percent=cpu_t,
         memory_threshold_percent=mem_t,
@@ -189,7 +205,9 @@ def parse_colocation(doc: object, source: str) -> ColocationSettings:
         horizon_s=horizon,
         forecast=policy == "bosun",
     )
-    return ColocationSettings(str(policy), reclaim, period, grace, history, seed, source)
+    return ColocationSettings(
+        str(policy), reclaim, period, grace, history, seed, source, float(diff), float(upd)
+    )
 
 
 def load_colocation(path: str | Path) -> ColocationSettings:
@@ -272,8 +290,10 @@ def prepare(
             period_s=settings.period_s,
             history=settings.history,
             grace_s=settings.grace_s,
+            resource_diff_threshold=settings.resource_diff_threshold,
+            update_time_threshold_s=settings.update_time_threshold_s,
         )
-        return trace, cfg, ctl
+        return ctl.seed(trace), cfg, ctl
     run_trace = koordinator_profile(trace)
     problems = trace_problems(run_trace)
     if problems:
@@ -284,8 +304,10 @@ def prepare(
         period_s=settings.period_s,
         history=settings.history,
         grace_s=settings.grace_s,
+        resource_diff_threshold=settings.resource_diff_threshold,
+        update_time_threshold_s=settings.update_time_threshold_s,
     )
-    return run_trace, with_batch_resource_fit(cfg, points), ctl
+    return ctl.seed(run_trace), with_batch_resource_fit(cfg, points), ctl
 
 
 def describe(settings: ColocationSettings) -> dict[str, Any]:
@@ -300,6 +322,8 @@ def describe(settings: ColocationSettings) -> dict[str, Any]:
         "colocation_quantile": r.quantile,
         "colocation_period_s": settings.period_s,
         "colocation_grace_s": settings.grace_s,
+        "colocation_resource_diff_threshold": settings.resource_diff_threshold,
+        "colocation_update_time_threshold_s": settings.update_time_threshold_s,
     }
 
 

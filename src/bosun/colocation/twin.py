@@ -116,6 +116,30 @@ def koordinator_profile(trace: Trace) -> Trace:
     return replace(trace, arrivals=arrivals)
 
 
+_HP, _BE, _REST = 0, 1, 2
+_SHAPE_FIELDS = (
+    "kind",
+    "base",
+    "amplitude",
+    "period_s",
+    "phase",
+    "peak",
+    "burst_probability",
+    "burst_s",
+    "noise",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _PodInfo:
+    pod: Pod
+    kind: int  # _HP, _BE (on batch resources) or _REST
+    cpu: float  # milli-CPU request (batch-cpu for _BE)
+    memory: float  # bytes (batch-memory for _BE)
+    shape: tuple[float, ...]  # _SHAPE_FIELDS, then memory_fraction
+    seed: int
+
+
 @dataclass
 class ReclaimController:
     """See the module docstring.
@@ -127,6 +151,13 @@ class ReclaimController:
         period_s: seconds between reclaims.
         history: samples of history the forecast sees.
         grace_s: the preemption grace period.
+        resource_diff_threshold, update_time_threshold_s: when a node's published batch
+            resources are rewritten, as Koordinator's noderesource controller decides it
+            (``ColocationStrategy.resourceDiffThreshold``, default 0.1, and
+            ``updateTimeThresholdSeconds``, default 300; ``NeedSync``/``IsResourceDiff``):
+            when the new batch-cpu or batch-memory is above ``old * (1 + d)`` or below
+            ``old * (1 - d)``, when the last write is ``update_time_threshold_s`` old, or
+            when the node has none yet. ``d = 0`` writes every change.
     """
 
     model: UsageModel = field(default_factory=UsageModel)
@@ -134,6 +165,8 @@ class ReclaimController:
     period_s: float = 60.0
     history: int = 60
     grace_s: float = 30.0
+    resource_diff_threshold: float = 0.1
+    update_time_threshold_s: float = 300.0
     columns: tuple[str, ...] = ("batch_cpu_milli", "be_preempted", "colocation_cpu_util")
     meta: dict[str, Any] = field(default_factory=dict)
     preemptions: int = 0
@@ -146,6 +179,8 @@ class ReclaimController:
     _reclaimer: ForecastReclaimer | None = None
     _util: list[float] = field(default_factory=list)
     _evicted: set[int] = field(default_factory=set)
+    _infos: dict[str, _PodInfo] = field(default_factory=dict)
+    _synced_at: dict[str, float] = field(default_factory=dict)
 
     def start(self, sim: Simulator) -> None:
         """Run the first reclaim at time 0."""
@@ -194,48 +229,133 @@ class ReclaimController:
             self._bids[pod.key] = val if np.isfinite(val) and val >= 0 else 0.0
         return self._bids[pod.key]
 
-    def _hp_usage(self, pods: Sequence[Pod], t: float) -> tuple[float, float]:
-        return self._usage([p for p in pods if is_high_priority(p)], t, CPU)
+    def _info(self, pod: Pod) -> _PodInfo:
+        """The pod's usage row (cached per pod object: a bound pod's object stays the same
+        while it is bound)."""
+        info = self._infos.get(pod.key)
+        if info is not None and info.pod is pod:
+            return info
+        shape = self.model.shape_of(pod)
+        on_batch = batch_requests(pod).get(BATCH_CPU, 0) > 0
+        kind = _BE if on_batch else _HP if is_high_priority(pod) else _REST
+        cpu_name, mem_name = (BATCH_CPU, BATCH_MEMORY) if on_batch else (CPU, MEMORY)
+        row = (*(float(getattr(shape, f)) for f in _SHAPE_FIELDS), float(shape.memory_fraction))
+        info = _PodInfo(
+            pod,
+            kind,
+            float(pod.requests.get(cpu_name, 0)),
+            float(pod.requests.get(mem_name, 0)),
+            row,
+            int(shape.seed),
+        )
+        self._infos[pod.key] = info
+        return info
 
-    def _usage(self, hp: Sequence[Pod], t: float, cpu_name: str) -> tuple[float, float]:
-        if not hp:
-            return 0.0, 0.0
-        shapes = [self.model.shape_of(p) for p in hp]
+    def _node_usage(
+        self, sim: Simulator, t: float
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], list[list[Pod]]]:
+        """Per node (snapshot rows): the high-priority pods' CPU use (milli-CPU) and
+        memory use (bytes), every pod's CPU use (milli-CPU; pods on batch resources at
+        their ``batch-cpu``), and the pods on batch resources. One vectorised pass over
+        the bound pods: ``request * f(t)`` (:func:`bosun.twin.usage.cpu_fraction`) and
+        ``request * memory_fraction``."""
+        snap = sim.snapshot
+        n = len(snap.node_names)
+        return self._usage_of([[bp.pod for bp in snap.pods.on(row)] for row in range(n)], t)
+
+    def _usage_of(
+        self, pods_on: Sequence[Sequence[Pod]], t: float
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], list[list[Pod]]]:
+        """:meth:`_node_usage` for the pods on each node (``pods_on[row]``)."""
+        n = len(pods_on)
+        rows: list[int] = []
+        infos: list[_PodInfo] = []
+        be_on: list[list[Pod]] = [[] for _ in range(n)]
+        for row, pods in enumerate(pods_on):
+            for pod in pods:
+                info = self._info(pod)
+                rows.append(row)
+                infos.append(info)
+                if info.kind == _BE:
+                    be_on[row].append(pod)
+        if not infos:
+            z = np.zeros(n)
+            return z, z.copy(), z.copy(), be_on
+        table = np.array([i.shape for i in infos], dtype=np.float64)
         arrays: dict[str, np.ndarray[Any, Any]] = {
-            f: np.array([getattr(s, f) for s in shapes], dtype=np.float64)
-            for f in (
-                "kind",
-                "base",
-                "amplitude",
-                "period_s",
-                "phase",
-                "peak",
-                "burst_probability",
-                "burst_s",
-                "noise",
-            )
+            f: table[:, k] for k, f in enumerate(_SHAPE_FIELDS)
         }
         arrays["kind"] = arrays["kind"].astype(np.int64)
-        arrays["seed"] = np.array([s.seed for s in shapes], dtype=np.uint64)
+        arrays["seed"] = np.array([i.seed for i in infos], dtype=np.uint64)
         frac = cpu_fraction(arrays, t, self.model.noise_s)
-        cpu = float((np.array([p.requests.get(cpu_name, 0) for p in hp]) * frac).sum())
-        mem_name = MEMORY if cpu_name == CPU else BATCH_MEMORY
-        mem = float(
-            sum(
-                p.requests.get(mem_name, 0) * s.memory_fraction
-                for p, s in zip(hp, shapes, strict=True)
-            )
+        cpu_req = np.array([i.cpu for i in infos])
+        mem_req = np.array([i.memory for i in infos])
+        kinds = np.array([i.kind for i in infos])
+        at = np.array(rows, dtype=np.intp)
+        cpu_use = cpu_req * frac
+        hp = kinds == _HP
+        hp_cpu = np.bincount(at, weights=np.where(hp, cpu_use, 0.0), minlength=n)
+        hp_mem = np.bincount(
+            at, weights=np.where(hp, mem_req * table[:, len(_SHAPE_FIELDS)], 0.0), minlength=n
         )
-        return cpu, mem
+        all_cpu = np.bincount(at, weights=cpu_use, minlength=n)
+        return hp_cpu, hp_mem, all_cpu, be_on
+
+    def seed(self, trace: Trace) -> Trace:
+        """``trace`` with each node's batch resources set to what the first tick (time 0)
+        computes from the pods bound at the start (:attr:`Trace.bound`), so that the first
+        tick rewrites no node. With one sample the forecast falls back to the last sample
+        (:class:`bosun.colocation.batch.ForecastReclaimer`), so the values are the same.
+        Only a speed-up: a snapshot's ``update_node`` costs time linear in the nodes."""
+        index = {node.name: row for row, node in enumerate(trace.nodes)}
+        pods_on: list[list[Pod]] = [[] for _ in trace.nodes]
+        for pod in trace.bound:
+            row = index.get(pod.node_name)
+            if row is not None:
+                pods_on[row].append(pod)
+        cpu, mem, _, _ = self._usage_of(pods_on, 0.0)
+        alloc = node_allocatable(trace.nodes)
+        used = np.column_stack([cpu, mem])
+        batch = batch_allocatable(alloc, used, np.zeros_like(used), self.policy)
+        nodes = list(trace.nodes)
+        for node in with_batch_allocatable(trace.nodes, batch):
+            nodes[index[node.name]] = node
+        return replace(trace, nodes=nodes)
+
+    def _to_publish(
+        self, nodes: Sequence[Any], names: Sequence[str], batch: np.ndarray[Any, Any], t: float
+    ) -> np.ndarray[Any, Any]:
+        """``batch`` where a node is due a write (see :attr:`resource_diff_threshold`), the
+        node's published values elsewhere; records the writes' times."""
+        old = np.array(
+            [
+                [n.allocatable.get(BATCH_CPU, -1), n.allocatable.get(BATCH_MEMORY, -1)]
+                for n in nodes
+            ],
+            dtype=np.float64,
+        ).reshape(-1, 2)
+        d = self.resource_diff_threshold
+        new = batch.astype(np.float64)
+        big = ((new > old * (1 + d)) | (new < old * (1 - d))).any(axis=1)
+        never = (old < 0).any(axis=1)
+        stale = np.array(
+            [
+                t - self._synced_at.get(name, -math.inf) >= self.update_time_threshold_s
+                for name in names
+            ],
+            dtype=bool,
+        )
+        due = big | never | stale
+        for row in np.flatnonzero(due).tolist():
+            self._synced_at[names[row]] = t
+        return np.where(due[:, None], batch, old.astype(batch.dtype))
 
     def _tick(self, t: float) -> bool:
         sim = self._sim
         assert sim is not None and self._reclaimer is not None
         snap = sim.snapshot
         names = list(snap.node_names)
-        usage = [self._hp_usage(sim.pods_on(n), t) for n in names]
-        cpu_now = np.array([u[0] for u in usage])
-        mem_now = np.array([u[1] for u in usage])
+        cpu_now, mem_now, all_cpu, be_on = self._node_usage(sim, t)
         if self._hist_cpu and self._hist_cpu[-1].shape != cpu_now.shape:
             self._hist_cpu = []  # nodes changed: start the history again
         self._hist_cpu.append(cpu_now)
@@ -249,30 +369,12 @@ class ReclaimController:
         # the forecast only stops admitting BE pods before a peak
         now_used = np.column_stack([cpu_now, mem_now])
         room_now = batch_allocatable(alloc, now_used, np.zeros_like(now_used), self.policy)
-        be_on = [
-            [p for p in sim.pods_on(n) if batch_requests(p).get(BATCH_CPU, 0) > 0] for n in names
-        ]
-        be_used = np.array([self._usage(be, t, BATCH_CPU)[0] for be in be_on])
-        # the pods neither high priority nor on batch resources (e.g. BE pods that still
-        # request cpu, as in the ``none`` arm) use CPU too: the measure counts every pod
-        rest_used = np.array(
-            [
-                self._usage(
-                    [
-                        p
-                        for p in sim.pods_on(n)
-                        if not is_high_priority(p) and batch_requests(p).get(BATCH_CPU, 0) <= 0
-                    ],
-                    t,
-                    CPU,
-                )[0]
-                for n in names
-            ]
-        )
         cap = float(alloc[:, 0].sum())
         if cap > 0:
-            total = cpu_now + be_used + rest_used
-            self._util.append(float(np.minimum(total, alloc[:, 0]).sum() / cap))
+            # every bound pod counts, each at its request (cpu or batch-cpu) times f(t),
+            # capped per node at its allocatable
+            self._util.append(float(np.minimum(all_cpu, alloc[:, 0]).sum() / cap))
+        batch = self._to_publish(snap.nodes, names, batch, t)
         updated = with_batch_allocatable(snap.nodes, batch)
         for node in updated:
             sim.update_node(node)
@@ -280,9 +382,11 @@ class ReclaimController:
         self._batch_total = float(batch[:, 0].sum())
         # the auction per node among its BE pods
         for row, (name, be) in enumerate(zip(names, be_on, strict=True)):
-            market = self._markets.setdefault(name, QuotaMarket(grace_s=self.grace_s))
             if not be:
                 continue
+            market = self._markets.get(name)
+            if market is None:
+                market = self._markets[name] = QuotaMarket(grace_s=self.grace_s)
             q = np.array([batch_requests(p)[BATCH_CPU] for p in be], dtype=np.int64)
             prices = np.array([self._bid(p) for p in be])
             step = market.step(
