@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bosun.api.build import make_node, make_pod
-from bosun.api.types import POD_GROUP_LABEL, ContainerPort, Pod, PodGroup
+from bosun.api.types import POD_GROUP_LABEL, ContainerPort, Node, Pod, PodGroup
 from bosun.batch.gang import coscheduling_configuration
 from bosun.batch.place import place_batch
 from bosun.batch.problem import BatchProblem, build_problem, verify_placement
@@ -31,7 +31,7 @@ from bosun.framework.snapshot import Snapshot
 from bosun.plugins.registry import in_tree_registry, registry_points
 
 
-def scheduler(nodes: list, *, gangs: bool = False) -> Scheduler:
+def scheduler(nodes: list[Node], *, gangs: bool = False) -> Scheduler:
     reg = in_tree_registry()
     points = registry_points(reg)
     cfg = coscheduling_configuration(points) if gangs else default_configuration(points)
