@@ -480,3 +480,14 @@ def test_a_pod_moved_away_is_not_moved_again_before_its_delete_is_seen() -> None
     recreated["metadata"]["uid"] = "uid-p2"
     feed(c, [("ADDED", "Pod", recreated)])
     assert agent.movable(10.0) == ["default/p"]  # a new pod under the old name
+
+
+def test_a_pending_pod_with_a_claim_is_not_moved() -> None:
+    c = LiveCluster("a", hooks(FakeApi({})), group_size=1, clock=lambda: 0.0)
+    obj = pod("db", "2")
+    obj["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+    feed(c, [("ADDED", "Node", node("a1", "1")), ("ADDED", "Pod", obj),
+             ("ADDED", "Pod", pod("web", "2"))])  # fmt: skip
+    agent = LiveAgent(AgentConfig(cluster="a"), c, LiveSettings(pending_window_s=0),
+                      emit=lambda ev: None, clock=lambda: 10.0)  # fmt: skip
+    assert agent.movable(10.0) == ["default/web"]

@@ -744,7 +744,7 @@ class LiveAgent(Agent):
                 continue
             if key not in snap.pods.by_key or pod.scheduler_name == FED_SCHEDULER:
                 continue
-            if _owned(self.cluster.raw.get(key, {})):
+            if _owned(self.cluster.raw.get(key, {})) or pod.pvc_claims:
                 continue
             cands.append((pod_vector(pod)[0], key))
         out = []
@@ -759,7 +759,8 @@ class LiveAgent(Agent):
 
     def movable(self, now: float) -> list[str]:
         """Pending pods to move away now: pending for the window, fitting no node here, not
-        a federation copy, owned by no controller, not moving or waiting for a retry."""
+        a federation copy, owned by no controller, mounting no PersistentVolumeClaim (claims
+        are not copied), not moving or waiting for a retry."""
         out = []
         for key, pod in self.cluster.pending.items():
             if key in self.moving or now < self.not_before.get(key, 0.0):
@@ -769,7 +770,9 @@ class LiveAgent(Agent):
             if now - self.cluster.pending_since.get(key, now) < self.live.pending_window_s:
                 continue
             obj = self.cluster.raw.get(key, {})
-            if pod.scheduler_name == FED_SCHEDULER or _owned(obj) or self.cluster.fits(pod):
+            if pod.scheduler_name == FED_SCHEDULER or _owned(obj) or pod.pvc_claims:
+                continue  # a copy, a controller's pod, or one whose claims stay here
+            if self.cluster.fits(pod):
                 continue
             out.append(key)
         return sorted(out, key=lambda k: self.cluster.pending_since.get(k, 0.0))
