@@ -52,6 +52,7 @@ from bosun.api.types import (
     GPU_MILLI,
     PODS,
     ClusterObjects,
+    LabelSelector,
     Node,
     Pod,
     Taint,
@@ -81,6 +82,10 @@ from bosun.framework.seating import seat_bound_pods
 from bosun.framework.snapshot import Snapshot, SnapshotError
 from bosun.framework.volumes import VolumeCatalog
 from bosun.plugins.default_preemption import DefaultPreemption
+from bosun.plugins.inter_pod_affinity import (
+    ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,
+    existing_pod_term,
+)
 from bosun.plugins.registry import in_tree_registry, registry_points
 
 #: Size of each kind of change, in "edits" (lower is smaller). A fix's cost is its kind's
@@ -101,6 +106,9 @@ COST = {
     "remove-scheduling-gates": 1.0,
     "set-scheduler-name": 1.0,
     "uncordon-node": 1.5,
+    "drop-pod-labels": 1.5,  # per label removed from the pending pod
+    "move-blocking-pods": 2.0,  # + 1 per pod moved
+    "evict-blocking-pods": 3.0,  # + 1 per pod evicted
     "preempt": 2.0,  # + 1 per victim
     "raise-priority": 2.5,  # + 1 per victim
     "add-node": 5.0,
@@ -446,6 +454,48 @@ class _Edit:
     summary: str
     cost: float
     build: Callable[[dict[str, Any]], list[dict[str, Any]]]
+    #: where the ops' paths start inside the pod (template): ``/spec`` or ``/metadata``
+    root: str = "/spec"
+
+
+@dataclass
+class Blocker:
+    """A bound pod whose required podAntiAffinity term matches the pending pod, so it
+    forbids the pod every node in its own topology domain (kube's
+    ``satisfyExistingPodsAntiAffinity``; kubernetes.io, "Inter-pod affinity and
+    anti-affinity": the scheduler checks existing pods' anti-affinity against the
+    incoming pod).
+
+    Attributes:
+        pod: ``namespace/name`` of the existing pod.
+        node: the node it is bound to.
+        topology_key: the term's topologyKey.
+        domain: the value of that key on its node (the forbidden domain).
+        term: the term in words (its label selector).
+        keys: label keys of the pending pod that the term's selector requires to be
+            present (matchLabels, ``In``, ``Exists``): removing one un-matches the term.
+        nodes: the rejected nodes it blocks (of the pending pod's InterPodAffinity group).
+    """
+
+    pod: str
+    node: str
+    topology_key: str
+    domain: str
+    term: str
+    keys: tuple[str, ...]
+    nodes: list[str]
+
+    def record(self) -> dict[str, Any]:
+        """Plain data for JSON/YAML output."""
+        return {
+            "pod": self.pod,
+            "node": self.node,
+            "topologyKey": self.topology_key,
+            "domain": self.domain,
+            "term": self.term,
+            "nodesBlocked": len(self.nodes),
+            "nodes": self.nodes[:20],
+        }
 
 
 @dataclass
@@ -460,6 +510,7 @@ class Explanation:
         attribution: the node groups (Unschedulable only).
         fixes: checked fixes, smallest first.
         untried: plugins for which bosun has no automatic fix.
+        blockers: existing pods whose required anti-affinity rejects the pod.
     """
 
     pod: str
@@ -469,6 +520,7 @@ class Explanation:
     attribution: Attribution | None = None
     fixes: list[Fix] = field(default_factory=list)
     untried: list[str] = field(default_factory=list)
+    blockers: list[Blocker] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
         """Plain data for ``-o json``."""
@@ -489,6 +541,8 @@ class Explanation:
                 }
                 for g in self.attribution.groups
             ]
+        if self.blockers:
+            out["blockingPods"] = [b.record() for b in self.blockers]
         out["fixes"] = [dict(rank=i + 1, **f.record()) for i, f in enumerate(self.fixes)]
         if self.untried:
             out["noAutomaticFix"] = self.untried
@@ -593,8 +647,12 @@ class _Explainer:
         ops: list[dict[str, Any]] = []
         try:
             for e in edits:
-                spec = get_path(doc, self.spec_ptr)
-                step = self._pod_ops(e.build(spec if isinstance(spec, dict) else {}))
+                ptr = self.prefix + e.root
+                spec = get_path(doc, ptr)
+                step = [
+                    {**op, "path": ptr + op["path"]}
+                    for op in e.build(spec if isinstance(spec, dict) else {})
+                ]
                 doc = apply_patch(doc, step)
                 ops += step
         except (PatchError, KeyError, IndexError, TypeError, ValueError):
@@ -606,7 +664,18 @@ class _Explainer:
         if not nodes:
             return None
         note = ""
-        if self.prefix == "" and self.pod.owner:
+        if all(e.root == "/metadata" for e in edits):
+            parts = []
+            if self.prefix == "":
+                parts.append("labels of a live Pod can be changed in place (kubectl label pod)")
+                if self.pod.owner:
+                    parts.append(f"change them in the template of {self.pod.owner} too")
+            parts.append(
+                "Services, PodDisruptionBudgets and spread constraints that select "
+                "the pod by these labels stop selecting it"
+            )
+            note = "; ".join(parts)
+        elif self.prefix == "" and self.pod.owner:
             note = (
                 f"the pod belongs to {self.pod.owner}: make this change in its pod template "
                 "(a controller would re-create the pod as it was)"
@@ -919,6 +988,221 @@ class _Explainer:
                     )
         return out
 
+    # ---- other pods' required anti-affinity (the third check of InterPodAffinity)
+
+    def blockers(self, group: NodeGroup) -> list[Blocker]:
+        """The bound pods whose required anti-affinity terms match the pending pod and
+        forbid nodes of ``group`` (the InterPodAffinity group): the same match as the
+        plugin's (:func:`~bosun.plugins.inter_pod_affinity.existing_pod_term`, the
+        pending pod's namespace labels), the domain of the term's topologyKey on the
+        existing pod's node. Empty when no node failed for that reason."""
+        if group.plugin != "InterPodAffinity" or not any(
+            r == ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH for r in group.reasons
+        ):
+            return []
+        snap = self.fwk.snapshot
+        ns_labels = next(
+            (
+                dict(ns.labels)
+                for ns in self.inputs.objects.namespaces
+                if ns.name == self.pod.namespace
+            ),
+            {},
+        )
+        nodes = {n.name: n for n in self.world.nodes}
+        out: list[Blocker] = []
+        for b in self.world.bound:
+            paa = b.affinity.pod_anti_affinity if b.affinity is not None else None
+            node = nodes.get(b.node_name)
+            if paa is None or node is None or b.key == self.pod.key:
+                continue
+            for term in paa.required:
+                t = existing_pod_term(b, term)
+                value = node.labels.get(term.topology_key)
+                if value is None or not t.matches(self.pod, ns_labels):
+                    continue
+                hit = [
+                    snap.node_names[r]
+                    for r in group.rows
+                    if snap.nodes[r].labels.get(term.topology_key) == value
+                ]
+                if hit:
+                    out.append(
+                        Blocker(
+                            b.key,
+                            node.name,
+                            term.topology_key,
+                            value,
+                            _selector_words(t.selector),
+                            _positive_keys(t.selector, self.pod.labels),
+                            hit,
+                        )
+                    )
+        return out
+
+    def _drop_labels(self, blockers: Sequence[Blocker]) -> list[_Edit]:
+        """Remove from the pending pod a label that the blocking terms select on, so they
+        no longer match it: each key alone, then one key per blocking term together.
+        Keys its controller's selector needs are kept (the pod would leave its
+        ReplicaSet/StatefulSet, and a Deployment's template must match its selector)."""
+        protected = {
+            r.key
+            for r in (self.pod.owner_selector.requirements() if self.pod.owner_selector else ())
+        }
+        if self.ref is not None and self.prefix:
+            sel = get_path(self.ref.doc, "/spec/selector")
+            if isinstance(sel, dict):
+                protected |= set((sel.get("matchLabels") or {}).keys())
+                protected |= {str(e.get("key")) for e in sel.get("matchExpressions") or []}
+        labels = self.pod.labels
+        count: Counter[str] = Counter(
+            k for b in blockers for k in set(b.keys) if k not in protected
+        )
+
+        def edit(keys: Sequence[str]) -> _Edit:
+            pods = sorted({b.pod for b in blockers if set(b.keys) & set(keys)})
+            words = ", ".join(f"{k}={labels[k]}" for k in keys)
+            return _Edit(
+                "drop-pod-labels",
+                "InterPodAffinity",
+                f"remove the label(s) {words} from the pod: the required anti-affinity of "
+                f"{', '.join(pods)} selects it by them",
+                COST["drop-pod-labels"] * len(keys),
+                _const_ops([{"op": "remove", "path": "/labels/" + escape_token(k)} for k in keys]),
+                root="/metadata",
+            )
+
+        ranked = sorted(count, key=lambda k: (-count[k], k))
+        out = [edit([k]) for k in ranked[:MAX_TRIES]]
+        union: list[str] = []
+        for b in blockers:
+            if not set(b.keys) & set(union):
+                k = next((k for k in ranked if k in b.keys), None)
+                if k is None:
+                    return out  # a term selects on protected keys only
+                union.append(k)
+        if len(union) > 1:
+            out.append(edit(union))
+        return out
+
+    def _victim_doc(self, key: str) -> DocRef | None:
+        ns, _, name = key.partition("/")
+        return next(
+            (
+                d
+                for d in self.inputs.docs
+                if d.kind == "Pod" and d.name == name and d.namespace == ns
+            ),
+            None,
+        )
+
+    def _replace(self, victims: frozenset[str], target: str) -> dict[str, str]:
+        """With the pending pod bound to ``target`` and ``victims`` gone, a node for each
+        victim in turn (the first where it passes every Filter of its own profile, the
+        victims placed so far counted); a victim that fits nowhere is left out."""
+        placed = dataclasses.replace(self.pod, node_name=target)
+        bound = [b for b in self.world.bound if b.key not in victims] + [placed]
+        by_key = {b.key: b for b in self.world.bound}
+        moves: dict[str, str] = {}
+        for key in sorted(victims):
+            v = dataclasses.replace(by_key[key], node_name="")
+            world = World(self.inputs, self.world.nodes, bound)
+            try:
+                fits = self.feasible_nodes(v, world.framework(v))
+            except BosunError:
+                continue
+            fits = [n for n in fits if n != by_key[key].node_name]
+            if fits:
+                moves[key] = fits[0]
+                bound.append(dataclasses.replace(by_key[key], node_name=fits[0]))
+        return moves
+
+    def move_blockers(self, blockers: Sequence[Blocker]) -> list[Fix]:
+        """Fixes on the cluster side for other pods' anti-affinity: the smallest sets of
+        blocking pods that, gone, free a node (checked with every Filter). When each of
+        them fits on another node once the pending pod is bound there (checked the same
+        way) and each is a bare Pod document, the fix *moves* them: delete, and re-create
+        pinned (``spec.nodeName``) to that node; otherwise it evicts them. Blocking pods
+        that are not Pod documents (made from a workload's template) are not touched:
+        their controller would re-create them."""
+        by_node: dict[str, set[str]] = {}
+        for b in blockers:
+            for n in b.nodes:
+                by_node.setdefault(n, set()).add(b.pod)
+        sets = sorted({frozenset(v) for v in by_node.values()}, key=lambda v: (len(v), sorted(v)))
+        out: list[Fix] = []
+        done: set[str] = set()
+        for victims in sets[:MAX_TRIES]:
+            refs = {v: self._victim_doc(v) for v in victims}
+            if any(r is None for r in refs.values()):
+                continue
+            freed = self.feasible_nodes(self.pod, self.world.framework(self.pod, drop=victims))
+            if not freed:
+                continue
+            target = next((n for n in freed if by_node.get(n) == set(victims)), freed[0])
+            moves = self._replace(victims, target)
+            bare = all(not self.objects_pod(v).owner for v in victims)
+            names = ", ".join(sorted(victims))
+            if "move" not in done and len(moves) == len(victims) and bare:
+                create = []
+                for v, dest in sorted(moves.items()):
+                    ref = refs[v]
+                    assert ref is not None
+                    create.append(_pinned_doc(ref.doc, dest))
+                moved = [b for b in self.world.bound if b.key not in victims] + [
+                    dataclasses.replace(self.objects_pod(v), node_name=d) for v, d in moves.items()
+                ]
+                nodes = self.feasible_nodes(
+                    self.pod, World(self.inputs, self.world.nodes, moved).framework(self.pod)
+                )
+                if nodes:
+                    words = ", ".join(
+                        f"{v} {self.objects_pod(v).node_name or '?'} -> {d}"
+                        for v, d in sorted(moves.items())
+                    )
+                    out.append(
+                        Fix(
+                            "move-blocking-pods",
+                            "InterPodAffinity",
+                            f"move {words}: required anti-affinity keeps the pod off {target}",
+                            COST["move-blocking-pods"] + len(victims),
+                            delete=[f"Pod {v}" for v in sorted(victims)],
+                            create=create,
+                            nodes=nodes,
+                            note="delete each pod and re-create it with the spec.nodeName "
+                            "shown (bound directly, as a pod moved by hand)",
+                        )
+                    )
+                    break  # a move of the fewest pods: evicting more is no smaller
+            if "evict" not in done:
+                stay = sorted(set(victims) - set(moves))
+                note = (
+                    "their controller re-creates them: bind the pending pod first"
+                    if not bare
+                    else ""
+                )
+                if stay:
+                    note = (note + "; " if note else "") + (
+                        f"{', '.join(stay)} fit(s) on no other node afterwards"
+                    )
+                out.append(
+                    Fix(
+                        "evict-blocking-pods",
+                        "InterPodAffinity",
+                        f"evict {names}: required anti-affinity keeps the pod off {target}",
+                        COST["evict-blocking-pods"] + len(victims),
+                        delete=[f"Pod {v}" for v in sorted(victims)],
+                        nodes=freed,
+                        note=note,
+                    )
+                )
+                done.add("evict")
+        return out
+
+    def objects_pod(self, key: str) -> Pod:
+        """The bound pod ``key`` of the world."""
+        return next(b for b in self.world.bound if b.key == key)
+
     # ---- cluster-side fixes
 
     def _node_doc(self, name: str) -> DocRef | None:
@@ -1091,8 +1375,17 @@ class _Explainer:
         fixes: list[Fix] = []
         untried: list[str] = []
         all_edits: list[_Edit] = []
+        blockers: list[Blocker] = []
         for group in att.groups:
             edits = self.edits_for(group)
+            cluster: list[Fix] = []
+            found = self.blockers(group)
+            if found:
+                blockers += found
+                if self.ref is not None:
+                    edits += self._drop_labels(found)
+                cluster = self.move_blockers(found)
+                fixes += cluster
             all_edits += edits
             by_kind: dict[str, int] = {}
             for e in sorted(edits, key=lambda e: e.cost):
@@ -1104,7 +1397,7 @@ class _Explainer:
                     by_kind[e.kind] = 1
             if group.plugin == "NodeUnschedulable":
                 fixes += self.uncordon(group)
-            elif not edits and group.plugin not in ("NodeResourcesFit",):
+            elif not edits and not cluster and group.plugin not in ("NodeResourcesFit",):
                 untried.append(group.plugin)
         fixes += self.preemption()
         if not fixes and len(att.groups) > 1:
@@ -1118,6 +1411,7 @@ class _Explainer:
             attribution=att,
             fixes=fixes[:max_fixes],
             untried=untried,
+            blockers=blockers,
         )
 
     def _pairs(self, edits: Sequence[_Edit]) -> list[Fix]:
@@ -1185,6 +1479,45 @@ def _fmt(resource: str, amount: int) -> str:
     if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
         return format_bytes(amount)
     return str(amount)
+
+
+def _selector_words(sel: LabelSelector | None) -> str:
+    """A label selector as kubectl writes one (``app=db,tier in (a,b)``)."""
+    if sel is None:
+        return "<none>"
+    parts = [f"{k}={v}" for k, v in sel.match_labels]
+    for r in sel.match_expressions:
+        if r.operator in ("In", "NotIn"):
+            parts.append(f"{r.key} {r.operator.lower()} ({','.join(r.values)})")
+        elif r.operator == "Exists":
+            parts.append(r.key)
+        else:
+            parts.append(f"!{r.key}")
+    return ",".join(parts) or "<everything>"
+
+
+def _positive_keys(sel: LabelSelector | None, labels: Mapping[str, str]) -> tuple[str, ...]:
+    """Keys of ``labels`` that ``sel`` needs present (matchLabels, ``In``, ``Exists``):
+    without any one of them the selector no longer matches."""
+    if sel is None:
+        return ()
+    keys = {k for k, _ in sel.match_labels}
+    keys |= {r.key for r in sel.match_expressions if r.operator in ("In", "Exists")}
+    return tuple(sorted(k for k in keys if k in labels))
+
+
+def _pinned_doc(doc: Mapping[str, Any], node: str) -> dict[str, Any]:
+    """A copy of a Pod document to re-create it bound to ``node`` (``spec.nodeName``),
+    without the fields the API server sets (uid, resourceVersion, creationTimestamp,
+    status)."""
+    out = copy.deepcopy(dict(doc))
+    meta = out.setdefault("metadata", {})
+    for k in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"):
+        meta.pop(k, None)
+    out.pop("status", None)
+    spec = out.setdefault("spec", {})
+    spec["nodeName"] = node
+    return out
 
 
 def _const_ops(ops: list[dict[str, Any]]) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
