@@ -447,10 +447,14 @@ def load_simulation(
                 controllers.append(fault_ctl)
             if energy_cfg is not None:
                 controllers.append(EnergyController(energy_cfg, fault_ctl))
+            coloc_usage = None
             if coloc is not None:
+                from bosun.twin.usage import UsageConfig
+
                 run_trace, cfg, coloc_ctl = colocation_prepare(run_trace, cfg, coloc, points)
                 coloc_ctl.meta.update(describe(coloc))
                 controllers.append(coloc_ctl)
+                coloc_usage = UsageConfig(model=coloc_ctl.model)  # the controller's shapes
             sim = Simulator(
                 run_trace,
                 cfg,
@@ -458,6 +462,7 @@ def load_simulation(
                 sample_every_s=sample_every_s,
                 progress=progress,
                 controllers=controllers,
+                usage=coloc_usage,
             )
             sims.append((label, sim))
         except InputError as e:

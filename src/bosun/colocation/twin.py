@@ -481,7 +481,9 @@ def openb_cpu_trace(cfg: ReplayConfig) -> Trace:
 
 def replay(cfg: ReplayConfig, trace: Trace | None = None) -> dict[str, dict[str, float]]:
     """Run the three policies in the discrete-event twin; policy -> summary (the twin's
-    keys plus the controller's and ``be_completed``, ``be_deleted_pending``).
+    keys plus the controller's and ``be_completed``, ``be_deleted_pending``). Each run is
+    what ``bosun simulate --colocation`` runs for a file with that policy
+    (:func:`bosun.colocation.profile.prepare`, Koordinator's sync rule at its defaults).
 
     ``none`` runs the trace as it is (BE pods request ``cpu``), with a controller at
     threshold 0 that reclaims nothing and only measures ``colocation_cpu_util_mean`` (all
@@ -493,6 +495,7 @@ def replay(cfg: ReplayConfig, trace: Trace | None = None) -> dict[str, dict[str,
     Raises:
         DataNotFoundError: no trace given and the openb data is missing.
     """
+    from bosun.colocation.profile import ColocationSettings, prepare
     from bosun.framework.config import API_VERSION, KIND, parse_configuration
     from bosun.plugins.registry import in_tree_registry, registry_points
     from bosun.twin.engine import Simulator
@@ -505,24 +508,26 @@ def replay(cfg: ReplayConfig, trace: Trace | None = None) -> dict[str, dict[str,
         "kind": KIND,
         "profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "BatchResourceFit"}]}}}],
     }
-    sched_cfg = parse_configuration(doc, "colocation replay", registry_points(reg))
+    points = registry_points(reg)
+    sched_cfg = parse_configuration(doc, "colocation replay", points)
     model = UsageModel(seed=cfg.seed)
     out: dict[str, dict[str, float]] = {}
     for policy in REPLAY_POLICIES:
-        meter = ReclaimPolicy(cpu_threshold_percent=0, memory_threshold_percent=0, forecast=False)
-        controllers = [ReclaimController(model=model, policy=meter, period_s=cfg.period_s)]
-        tr = base
-        if policy != "none":
-            tr = koordinator_profile(base)
-            pol = ReclaimPolicy(
+        settings = ColocationSettings(
+            policy=policy,
+            reclaim=ReclaimPolicy(
                 cpu_threshold_percent=cfg.threshold_percent,
                 memory_threshold_percent=cfg.threshold_percent,
                 forecast=(policy == "bosun"),
                 horizon_s=cfg.horizon_s,
                 quantile=cfg.quantile,
-            )
-            controllers = [ReclaimController(model=model, policy=pol, period_s=cfg.period_s)]
-        sim = Simulator(tr, sched_cfg, usage=UsageConfig(model=model), controllers=controllers)
+            ),
+            period_s=cfg.period_s,
+            usage_seed=cfg.seed,
+            source="colocation replay",
+        )
+        tr, run_cfg, ctl = prepare(base, sched_cfg, settings, points)
+        sim = Simulator(tr, run_cfg, usage=UsageConfig(model=model), controllers=[ctl])
         res = sim.run(until_s=cfg.hours * 3600.0)
         summary = dict(res.summary)
         be = res.pods[res.pods["pod"].isin([a.pod.key for a in base.arrivals if is_be(a.pod)])]
