@@ -53,6 +53,22 @@ def _print_explanation(ex: Explanation) -> None:
             t.add_row(g.plugin, str(len(g.rows)), escape(reasons), ", ".join(g.nodes[:3]))
         console.print(t)
         console.print(f"top cause: [bold]{att.top_cause}[/]")
+    if ex.blockers:
+        t = Table(
+            title="Existing pods whose required anti-affinity rejects this pod",
+            header_style="bold",
+        )
+        for col in ("Pod", "Node", "Selects", "Over", "Blocks"):
+            t.add_column(col)
+        for b in ex.blockers:
+            t.add_row(
+                b.pod,
+                b.node,
+                escape(b.term),
+                f"{b.topology_key}={b.domain}",
+                ", ".join(b.nodes[:3]) + (" ..." if len(b.nodes) > 3 else ""),
+            )
+        console.print(t)
     if not ex.fixes:
         console.print("[yellow]no single change found that makes the pod schedulable[/]")
     for i, f in enumerate(ex.fixes, 1):
@@ -73,8 +89,8 @@ def _print_explanation(ex: Explanation) -> None:
             )
             if f.source:
                 console.print(f"   [dim](or edit {f.source})[/]")
-            if f.note:
-                console.print(f"   [dim]note: {escape(f.note)}[/]")
+        if f.note:
+            console.print(f"   [dim]note: {escape(f.note)}[/]")
         for doc in f.create:
             console.print("   create:")
             console.print(escape(yaml.safe_dump(doc, sort_keys=False)).rstrip())
