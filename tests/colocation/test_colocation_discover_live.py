@@ -53,9 +53,19 @@ def _pod(name: str, node: str, resources: dict[str, Any], labels: dict[str, str]
         metadata=client.V1ObjectMeta(name=name, labels=labels),
         spec=client.V1PodSpec(
             node_name=node,
-            containers=[client.V1Container(name="c", image="pause", resources=resources)],
+            containers=[
+                client.V1Container(
+                    name="c", image="pause", resources=client.V1ResourceRequirements(**resources)
+                )
+            ],
         ),
     )
+
+
+def _meta(pod: Any) -> Any:
+    meta = pod.metadata
+    assert meta is not None
+    return meta
 
 
 def test_discover_from_apiserver(plane: Any, tmp_path: Path) -> None:
@@ -64,7 +74,7 @@ def test_discover_from_apiserver(plane: Any, tmp_path: Path) -> None:
         core = client.CoreV1Api(api)
         batch = {"kubernetes.io/batch-cpu": "500"}
         made = {
-            p.metadata.name: p
+            _meta(p).name: p
             for p in (
                 core.create_namespaced_pod(
                     "default",
@@ -86,7 +96,7 @@ def test_discover_from_apiserver(plane: Any, tmp_path: Path) -> None:
         }
     finally:
         api.close()
-    uid = {name: p.metadata.uid for name, p in made.items()}
+    uid = {name: str(_meta(p).uid) for name, p in made.items()}
     # the server pages (limit 1, continue tokens) and selects by spec.nodeName
     raw = connect(plane.kubeconfig)
     try:
