@@ -16,8 +16,15 @@ utilisation, the fraction of node-steps whose online p99 is within 100 ms and th
 goodput lost to preemption, against the no-co-location baseline of the same run, and the
 targets (>= 80 %, >= 99 %, < 5 %).
 
+With ``--usage``, a third table: the discrete-event controller's usage pass
+(:meth:`bosun.colocation.twin.ReclaimController._usage_of`: every bound pod's request times
+``f(t)``, one vectorised pass, summed per node with ``bincount``) on ``--usage-nodes``
+nodes (default 1,523, openb's cluster) with ``--usage-pods`` pods, against the per-node
+baseline it replaced (one :func:`bosun.twin.usage.cpu_fraction` call per node and class),
+both checked to agree.
+
 Usage: ``python benchmarks/bench_colocation.py [--bids B] [--nodes N] [--repeat R] [--seed S]
-[--twin]``.
+[--twin] [--usage] [--usage-nodes N] [--usage-pods P]``.
 The machine is shared; the ratio column is the comparable figure.
 """
 
@@ -76,6 +83,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--twin", action="store_true", help="also run the co-location twin")
+    ap.add_argument("--usage", action="store_true", help="also time the controller's usage")
+    ap.add_argument("--usage-nodes", type=int, default=1523)
+    ap.add_argument("--usage-pods", type=int, default=8000)
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     q = rng.integers(1, 500, a.bids)
@@ -113,6 +123,61 @@ def main() -> None:
     print(f"auction target (<= 5 ms for {a.bids} bids, checked): {verdict}")
     if a.twin:
         twin()
+    if a.usage:
+        usage_pass(a.usage_nodes, a.usage_pods, a.seed, max(5, a.repeat // 20))
+
+
+def usage_pass(nodes: int, pods: int, seed: int, repeat: int) -> None:
+    """The controller's usage pass against the per-node baseline (module docstring)."""
+    from bosun.api.build import make_pod
+    from bosun.api.types import Pod
+    from bosun.colocation.twin import ReclaimController, to_be_pod
+    from bosun.plugins.batch_resources import BATCH_CPU, is_high_priority
+    from bosun.twin.usage import cpu_fraction
+
+    rng = np.random.default_rng(seed)
+    on: list[list[Pod]] = [[] for _ in range(nodes)]
+    for i in range(pods):
+        pod = make_pod(f"p{i}", cpu=f"{int(rng.integers(100, 8000))}m", memory="1Gi")
+        on[int(rng.integers(0, nodes))].append(to_be_pod(pod) if rng.random() < 0.4 else pod)
+    ctl = ReclaimController()
+    t = 3600.0
+    fields = (
+        "kind",
+        "base",
+        "amplitude",
+        "period_s",
+        "phase",
+        "peak",
+        "burst_probability",
+        "burst_s",
+        "noise",
+    )
+
+    def per_node() -> np.ndarray:
+        out = np.zeros(nodes)
+        for row, node_pods in enumerate(on):
+            hp = [p for p in node_pods if is_high_priority(p)]
+            if not hp:
+                continue
+            shapes = [ctl.model.shape_of(p) for p in hp]
+            arr = {f: np.array([getattr(x, f) for x in shapes], dtype=np.float64) for f in fields}
+            arr["kind"] = arr["kind"].astype(np.int64)
+            arr["seed"] = np.array([x.seed for x in shapes], dtype=np.uint64)
+            req = np.array([p.requests.get("cpu", 0) for p in hp])
+            out[row] = float((req * cpu_fraction(arr, t, ctl.model.noise_s)).sum())
+        return out
+
+    hp_cpu, _, _, be_on = ctl._usage_of(on, t)
+    assert np.allclose(hp_cpu, per_node()), "the two passes disagree"
+    on_batch = [p for x in on for p in x if p.requests.get(BATCH_CPU, 0) > 0]
+    assert sum(len(x) for x in be_on) == len(on_batch)
+    base = median_s(per_node, repeat)
+    fast = median_s(lambda: ctl._usage_of(on, t), repeat)
+    print()
+    print(f"{'usage pass':34} {'median ms':>10} {'x baseline':>11}")
+    print(f"{f'vectorised, {nodes} nodes {pods} pods':34} {fast * 1000:10.2f} {fast / base:11.3f}")
+    print(f"{'per node (baseline)':34} {base * 1000:10.2f} {1.0:11.3f}")
 
 
 def twin() -> None:
