@@ -183,7 +183,8 @@ def _emit_run(rows: list[dict[str, Any]], output: WhyFormat) -> None:
     for col in ("Outcome", "Cause", "Fault"):
         t.add_column(col)
     for r in rows:
-        t.add_row(r["pod"], r["outcome"], escape(r["cause"]), escape(r["fault"]))
+        fault = r["fault"] + (f" ({r['note']})" if r.get("note") else "")
+        t.add_row(r["pod"], r["outcome"], escape(r["cause"]), escape(fault))
     Console().print(t)
     if not rows:
         Console().print("no disruption: every pod ran")

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -1826,6 +1827,145 @@ def twin_fault(run_dir: Path, row: Mapping[str, Any]) -> str | None:
     return infer_fault(row, faults)
 
 
+#: Node faults and how the scheduler sees their nodes while they last (see
+#: :mod:`bosun.twin.faults`): the NoSchedule taint that lands at ``not_ready_s``, or the
+#: cordon a drain sets at its start.
+_DOWN_REASON = {
+    "node-crash": "node(s) had untolerated taint {node.kubernetes.io/unreachable: }",
+    "zone-outage": "node(s) had untolerated taint {node.kubernetes.io/unreachable: }",
+    "network-partition": "node(s) had untolerated taint {node.kubernetes.io/unreachable: }",
+    "node-not-ready": "node(s) had untolerated taint {node.kubernetes.io/not-ready: }",
+    "node-drain": "node(s) were unschedulable",
+}
+
+
+def _num(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def down_interval(f: Mapping[str, Any], end_s: float = math.inf) -> tuple[float, float] | None:
+    """When a fault's nodes were closed to the scheduler, ``(from, to)`` in trace seconds:
+    from its ``not_ready_s`` (the NoSchedule taint: crash, zone outage, partition,
+    not-ready) or its start (a drain cordons at once), to its ``end_s`` (the run's end
+    when it has none). None for faults that close no node to the scheduler
+    (``kubelet-slow``, ``pod-kill``) or that ended before the taint landed."""
+    action = str(f.get("action", ""))
+    if action not in _DOWN_REASON:
+        return None
+    start = _num(f.get("start_s"))
+    begin = start if action == "node-drain" else _num(f.get("not_ready_s"))
+    stop = _num(f.get("end_s"))
+    stop = end_s if stop != stop else stop
+    if begin != begin or stop <= begin:
+        return None
+    return begin, stop
+
+
+def outage_fault(
+    row: Mapping[str, Any], faults: Sequence[Mapping[str, Any]], end_s: float = math.inf
+) -> tuple[str | None, str]:
+    """The fault behind a pod that could not be scheduled *because* nodes were down, for a
+    pod the twin records no fault for (it arrived during an outage, it was never on a
+    faulty node): ``(fault words or None, why)``.
+
+    Its unschedulable period is ``[arrival_s, bound_s)`` (to ``end_s`` when never bound);
+    the faults whose :func:`down_interval` overlaps it are the ones active at its attempts.
+
+    * Still Pending, with its last FailedScheduling message: the nodes the message charges
+      to the reason those faults leave on their nodes (``untolerated taint
+      {node.kubernetes.io/unreachable: }``, ``... not-ready``, ``were unschedulable`` for a
+      drain) are the nodes that were down. Some: the fault is named, ``no room because N
+      node(s) were down`` and what the other nodes said. None: the last attempt met no
+      down node, so the workload itself keeps it Pending.
+    * Bound after failed attempts (``attempts`` >= 2, no message: the twin keeps the last
+      message only for pods that never bind): its wait is split into the seconds some
+      active fault's nodes were down and the seconds every node was up; the fault (the
+      one covering most of the wait) is named when the first part is at least the second,
+      otherwise the wait was mostly the workload's and nothing is named.
+
+    Returns ``(None, why)`` when no fault is named; ``why`` says what was seen.
+    """
+    arrival = _num(row.get("arrival_s"))
+    bound = _num(row.get("bound_s"))
+    tries = _num(row.get("attempts"))
+    attempts = int(tries) if tries == tries else 0
+    message = str(row.get("message") or "")
+    if arrival != arrival or attempts < 1:
+        return None, ""
+    if bound == bound and attempts < 2:
+        return None, ""  # placed at its first attempt: never unschedulable
+    stop = bound if bound == bound else end_s
+    active: list[tuple[Mapping[str, Any], tuple[float, float]]] = []
+    for f in faults:
+        iv = down_interval(f, end_s)
+        if iv is not None and iv[0] < stop and arrival < iv[1]:
+            active.append((f, iv))
+    if not active:
+        return None, ""
+    names = ", ".join(str(f["fault"]) for f, _ in active)
+    if bound != bound:
+        reasons = parse_fit_message(message)
+        if not reasons:
+            return None, f"pending while {names} had nodes down; no FailedScheduling message"
+        kinds = {_DOWN_REASON[str(f["action"])] for f, _ in active}
+        down = sum(n for r, n in reasons.items() if r in kinds)
+        total = sum(reasons.values())
+        rest = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()) if r not in kinds)
+        if not down:
+            return None, (
+                f"nodes were down during its wait ({names}), but at its last attempt "
+                f"no node was down: {rest}"
+            )
+        blamed = [f for f, _ in active if _DOWN_REASON[str(f["action"])] in reasons]
+        words = "; ".join(_fault_words(f) for f in blamed)
+        if down == total:
+            return f"{words}: no room because every node ({down}) was down", ""
+        return (
+            f"{words}: no room because {down} node(s) were down; the other {total - down}: {rest}",
+            "",
+        )
+    down_s = _overlap([iv for _, iv in active], arrival, bound)
+    up_s = bound - arrival - down_s
+    f, iv = max(active, key=lambda fi: min(fi[1][1], bound) - max(fi[1][0], arrival))
+    split = (
+        f"waited {bound - arrival:.0f} s ({attempts - 1} failed attempt(s)): {down_s:.0f} s "
+        f"while nodes were down, {up_s:.0f} s with them up"
+    )
+    if down_s < up_s:
+        return None, f"{split} ({names}): most of the wait was the workload's"
+    return f"{_fault_words(f)}: {split}; bound at {bound:.0f} s", ""
+
+
+def _overlap(intervals: Sequence[tuple[float, float]], lo: float, hi: float) -> float:
+    """Seconds of ``[lo, hi)`` covered by the union of ``intervals``."""
+    total, reach = 0.0, lo
+    for a, b in sorted(intervals):
+        a, b = max(a, reach), min(b, hi)
+        if b > a:
+            total += b - a
+            reach = b
+    return total
+
+
+def row_has_fault(row: Mapping[str, Any]) -> bool:
+    """True when the twin recorded a fault for this ``pods.csv`` row."""
+    return bool(str(row.get("fault") or ""))
+
+
+def _run_end(run_dir: Path) -> float:
+    import json
+
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+        end = float(summary.get("summary", summary).get("end_s", math.inf))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return math.inf
+    return end if end == end else math.inf
+
+
 def explain_run(run_dir: Path, pod: str | None = None) -> list[dict[str, Any]]:
     """Each disruption of a twin run (``bosun simulate`` output folder): the pod, its
     outcome, the top cause from the recorded message and the fault (or :data:`NO_FAULT`).
@@ -1854,12 +1994,13 @@ def explain_run(run_dir: Path, pod: str | None = None) -> list[dict[str, Any]]:
         rows = [r for r in rows if r["pod"] == pod or str(r["pod"]).split("/")[-1] == pod]
         if not rows:
             raise InputError([InputProblem(str(path), f"Pod {pod}", "", "not in this run")])
+    faults = _faults_table(run_dir)
+    end_s = _run_end(run_dir)
     out = []
     for r in rows:
         outcome = str(r["outcome"])
         role = str(r.get("fault_role") or "")
-        if pod is None and outcome not in ("Pending", "Preempted", "Evicted") and role != "lost":
-            continue
+        disrupted = outcome in ("Pending", "Preempted", "Evicted") or role == "lost"
         reasons = parse_fit_message(str(r["message"]))
         top = max(reasons.items(), key=lambda kv: (kv[1], kv[0]))[0] if reasons else ""
         fault = None
@@ -1867,19 +2008,35 @@ def explain_run(run_dir: Path, pod: str | None = None) -> list[dict[str, Any]]:
             fault = fn(run_dir, r)
             if fault:
                 break
+        source = ("record" if row_has_fault(r) else "inferred") if fault else ""
+        why = ""
+        if not fault and not role and outcome not in ("Preempted", "Evicted"):
+            fault, why = outage_fault(r, faults, end_s)
+            source = "outage" if fault else ""
+        delayed = source == "outage" and outcome not in ("Pending",)
+        if pod is None and not disrupted and not delayed:
+            continue
         cause = {
             "Pending": f"{reason_plugin(top) or '?'}: {top}" if top else str(r["message"]),
             "Preempted": "preempted by a higher-priority pod",
             "Evicted": "evicted from its node",
-        }.get(outcome, f"{outcome}: no disruption")
-        out.append(
-            {
-                "pod": r["pod"],
-                "outcome": outcome,
-                "cause": cause,
-                "topPlugin": reason_plugin(top),
-                "reasons": reasons,
-                "fault": fault or NO_FAULT,
-            }
+        }.get(
+            outcome,
+            "delayed: unschedulable while nodes were down"
+            if delayed
+            else f"{outcome}: no disruption",
         )
+        rec: dict[str, Any] = {
+            "pod": r["pod"],
+            "outcome": outcome,
+            "cause": cause,
+            "topPlugin": reason_plugin(top),
+            "reasons": reasons,
+            "fault": fault or NO_FAULT,
+        }
+        if source:
+            rec["faultSource"] = source
+        if why:
+            rec["note"] = why
+        out.append(rec)
     return out
