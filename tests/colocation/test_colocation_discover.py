@@ -311,6 +311,11 @@ def test_cli_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
     assert message in r.output
 
 
+def test_cli_reconcile_needs_one_source(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["agent", "reconcile", "--root", str(tmp_path)])
+    assert r.exit_code == 2 and "exactly one" in r.output
+
+
 def test_cli_no_be_group(tmp_path: Path) -> None:
     root = tmp_path / "cg"
     _v2(root, f"kubepods/burstable/pod{U_WEB}")

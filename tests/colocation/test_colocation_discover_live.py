@@ -113,6 +113,9 @@ def test_discover_from_apiserver(plane: Any, tmp_path: Path) -> None:
     root.mkdir()
     make_v2(
         root,
+        "kubepods",
+        "kubepods/burstable",
+        "kubepods/besteffort",
         f"kubepods/burstable/pod{uid['web']}",
         f"kubepods/besteffort/pod{uid['job']}",
     )
@@ -137,3 +140,13 @@ def test_discover_from_apiserver(plane: Any, tmp_path: Path) -> None:
     assert "BE" in job
     assert "default/other" not in r.output
     assert "no cgroup yet" not in r.output and "no pod for group" not in r.output
+    # reconcile from the same server: job (BE, batch-cpu limit 500) gets cpu.idle 1 and a
+    # 50000 us quota; web (500m) gets weight 1 + (512 - 2) * 9999 // 262142 = 20
+    kube = ["--kubeconfig", str(plane.kubeconfig), "--node", "n1"]
+    r = CliRunner().invoke(app, ["agent", "reconcile", *kube, "--root", str(root)])
+    assert r.exit_code == 0, r.output
+    job_dir = root / f"kubepods/besteffort/pod{uid['job']}"
+    assert (job_dir / "cpu.idle").read_text().strip() == "1"
+    assert (job_dir / "cpu.max").read_text().split() == ["50000", "100000"]
+    web_dir = root / f"kubepods/burstable/pod{uid['web']}"
+    assert (web_dir / "cpu.weight").read_text().strip() == "20"

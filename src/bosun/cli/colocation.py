@@ -108,36 +108,6 @@ def apply(
         typer.echo(f"{ex.path(ctl, group) / file} = {value}")
 
 
-def reconcile(
-    paths: Annotated[list[Path], typer.Argument(help="Pod manifests (files or folders).")],
-    node: Annotated[str | None, typer.Option(help="Only pods bound to this node.")] = None,
-    driver: Annotated[
-        str, typer.Option(help="kubelet cgroup driver: cgroupfs or systemd.")
-    ] = "cgroupfs",
-    cgroup_root: Annotated[str, typer.Option(help="kubelet's --cgroup-root.")] = "",
-    root: RootOption = "/sys/fs/cgroup",
-) -> None:
-    """Write kubelet's QoS roots and every pod's cgroup settings for its class (koordlet's
-    reconcile); a missing pod cgroup is an error naming the pod, and nothing is written."""
-    from bosun.api.manifest import load_manifests
-    from bosun.colocation.cgroups import CgroupError, CgroupExecutor, detect
-    from bosun.colocation.reconcile import DRIVERS
-    from bosun.colocation.reconcile import reconcile as do_reconcile
-    from bosun.errors import InputError
-
-    if driver not in DRIVERS:
-        raise fail(f"--driver: {driver!r} is not one of {', '.join(DRIVERS)}")
-    try:
-        objs = load_manifests(paths)
-        pods = [p for p in objs.pods if node is None or p.node_name == node]
-        applied = do_reconcile(pods, CgroupExecutor(detect(root)), driver, cgroup_root=cgroup_root)
-    except (InputError, CgroupError) as exc:
-        raise fail(str(exc)) from exc
-    for a in applied:
-        values = ", ".join(f"{f}={v}" for (_, f), v in a.settings.items())
-        typer.echo(f"{a.pod or '(QoS root)'} {a.group}: {values}")
-
-
 PodsOption = Annotated[
     list[Path] | None,
     typer.Option("--pods", help="Pod manifests or a snapshot (files or folders; repeatable)."),
@@ -156,6 +126,50 @@ DriverOption = Annotated[
     str, typer.Option("--driver", help="kubelet cgroup driver: auto, cgroupfs or systemd.")
 ]
 CgroupRootOption = Annotated[str, typer.Option("--cgroup-root", help="kubelet's --cgroup-root.")]
+
+
+def reconcile(
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="Pod manifests (files or folders).")
+    ] = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    node: Annotated[
+        str | None,
+        typer.Option(help="Only pods bound to this node (--kubeconfig: default this host)."),
+    ] = None,
+    driver: Annotated[
+        str, typer.Option(help="kubelet cgroup driver: cgroupfs or systemd.")
+    ] = "cgroupfs",
+    cgroup_root: Annotated[str, typer.Option(help="kubelet's --cgroup-root.")] = "",
+    root: RootOption = "/sys/fs/cgroup",
+) -> None:
+    """Write kubelet's QoS roots and every pod's cgroup settings for its class (koordlet's
+    reconcile), for the pods of the manifests or, with --kubeconfig, the pods the API
+    server has bound to the node; a missing pod cgroup is an error naming the pod, and
+    nothing is written."""
+    from bosun.api.manifest import load_manifests
+    from bosun.colocation.cgroups import CgroupError, CgroupExecutor, detect
+    from bosun.colocation.reconcile import DRIVERS
+    from bosun.colocation.reconcile import reconcile as do_reconcile
+    from bosun.errors import InputError
+
+    if driver not in DRIVERS:
+        raise fail(f"--driver: {driver!r} is not one of {', '.join(DRIVERS)}")
+    if (not paths) == (kubeconfig is None):
+        raise fail("give manifests or --kubeconfig (exactly one)")
+    if kubeconfig is not None:
+        pods, _ = _node_pods(None, kubeconfig, context, node)
+    try:
+        if paths:
+            objs = load_manifests(paths)
+            pods = [p for p in objs.pods if node is None or p.node_name == node]
+        applied = do_reconcile(pods, CgroupExecutor(detect(root)), driver, cgroup_root=cgroup_root)
+    except (InputError, CgroupError) as exc:
+        raise fail(str(exc)) from exc
+    for a in applied:
+        values = ", ".join(f"{f}={v}" for (_, f), v in a.settings.items())
+        typer.echo(f"{a.pod or '(QoS root)'} {a.group}: {values}")
 
 
 def _node_pods(
