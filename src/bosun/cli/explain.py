@@ -228,6 +228,7 @@ def policy(
         load_config_doc,
         patched_documents,
     )
+    from bosun.explain.window import plan_window
 
     try:
         files = list(dict.fromkeys(cluster))
@@ -236,10 +237,13 @@ def policy(
         ch = compile_policy(sentence, names, cfg_doc, overwrite=overwrite)
         changed, _ = patched_documents(ch, names)
         final_cfg = ch.config if ch.config is not None else (cfg_doc or DEFAULT_CONFIG)
+        plan = plan_window(ch, names)
     except BosunError as e:
         raise fail(str(e)) from None
     if as_json:
         doc = {"understood": ch.understood, "notes": ch.notes, **ch.canonical()}
+        if plan is not None:
+            doc["windowPlan"] = plan.documents()[0]["spec"]
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         console = Console(highlight=False, soft_wrap=True)
@@ -249,6 +253,18 @@ def policy(
         for c in ch.conflicts:
             console.print(f"[yellow]overwrites: {escape(c)}[/]")
         console.print(escape(diff(ch, names, cfg_doc)), end="")
+        if plan is not None:
+            clock = [t.ident for t in plan.targets if t.clock]
+            console.print(
+                f"[bold]time window {plan.start}-{plan.end} ({plan.time_zone}):[/] "
+                + (
+                    f"CronJobs patch {', '.join(clock)} at its edges"
+                    if clock
+                    else "no object can be switched on a clock"
+                )
+            )
+            for note in plan.notes:
+                console.print(f"[dim]window: {escape(note)}[/]")
     if output is None:
         return
     cfg_path = config_out or output.with_name(output.stem + ".config.yaml")
@@ -256,6 +272,8 @@ def policy(
         output: dump_documents(changed),
         cfg_path: yaml.safe_dump(final_cfg, sort_keys=False),
     }
+    if plan is not None:
+        targets[output.with_name(output.stem + ".window.yaml")] = dump_documents(plan.documents())
     tmps = []
     try:
         for path, text in targets.items():
@@ -269,7 +287,7 @@ def policy(
     for tmp, path in tmps:
         tmp.replace(path)
     if not as_json:
-        Console(highlight=False).print(f"wrote {output} and {cfg_path}")
+        Console(highlight=False).print("wrote " + ", ".join(str(p) for p in targets))
 
 
 class LogsFormat(StrEnum):
