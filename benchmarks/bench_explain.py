@@ -289,6 +289,130 @@ def bench_why_mixed(cases: int = 30) -> None:
     print(f"   fixes offered: {fixes}; applied and rescheduled, placed: {valid}/{fixes}")
 
 
+def blocker_case(rng: np.random.Generator) -> tuple[list[dict[str, Any]], str, set[str]]:
+    """Every node holds a pod whose required anti-affinity selects team=web (over the
+    hostname, or over the zone in 30 % of cases); the pending pod carries team=web and
+    asks 1 CPU of 8, so every node is charged to InterPodAffinity and every bound pod is
+    a blocker by construction."""
+    n = int(rng.integers(2, 9))
+    zones = ["a", "b", "c"][: int(rng.integers(1, 4))]
+    docs: list[dict[str, Any]] = []
+    want = set()
+    for i in range(n):
+        docs.append(_node(f"n{i}", 8, 32, zones[i % len(zones)]))
+        topo = "zone" if rng.random() < 0.3 else "kubernetes.io/hostname"
+        term = {"labelSelector": {"matchLabels": {"team": "web"}}, "topologyKey": topo}
+        docs.append(
+            _pod(
+                f"b{i}",
+                str(int(rng.integers(1, 4))),
+                "1Gi",
+                nodeName=f"n{i}",
+                labels={"app": f"b{i}"},
+                affinity={"podAntiAffinity": {_REQ: [term]}},
+            )
+        )
+        want.add(f"default/b{i}")
+    docs.append(_pod("p", "1", "1Gi", labels={"team": "web", "app": "p"}))
+    return docs, "p", want
+
+
+_REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def bench_why_blockers(cases: int = 30) -> None:
+    from bosun.explain.patch import dump_documents, read_documents
+    from bosun.explain.rca import apply_fix, explain_pod, load_inputs, run_schedule
+    from bosun.framework.interface import Code
+
+    rng = np.random.default_rng(28)
+    named = fixes = valid = 0
+    kinds: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "c.yaml"
+        for _ in range(cases):
+            docs, pod, want = blocker_case(rng)
+            f.write_text(dump_documents(docs))
+            ex = explain_pod(load_inputs([f], None), pod)
+            named += int({b.pod for b in ex.blockers} == want)
+            refs = read_documents([f])
+            for fix in ex.fixes:
+                fixes += 1
+                kinds[fix.kind] = kinds.get(fix.kind, 0) + 1
+                g = Path(tmp) / "fixed.yaml"
+                g.write_text(dump_documents(apply_fix(refs, fix)))
+                _, results = run_schedule(load_inputs([g], None))
+                valid += int(results[f"default/{pod}"].code == Code.SUCCESS)
+    print("1c. bosun why for other pods' required anti-affinity (every node holds a blocker)")
+    print(f"   cases: {cases}, seed 28; blocking pods named = the construction: {named}/{cases}")
+    print(f"   fixes offered: {fixes} {dict(sorted(kinds.items()))}")
+    print(f"   applied and rescheduled, placed: {valid}/{fixes}")
+
+
+def bench_outage() -> None:
+    """Pods the twin records no fault for, in a run where every node is down from 20 to
+    35 minutes: those whose whole wait lies in the down period must be attributed to the
+    outage, those that arrived after it never."""
+    import csv
+
+    from typer.testing import CliRunner
+
+    from bosun.cli.main import app
+    from bosun.explain.rca import NO_FAULT, explain_run
+
+    faults = (
+        "settings: {podsWithoutOwner: owned, zones: 1}\n"
+        "faults:\n"
+        "  - {name: all-down, action: zone-outage, selector: {zone: zone-a}, at: 20m,"
+        " duration: 15m}\n"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        fy = Path(tmp) / "f.yaml"
+        fy.write_text(faults)
+        out = Path(tmp) / "run"
+        res = CliRunner().invoke(
+            app,
+            [
+                "simulate",
+                "--trace",
+                "synthetic:nodes=4,pods=200,hours=1",
+                "--faults",
+                str(fy),
+                "--report",
+                str(out),
+            ],
+        )
+        if res.exit_code != 0:
+            print("2b. twin run failed:", res.output[-500:])
+            return
+        (f,) = list(csv.DictReader((out / "faults.csv").open()))
+        lo, hi = float(f["not_ready_s"]), float(f["end_s"])
+        got = {r["pod"]: r for r in explain_run(out)}
+        inside = inside_hit = after = after_clean = partly = partly_hit = 0
+        for r in csv.DictReader((out / "pods.csv").open()):
+            if r["fault"] or int(r["attempts"]) < 2 or r["bound_s"] == "":
+                continue
+            arrival, bound = float(r["arrival_s"]), float(r["bound_s"])
+            named = r["pod"] in got and got[r["pod"]]["fault"] != NO_FAULT
+            if lo <= arrival and bound <= hi + 1e-6:
+                inside += 1
+                inside_hit += int(named)
+            elif arrival >= hi:
+                after += 1
+                after_clean += int(not named)
+            elif arrival < hi < bound:
+                partly += 1
+                partly_hit += int(named)
+    print("2b. bosun why --run: pods with no fault record, waiting through an outage")
+    print("   synthetic 4 nodes, 200 pods, 1 h; every node down 20-35 min (zone-outage)")
+    print(f"   waited only while every node was down, attributed: {inside_hit}/{inside}")
+    print(f"   arrived after the nodes came back, not attributed: {after_clean}/{after}")
+    print(
+        f"   waited across the end of the outage: {partly}, attributed {partly_hit} "
+        "(the fault when the down part of the wait >= the part after)"
+    )
+
+
 def bench_run() -> None:
     from bosun.explain.rca import _faults_table, infer_fault
 
@@ -429,7 +553,11 @@ def main() -> None:
     print()
     bench_why_mixed()
     print()
+    bench_why_blockers()
+    print()
     bench_run()
+    print()
+    bench_outage()
     print()
     bench_policy()
     print()
