@@ -601,6 +601,18 @@ def summary_table(result: SimulationResult) -> Table:
             "",
             f"{int(s['colocation_preemptions'])} / {_num(s['colocation_lost_milli_s'] / 3.6e6, 2)}",
         )
+    if "gangs" in s:
+        table.add_row("Gangs placed / gangs", "", f"{int(s['gangs_placed'])} / {int(s['gangs'])}")
+        table.add_row(
+            "Gang wait mean / max (sim s)",
+            "",
+            f"{_num(s['gang_wait_mean_s'], 0)} / {_num(s['gang_wait_max_s'], 0)}",
+        )
+        table.add_row(
+            "Gangs timed out / Permit releases",
+            "",
+            f"{int(s['gangs_timed_out'])} / {int(s['gang_releases'])}",
+        )
     if "energy_it_kwh" in s:
         table.add_row(
             "Energy IT / facility (kWh)",
