@@ -24,11 +24,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bosun.api.build import make_node, make_pod
-from bosun.api.types import GPU, Node, Pod, Requirement
+from bosun.api.types import (
+    GPU,
+    Affinity,
+    LabelSelector,
+    Node,
+    Pod,
+    PodAffinity,
+    PodAffinityTerm,
+    Requirement,
+)
 from bosun.framework.interface import Code, CycleState
 from bosun.framework.runtime import Framework
 from bosun.framework.snapshot import Snapshot
 from bosun.plugins.default_preemption import MSG_NO_VICTIMS, Budgets, DefaultPreemption
+from bosun.plugins.inter_pod_affinity import InterPodAffinity
 from bosun.plugins.node_resources_balanced_allocation import balanced_resource_scores
 from bosun.plugins.registry import in_tree_registry
 from bosun.twin.metrics import Counters, MetricsRecorder, allocation
@@ -330,3 +340,55 @@ def test_in_and_notin_are_kubes(
         (lab.get(key) in values) if op == "In" else (lab.get(key) not in values) for lab in labels
     ]
     assert got == want
+
+
+# ------------------------------------------------------------------ inter-pod affinity
+
+
+def _app_pod(name: str, app: str, node: str = "") -> Pod:
+    """A pod of ``app`` that keeps off nodes running another pod of ``app`` (the per-node
+    cap 1 of a service trace: required anti-affinity on the hostname)."""
+    term = PodAffinityTerm(LabelSelector((("app", app),)), "kubernetes.io/hostname")
+    aff = Affinity(pod_anti_affinity=PodAffinity(required=(term,)))
+    return make_pod(name, cpu="100m", labels={"app": app}, affinity=aff, node_name=node)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(st.booleans(), st.sampled_from(["a", "b", "c"]), st.integers(0, 3)),
+        max_size=25,
+    )
+)
+def test_affinity_caches_answer_as_a_fresh_plugin(ops: list[tuple[bool, str, int]]) -> None:
+    """One plugin instance, kept across binds and deletions (its per-group caches live),
+    forbids the same nodes as a fresh instance on every step; and a node is forbidden for
+    an ``app`` pod exactly where another ``app`` pod runs (kube: an existing pod's required
+    anti-affinity term that matches the incoming pod forbids its topology domain)."""
+    nodes = [
+        make_node(f"n{i}", cpu="8", labels={"kubernetes.io/hostname": f"n{i}"}) for i in range(4)
+    ]
+    snap = Snapshot(nodes)
+    kept = InterPodAffinity()
+    running: list[tuple[str, str, int]] = []
+    for step, (add, app, row) in enumerate(ops):
+        if add or not running:
+            key = f"p{step}"
+            snap.add_pod(_app_pod(key, app, f"n{row}"), row)
+            running.append((f"default/{key}", app, row))
+        else:
+            gone = running.pop(row % len(running))
+            snap.remove_pod(gone[0])
+        for probe in ("a", "b", "c"):
+            pod = _app_pod("incoming", probe)
+            got = kept._existing_anti_affinity(pod, snap)
+            fresh = InterPodAffinity()._existing_anti_affinity(pod, snap)
+            assert got.keys() == fresh.keys()
+            for k in got:
+                assert got[k].tolist() == fresh[k].tolist()
+            table = got.get("kubernetes.io/hostname")
+            codes = snap.domain_codes("kubernetes.io/hostname")[:4]
+            forbidden = [bool(table is not None and table[c]) for c in codes.tolist()]
+            assert forbidden == [
+                any(a == probe and r == i for _, a, r in running) for i in range(4)
+            ]

@@ -68,8 +68,8 @@ Args (``InterPodAffinityArgs``): ``hardPodAffinityWeight`` (default 1, valid 0..
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -119,6 +119,8 @@ _ARG_KEYS = frozenset(
 _SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 #: affinity groups whose terms the plugin keeps built (the cache starts over past this)
 _MAX_GROUP_TERMS = 4096
+#: incoming label sets each group remembers its terms' answers for
+_MAX_HITS = 256
 
 DomainTable = npt.NDArray[np.bool_]
 """Bool array over the value codes of one topology key (True = the domain is marked)."""
@@ -318,6 +320,35 @@ class _GroupTerms:
 
     anti: tuple[AffinityTerm, ...]
     scoring: tuple[tuple[int, AffinityTerm], ...]
+    #: per incoming pod's namespace and labels (:func:`_who`), which terms match it; only
+    #: for terms without a namespace selector (their answer reads nothing else)
+    anti_hits: dict[frozenset[Any], tuple[bool, ...]] = field(default_factory=dict)
+    scoring_hits: dict[frozenset[Any], tuple[bool, ...]] = field(default_factory=dict)
+
+    def hits(
+        self,
+        terms: Sequence[AffinityTerm],
+        cache: dict[frozenset[Any], tuple[bool, ...]],
+        pod: Pod,
+        who: frozenset[Any],
+        ns_labels: Mapping[str, str],
+    ) -> tuple[bool, ...]:
+        """``term.matches(pod, ns_labels)`` for each of ``terms``, remembered per ``who``
+        when no term has a namespace selector."""
+        out = cache.get(who)
+        if out is None:
+            out = tuple(t.matches(pod, ns_labels) for t in terms)
+            if all(t.namespace_selector is None for t in terms):
+                if len(cache) >= _MAX_HITS:
+                    cache.clear()
+                cache[who] = out
+        return out
+
+
+def _who(pod: Pod) -> frozenset[Any]:
+    """What an existing pod's term without a namespace selector reads of an incoming pod:
+    its labels and namespace (a frozenset, so its hash is computed once)."""
+    return frozenset((*pod.labels.items(), (None, pod.namespace)))
 
 
 @dataclass(slots=True)
@@ -394,7 +425,9 @@ class InterPodAffinity:
         self.ignore_preferred_terms_of_existing_pods: bool = ignore
         self._handle = handle
         #: affinity group key -> the group's effective terms (:meth:`_group_terms`)
-        self._terms: dict[Hashable, _GroupTerms] = {}
+        #: (the key itself, kept alive so its id is not reused while cached, its terms), by
+        #: the key's id: hashing a key (it holds the whole Affinity) costs more than the rest
+        self._terms: dict[int, tuple[Hashable, _GroupTerms]] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -416,12 +449,15 @@ class InterPodAffinity:
         if len(self._terms) > _MAX_GROUP_TERMS:
             self._terms.clear()
         for key, members in pods.affinity_groups.items():
-            terms = self._terms.get(key)
-            if terms is None:
+            cached = self._terms.get(id(key))
+            if cached is not None and cached[0] is key:
+                terms = cached[1]
+            else:
                 entry = pods.entries[next(iter(members))]
                 if entry is None:
                     continue
-                terms = self._terms[key] = self._build_group_terms(entry.pod)
+                terms = self._build_group_terms(entry.pod)
+                self._terms[id(key)] = (key, terms)
             out.append((terms, members))
         return out
 
@@ -564,9 +600,13 @@ class InterPodAffinity:
         ``pod`` (``getExistingAntiAffinityCounts``); only keys with a forbidden domain."""
         ns_labels = self._namespace_labels(pod.namespace)
         marks: dict[str, list[npt.NDArray[np.int32]]] = {}
+        who = _who(pod)
         for terms, members in self._groups(snapshot):
-            for term in terms.anti:
-                if not term.matches(pod, ns_labels):
+            if not terms.anti:
+                continue
+            hits = terms.hits(terms.anti, terms.anti_hits, pod, who, ns_labels)
+            for term, hit in zip(terms.anti, hits, strict=True):
+                if not hit:
                     continue
                 codes = snapshot.domain_codes(term.topology_key)[self._rows(snapshot, members)]
                 codes = codes[codes >= 0]
@@ -661,9 +701,14 @@ class InterPodAffinity:
         # existing pods' terms toward the incoming pod: (code, value) marks per key
         ns_labels = self._namespace_labels(pod.namespace)
         marks: dict[str, list[tuple[npt.NDArray[np.int32], int]]] = {}
+        who = _who(pod)
         for terms, members in self._groups(snapshot):
-            for value, term in terms.scoring:
-                if not term.matches(pod, ns_labels):
+            if not terms.scoring:
+                continue
+            scoring = [term for _, term in terms.scoring]
+            hits = terms.hits(scoring, terms.scoring_hits, pod, who, ns_labels)
+            for (value, term), hit in zip(terms.scoring, hits, strict=True):
+                if not hit:
                     continue
                 key = term.topology_key
                 codes = snapshot.domain_codes(key)[self._rows(snapshot, members)]
