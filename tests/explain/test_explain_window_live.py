@@ -61,13 +61,16 @@ def test_window_schedule_on_a_real_apiserver(api: client.ApiClient) -> None:
     plan = plan_window(ch, names)
     assert plan is not None
     deploy = copy.deepcopy(next(d.doc for d in names.docs if _ident(d) == "Deployment default/web"))
-    apps = client.AppsV1Api(api)
+    # the client's generated types are not what these plain documents are: Any
+    apps: Any = client.AppsV1Api(api)
+    batch: Any = client.BatchV1Api(api)
+    create: Any = utils.create_from_dict
+    raw: Any = api
     apps.create_namespaced_deployment("default", deploy)
     for doc in plan.manifests:
-        utils.create_from_dict(api, doc, namespace="default")
+        create(api, doc, namespace="default")
     jobs = {
-        j.metadata.name.split("-")[2]: j
-        for j in client.BatchV1Api(api).list_namespaced_cron_job("default").items
+        j.metadata.name.split("-")[2]: j for j in batch.list_namespaced_cron_job("default").items
     }
     assert (jobs["on"].spec.schedule, jobs["off"].spec.schedule) == ("0 8 * * *", "0 20 * * *")
 
@@ -77,7 +80,7 @@ def test_window_schedule_on_a_real_apiserver(api: client.ApiClient) -> None:
         return json.loads(command[-1])
 
     def template() -> Any:
-        return api.sanitize_for_serialization(apps.read_namespaced_deployment("web", "default"))[
+        return raw.sanitize_for_serialization(apps.read_namespaced_deployment("web", "default"))[
             "spec"
         ]["template"]
 
