@@ -283,3 +283,35 @@ def test_batch_resources_sync_rule(tmp_path: Path, extra: str, first_3700: float
         ts = [(float(x["time_s"]), float(x["batch_cpu_milli"])) for x in csv.DictReader(f)]
     assert all(v == 4000 for t, v in ts if t < first_3700), ts
     assert all(v == 3700 for t, v in ts if t >= first_3700), ts
+
+
+def test_policy_list_compares_in_one_run(tmp_path: Path) -> None:
+    # `policy: [none, koordinator]`: one run each, in subfolders, with the numbers of the
+    # single-policy runs above (preemptions 0 / 1; CPU use 0.425 / 0.525)
+    trace = tmp_path / "trace.yaml"
+    trace.write_text(TRACE)
+    colo = tmp_path / "c.yaml"
+    colo.write_text("policy: [none, koordinator]\ncpuReclaimThresholdPercent: 60\n")
+    out = tmp_path / "out"
+    args = ["simulate", "--trace", str(trace), "--colocation", str(colo), "--until", "200"]
+    r = runner.invoke(app, [*args, "--report", str(out), "--progress-every", "0"])
+    assert r.exit_code == 0, r.output
+    got = {}
+    for policy in ("none", "koordinator"):
+        s = _summary(json.loads((out / policy / "summary.json").read_text()))
+        got[policy] = (s["colocation_preemptions"], round(s["colocation_cpu_util_mean"], 4))
+    assert got == {"none": (0, 0.425), "koordinator": (1, 0.525)}
+
+
+@pytest.mark.parametrize(
+    ("policy", "message"),
+    [("[]", "distinct"), ("[bosun, bosun]", "distinct"), ("[bosun, greedy]", "greedy")],
+    ids=["empty", "twice", "unknown"],
+)
+def test_bad_policy_list(tmp_path: Path, policy: str, message: str) -> None:
+    from bosun.colocation.profile import load_colocation_runs
+
+    f = tmp_path / "c.yaml"
+    f.write_text(f"policy: {policy}\n")
+    with pytest.raises(InputError, match=message):
+        load_colocation_runs(f)

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 from rich.console import Console
@@ -67,6 +67,9 @@ from bosun.twin.faults import FaultController, FaultSchedule, load_faults, prepa
 from bosun.twin.results import SimulationResult
 from bosun.twin.trace import Trace
 from bosun.twin.traces import load_snapshot, load_trace
+
+if TYPE_CHECKING:
+    from bosun.colocation.profile import ColocationSettings
 
 #: Bad rows listed after the count with ``--skip-bad-rows`` (all of them go to skipped.csv).
 SKIPPED_SHOWN = 5
@@ -375,8 +378,18 @@ def load_simulation(
         )
     if until_s is not None and not (until_s >= 0 and math.isfinite(until_s)):
         problems.append(InputProblem("command line", "options", "--until", "must be >= 0 seconds"))
+    coloc_runs: list[ColocationSettings] = []
+    if colocation is not None:
+        from bosun.colocation.profile import describe, load_colocation_runs
+        from bosun.colocation.profile import prepare as colocation_prepare
+
+        try:
+            coloc_runs = load_colocation_runs(colocation)
+        except InputError as e:
+            problems.extend(e.problems)
     if report is not None:
-        problems.extend(check_report_folder(report, replace_folder=bool(policies)))
+        several = bool(policies) or len(coloc_runs) > 1
+        problems.extend(check_report_folder(report, replace_folder=several))
     if any(not name.strip() for name in policies):
         problems.append(InputProblem("command line", "options", "--policy", "empty policy name"))
         policies = [name for name in policies if name.strip()]
@@ -390,15 +403,6 @@ def load_simulation(
     if energy is not None:
         try:
             energy_cfg = load_energy(energy)
-        except InputError as e:
-            problems.extend(e.problems)
-    coloc = None
-    if colocation is not None:
-        from bosun.colocation.profile import describe, load_colocation
-        from bosun.colocation.profile import prepare as colocation_prepare
-
-        try:
-            coloc = load_colocation(colocation)
         except InputError as e:
             problems.extend(e.problems)
     trace: Trace | None = None
@@ -429,6 +433,17 @@ def load_simulation(
             configs.append(("", cfg))
     except InputError as e:
         problems.extend(e.problems)
+    coloc_for: dict[str, ColocationSettings] = {}  # run label -> its co-location run
+    if coloc_runs:
+        expanded: list[tuple[str, SchedulerConfiguration]] = []
+        for label, cfg in configs:
+            for run in coloc_runs:
+                lab = label
+                if len(coloc_runs) > 1:
+                    lab = f"{label}-{run.policy}" if label else run.policy
+                expanded.append((lab, cfg))
+                coloc_for[lab] = run
+        configs = expanded
     sims: list[tuple[str, Simulator]] = []
     if trace is not None and energy_cfg is not None:
         problems.extend(check_nodes(energy_cfg, trace.nodes))
@@ -448,6 +463,7 @@ def load_simulation(
             if energy_cfg is not None:
                 controllers.append(EnergyController(energy_cfg, fault_ctl))
             coloc_usage = None
+            coloc = coloc_for.get(label)
             if coloc is not None:
                 from bosun.twin.usage import UsageConfig
 
@@ -860,6 +876,7 @@ def _run_and_write(
         raise InputError([*problems, *e.problems]) from None
     if problems:
         raise InputError(problems)
+    compare = compare or len(sims) > 1  # e.g. several policies in a --colocation file
     stop.sims = [sim for _, sim in sims]
     stop.running = True
     results: list[SimulationResult] = []
@@ -1058,7 +1075,8 @@ def simulate(
     if skip_bad_rows:
         for line in _skipped_lines(sims[0][1].trace, report):
             out.print(line, markup=False, highlight=False)
-    out.print(comparison_table(results) if policies else summary_table(results[0]))
+    several = bool(policies) or len(sims) > 1
+    out.print(comparison_table(results) if several else summary_table(results[0]))
     out.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
     if stop.signum is not None:
         partial = [r.name for r in results if r.partial]

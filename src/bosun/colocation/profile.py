@@ -6,7 +6,8 @@ fine-grained-cpu-orchestration, ``slo-controller-config``) where it has one::
 
     apiVersion: bosun.io/v1alpha1          # [bosun.io/v1alpha1]; the only version
     kind: Colocation                       # [Colocation]
-    policy: bosun                          # none | koordinator | bosun [bosun]
+    policy: bosun                          # none | koordinator | bosun [bosun], or a
+                                           # list of them: one run each, compared
     cpuReclaimThresholdPercent: 60         # 0..100 [60, Koordinator's default]
     memoryReclaimThresholdPercent: 65      # 0..100 [65]
     memoryCalculatePolicy: usage           # usage | request [usage]
@@ -210,6 +211,57 @@ def parse_colocation(doc: object, source: str) -> ColocationSettings:
     )
 
 
+def parse_colocation_runs(doc: object, source: str) -> list[ColocationSettings]:
+    """The runs of a document whose ``policy`` may also be a list (``[none, koordinator,
+    bosun]``: one run per policy, every other field shared), in the list's order.
+
+    Raises:
+        InputError: every problem; a list that is empty or names a policy twice.
+    """
+    if isinstance(doc, Mapping) and isinstance(doc.get("policy"), list):
+        names = doc["policy"]
+        if not names or len(set(map(str, names))) != len(names):
+            raise InputError(
+                [
+                    InputProblem(
+                        source, KIND, "policy", f"a list of distinct policies, got {names!r}"
+                    )
+                ]
+            )
+        problems: list[InputProblem] = []
+        runs: list[ColocationSettings] = []
+        for name in names:
+            try:
+                runs.append(parse_colocation({**doc, "policy": name}, source))
+            except InputError as exc:
+                problems.extend(q for q in exc.problems if q not in problems)
+        if problems:
+            raise InputError(problems)
+        return runs
+    return [parse_colocation(doc, source)]
+
+
+def load_colocation_runs(path: str | Path) -> list[ColocationSettings]:
+    """Read a co-location file whose ``policy`` may be a list (:func:`parse_colocation_runs`).
+
+    Raises:
+        InputError: the file cannot be read, is not YAML, or has bad fields.
+    """
+    return parse_colocation_runs(_read(path), str(path))
+
+
+def _read(path: str | Path) -> object:
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError([InputProblem(source, KIND, "", f"cannot read: {exc}")]) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError([InputProblem(source, KIND, "", f"not YAML: {exc}")]) from None
+
+
 def load_colocation(path: str | Path) -> ColocationSettings:
     """Read and check a co-location file (:func:`parse_colocation`).
 
@@ -334,7 +386,9 @@ __all__: Sequence[str] = (
     "ColocationSettings",
     "describe",
     "load_colocation",
+    "load_colocation_runs",
     "parse_colocation",
+    "parse_colocation_runs",
     "prepare",
     "trace_problems",
     "with_batch_resource_fit",
