@@ -105,26 +105,26 @@ class ColocationSettings:
     update_time_threshold_s: float = 300.0
 
 
-def _duration(v: object, field: str, problem: Any) -> float | None:
+def _duration(v: object, name: str, problem: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-        problem(field, f"must be a duration such as 60s, got {v!r}")
+        problem(name, f"must be a duration such as 60s, got {v!r}")
         return None
     if isinstance(v, (int, float)):
         if not (math.isfinite(v) and v > 0):
-            problem(field, f"must be > 0 seconds, got {v!r}")
+            problem(name, f"must be > 0 seconds, got {v!r}")
             return None
         return float(v)
     try:
         return parse_duration(v)
     except ValueError as exc:
-        problem(field, str(exc))
+        problem(name, str(exc))
         return None
 
 
-def _int(v: object, field: str, lo: int, hi: int | None, problem: Any) -> int | None:
+def _int(v: object, name: str, lo: int, hi: int | None, problem: Any) -> int | None:
     if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
         rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-        problem(field, f"must be an integer {rng}, got {v!r}")
+        problem(name, f"must be an integer {rng}, got {v!r}")
         return None
     return v
 
