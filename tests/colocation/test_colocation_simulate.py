@@ -301,6 +301,8 @@ def test_policy_list_compares_in_one_run(tmp_path: Path) -> None:
         s = _summary(json.loads((out / policy / "summary.json").read_text()))
         got[policy] = (s["colocation_preemptions"], round(s["colocation_cpu_util_mean"], 4))
     assert got == {"none": (0, 0.425), "koordinator": (1, 0.525)}
+    assert "Co-location: BE preemptions" in r.output
+    assert (out / "report.html").is_file()
 
 
 @pytest.mark.parametrize(

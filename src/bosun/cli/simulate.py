@@ -709,6 +709,12 @@ def comparison_table(results: Sequence[SimulationResult]) -> Table:
             ("Faults: lost pods", lambda s: f"{int(s['fault_lost'])}"),
             ("Faults: recovery max (sim s)", lambda s: _num(s["fault_recovery_max_s"], 1)),
         ]
+    if all("colocation_preemptions" in r.summary for r in results):
+        rows += [
+            ("Co-location: cluster CPU use", lambda s: _pct(s["colocation_cpu_util_mean"])),
+            ("Co-location: BE preemptions", lambda s: f"{int(s['colocation_preemptions'])}"),
+            ("Co-location: lost (core-h)", lambda s: _num(s["colocation_lost_milli_s"] / 3.6e6)),
+        ]
     if all("energy_it_kwh" in r.summary for r in results):
         rows += [
             ("Energy, facility (kWh)", lambda s: _num(s["energy_facility_kwh"], 1)),
