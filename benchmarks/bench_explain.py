@@ -13,9 +13,14 @@ minutes on a loaded 2-core machine, most of it the twin run of section 2). Secti
    plain ``Scheduler.run`` of the same inputs (measured in the same run).
    1b: two causes on node sets of different sizes; the top cause must be the plugin of
    the larger set, and every fix must again place the pod.
+   1c: every node holds a pod whose required anti-affinity selects the pending pod: the
+   blocking pods named must be those of the construction, and every fix (drop a label,
+   move or evict the blockers, add a node) must place the pod.
 2. ``bosun why --run`` on a twin run with injected faults (synthetic trace, a zone outage
    and a pod kill): how often the fault inferred from ``faults.csv`` alone (node and time)
    equals the twin's own record (``pods.csv``'s ``fault`` column).
+   2b: every node down for 15 minutes: pods with no fault record whose whole wait lies in
+   the down period must be attributed to the outage, pods arriving after it never.
 3. Policies: exact match and silent misparses on the paraphrase sets of
    ``tests/explain/data/policy_paraphrases.yaml``; milliseconds per sentence after
    start-up (model load and parser build are timed apart), and as a ratio to reading the
