@@ -9,6 +9,7 @@ again, which must place the pod on one of the nodes the fix names."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,70 @@ def test_random_blockers_every_fix_places_the_pod(tmp_path: Path, seed: int) -> 
         assert res.code == Code.SUCCESS, (fix.summary, res.message)
         if fix.kind not in ("preempt", "raise-priority"):
             assert res.node_name in fix.nodes
+
+
+def _other_ns_blocker(ns_selector: dict[str, Any] | None) -> str:
+    term: dict[str, Any] = {
+        "labelSelector": {"matchLabels": {"team": "web"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    if ns_selector is not None:
+        term["namespaceSelector"] = ns_selector
+    doc = yaml.safe_load(pod("db1", nodeName="n1"))
+    doc["metadata"]["namespace"] = "other"
+    doc["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    return yaml.safe_dump(doc)
+
+
+@pytest.mark.parametrize(
+    ("ns_selector", "status", "blockers"),
+    [
+        # no namespaces and no selector: the term covers its own namespace (`other`) only,
+        # so `new` in `default` is not selected and fits n1
+        (None, "Scheduled", []),
+        # an empty namespaceSelector covers every namespace: db1 blocks n1
+        ({}, "Unschedulable", ["other/db1"]),
+        # a selector matching the labels of namespace `default` (its Namespace object)
+        ({"matchLabels": {"env": "prod"}}, "Unschedulable", ["other/db1"]),
+        # one that does not match them
+        ({"matchLabels": {"env": "dev"}}, "Scheduled", []),
+    ],
+    ids=["own-namespace", "all-namespaces", "selector-match", "selector-miss"],
+)
+def test_blocker_namespaces_as_kube(
+    tmp_path: Path, ns_selector: dict[str, Any] | None, status: str, blockers: list[str]
+) -> None:
+    ns = yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "default", "labels": {"env": "prod"}},
+        }
+    )
+    paths = list(
+        write(
+            tmp_path,
+            node("n1"),
+            docs(ns, _other_ns_blocker(ns_selector), pod("new", labels={"team": "web"})),
+        )
+    )
+    ex = explain_pod(load_inputs(paths, None), "new")
+    assert ex.status == status
+    assert [b.pod for b in ex.blockers] == blockers
+
+
+def test_cli_names_the_blocking_pods(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bosun.cli.main import app
+
+    n, p = write(tmp_path, *CASES[0][1:3])
+    res = CliRunner().invoke(app, ["why", "new", "--nodes", str(n), "--pods", str(p)])
+    assert res.exit_code == 0, res.output
+    assert "Existing pods whose required anti-affinity rejects this pod" in res.output
+    assert "default/db1" in res.output and "kubernetes.io/hostname=n1" in res.output
+    res = CliRunner().invoke(app, ["why", "new", "--nodes", str(n), "--pods", str(p), "-o", "json"])
+    doc = json.loads(res.stdout)
+    assert [b["pod"] for b in doc["blockingPods"]] == ["default/db1", "default/db2"]
