@@ -21,6 +21,11 @@ The answer is computed with the scheduler itself, not guessed:
    dry run); only candidates that leave at least one feasible node are reported.
 4. **Ranking** by the size of the change (:data:`COST`), then by the number of nodes it
    unblocks. When no single edit suffices, pairs of pod edits are tried.
+5. **Other pods' anti-affinity.** Bound pods whose required anti-affinity selects the pod
+   (kube's ``satisfyExistingPodsAntiAffinity``) are named (:class:`Blocker`), and three
+   fixes are checked: drop a label they select on (never one the pod's controller
+   selects on), move the fewest of them that free a node (each re-placed with every
+   Filter, re-created pinned), or evict them.
 
 Twin runs (``--run DIR``) are read from ``pods.csv`` (see :mod:`bosun.twin.results`):
 each disruption (a pod Pending at the end, Preempted, Evicted or lost) gets its cause from
@@ -28,7 +33,9 @@ the recorded FailedScheduling message, and the fault behind it: the twin's own r
 (``fault``/``fault_role`` columns and ``faults.csv``, written by :mod:`bosun.twin.faults`),
 else one inferred from ``faults.csv`` by node and time (:func:`infer_fault`), else an
 attributor registered with :func:`register_fault_attributor`; with none, the cause is
-``no fault: the workload itself``.
+``no fault: the workload itself``. A pod with no fault record that was unschedulable while
+nodes were down (it arrived during an outage) is related to the faults active then
+(:func:`outage_fault`).
 """
 
 from __future__ import annotations
