@@ -120,7 +120,7 @@ _SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 #: affinity groups whose terms the plugin keeps built (the cache starts over past this)
 _MAX_GROUP_TERMS = 4096
 #: incoming label sets each group remembers its terms' answers for
-_MAX_HITS = 256
+_MAX_HITS = 4096
 
 DomainTable = npt.NDArray[np.bool_]
 """Bool array over the value codes of one topology key (True = the domain is marked)."""
