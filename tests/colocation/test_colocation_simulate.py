@@ -187,6 +187,10 @@ BAD = [
     ("histroy: 5\n", "histroy"),
     ("kind: Pod\n", "kind"),
     ("- a\n", "mapping"),
+    ("interference: {k: -1}\n", "interference.k"),
+    ("interference: {p99Zero: soon}\n", "interference.p99Zero"),
+    ("latencySLO: fast\n", "latencySLO"),
+    ("resourceDiffThreshold: 1.5\n", "resourceDiffThreshold"),
 ]
 
 
@@ -317,3 +321,24 @@ def test_bad_policy_list(tmp_path: Path, policy: str, message: str) -> None:
     f.write_text(f"policy: {policy}\n")
     with pytest.raises(InputError, match=message):
         load_colocation_runs(f)
+
+
+@pytest.mark.parametrize(
+    ("slo", "ok"), [("100ms", 1.0), ("10ms", 0.5)], ids=["slo-100ms", "slo-10ms"]
+)
+def test_online_latency_model(tmp_path: Path, slo: str, ok: float) -> None:
+    # p99 = 7.06 ms / (1 - u_on) * (1 + 0.36 u_be) on n0 (10 cores) at the ticks of the
+    # koordinator case: (u_on, u_be) = (0.2, 0), (0.2, 0.3), (0.4, 0.3), (0.4, 0.3)
+    # -> 8.825, 9.7781, 13.0375, 13.0375 ms: mean 11.1695, max 13.0375; within 10 ms: 2 of 4
+    doc, _, ts = _run(
+        tmp_path,
+        f"policy: koordinator\ncpuReclaimThresholdPercent: 60\nlatencySLO: {slo}\n"
+        "interference: {p99Zero: 7.06ms, k: 0.36}\n",
+    )
+    s = _summary(doc)
+    assert s["colocation_slo_ok_fraction"] == pytest.approx(ok)
+    assert s["colocation_online_p99_mean_ms"] == pytest.approx(
+        (8.825 + 7.06 / 0.8 * 1.108 + 2 * 7.06 / 0.6 * 1.108) / 4
+    )
+    assert s["colocation_online_p99_max_ms"] == pytest.approx(7.06 / 0.6 * 1.108)
+    assert float(ts[-1]["online_p99_max_ms"]) == pytest.approx(7.06 / 0.6 * 1.108)

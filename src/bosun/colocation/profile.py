@@ -20,6 +20,9 @@ fine-grained-cpu-orchestration, ``slo-controller-config``) where it has one::
     resourceDiffThreshold: 0.1             # rewrite a node's batch resources when they
                                            # move by more than this fraction [0.1]
     updateTimeThresholdSeconds: 300        # ... or when the last write is this old [300]
+    latencySLO: 100ms                      # online p99 SLO [100ms]
+    interference: {p99Zero: 7.06ms, k: 0.36}   # p99 = p99Zero / (1 - u_on) * (1 + k u_be)
+                                           # [the fit to `bosun colocate bench`, run 1]
     usageSeed: 0                           # the usage model's seed, >= 0 [0]
 
 * ``none``: no co-location. The trace runs as it is (BE pods keep their ``cpu`` and
@@ -48,6 +51,7 @@ import yaml
 
 from bosun.api.durations import parse_duration
 from bosun.colocation.batch import ReclaimPolicy
+from bosun.colocation.sim import Interference
 from bosun.colocation.twin import ReclaimController, koordinator_profile
 from bosun.errors import InputError, InputProblem
 from bosun.framework.config import PluginRef, ProfileConfig, SchedulerConfiguration
@@ -74,6 +78,8 @@ _KEYS = (
     "usageSeed",
     "resourceDiffThreshold",
     "updateTimeThresholdSeconds",
+    "latencySLO",
+    "interference",
 )
 
 
@@ -91,6 +97,7 @@ class ColocationSettings:
         usage_seed: the usage model's seed.
         resource_diff_threshold, update_time_threshold_s: Koordinator's sync rule for a
             node's batch resources (:class:`bosun.colocation.twin.ReclaimController`).
+        slo_s, interference: the online p99 SLO (seconds) and the latency model.
         source: the file it came from.
     """
 
@@ -103,6 +110,8 @@ class ColocationSettings:
     source: str = "<default>"
     resource_diff_threshold: float = 0.1
     update_time_threshold_s: float = 300.0
+    slo_s: float = 0.1
+    interference: Interference = field(default_factory=Interference)
 
 
 def _duration(v: object, name: str, problem: Any) -> float | None:
@@ -190,6 +199,23 @@ def parse_colocation(doc: object, source: str) -> ColocationSettings:
     diff = doc.get("resourceDiffThreshold", 0.1)
     if isinstance(diff, bool) or not isinstance(diff, (int, float)) or not 0 <= diff < 1:
         problem("resourceDiffThreshold", f"must be a number in [0, 1), got {diff!r}")
+    slo = _duration(doc.get("latencySLO", "100ms"), "latencySLO", problem)
+    inter = doc.get("interference", {}) or {}
+    model = Interference()
+    if not isinstance(inter, Mapping):
+        problem("interference", "must be a mapping with p99Zero and k")
+    else:
+        for key in inter:
+            if key not in ("p99Zero", "k"):
+                problem(f"interference.{key}", "unknown field (known: p99Zero, k)")
+        p0: float | None = model.p99_0_s
+        if "p99Zero" in inter:
+            p0 = _duration(inter["p99Zero"], "interference.p99Zero", problem)
+        k = inter.get("k", model.k)
+        if isinstance(k, bool) or not isinstance(k, (int, float)) or not (0 <= k < math.inf):
+            problem("interference.k", f"must be a number >= 0, got {k!r}")
+        elif p0 is not None:
+            model = Interference(p0, float(k))
     upd = _int(
         doc.get("updateTimeThresholdSeconds", 300), "updateTimeThresholdSeconds", 1, None, problem
     )
@@ -197,7 +223,7 @@ def parse_colocation(doc: object, source: str) -> ColocationSettings:
         raise InputError(problems)
     assert cpu_t is not None and mem_t is not None and horizon is not None
     assert period is not None and grace is not None and history is not None and seed is not None
-    assert upd is not None
+    assert upd is not None and slo is not None
     reclaim = ReclaimPolicy(
         cpu_threshold_percent=cpu_t,
         memory_threshold_percent=mem_t,
@@ -207,7 +233,17 @@ def parse_colocation(doc: object, source: str) -> ColocationSettings:
         forecast=policy == "bosun",
     )
     return ColocationSettings(
-        str(policy), reclaim, period, grace, history, seed, source, float(diff), float(upd)
+        str(policy),
+        reclaim,
+        period,
+        grace,
+        history,
+        seed,
+        source,
+        float(diff),
+        float(upd),
+        slo,
+        model,
     )
 
 
@@ -344,6 +380,8 @@ def prepare(
             grace_s=settings.grace_s,
             resource_diff_threshold=settings.resource_diff_threshold,
             update_time_threshold_s=settings.update_time_threshold_s,
+            slo_s=settings.slo_s,
+            interference=settings.interference,
         )
         return ctl.seed(trace), cfg, ctl
     run_trace = koordinator_profile(trace)
@@ -358,6 +396,8 @@ def prepare(
         grace_s=settings.grace_s,
         resource_diff_threshold=settings.resource_diff_threshold,
         update_time_threshold_s=settings.update_time_threshold_s,
+        slo_s=settings.slo_s,
+        interference=settings.interference,
     )
     return ctl.seed(run_trace), with_batch_resource_fit(cfg, points), ctl
 
@@ -376,6 +416,9 @@ def describe(settings: ColocationSettings) -> dict[str, Any]:
         "colocation_grace_s": settings.grace_s,
         "colocation_resource_diff_threshold": settings.resource_diff_threshold,
         "colocation_update_time_threshold_s": settings.update_time_threshold_s,
+        "colocation_slo_s": settings.slo_s,
+        "colocation_p99_zero_s": settings.interference.p99_0_s,
+        "colocation_interference_k": settings.interference.k,
     }
 
 

@@ -53,6 +53,7 @@ from bosun.colocation.batch import (
     node_allocatable,
     with_batch_allocatable,
 )
+from bosun.colocation.sim import Interference
 from bosun.errors import InputError
 from bosun.plugins.batch_resources import (
     BATCH_CPU,
@@ -151,6 +152,11 @@ class ReclaimController:
         period_s: seconds between reclaims.
         history: samples of history the forecast sees.
         grace_s: the preemption grace period.
+        interference, slo_s: the online latency model and its SLO (seconds): each tick,
+            every node with online usage gets a p99, counted in the summary keys
+            ``colocation_slo_ok_fraction``, ``colocation_online_p99_mean_ms`` and
+            ``colocation_online_p99_max_ms`` (the time-series column
+            ``online_p99_max_ms``: the worst node of the last tick).
         resource_diff_threshold, update_time_threshold_s: when a node's published batch
             resources are rewritten, as Koordinator's noderesource controller decides it
             (``ColocationStrategy.resourceDiffThreshold``, default 0.1, and
@@ -167,7 +173,14 @@ class ReclaimController:
     grace_s: float = 30.0
     resource_diff_threshold: float = 0.1
     update_time_threshold_s: float = 300.0
-    columns: tuple[str, ...] = ("batch_cpu_milli", "be_preempted", "colocation_cpu_util")
+    interference: Interference = field(default_factory=Interference)
+    slo_s: float = 0.1
+    columns: tuple[str, ...] = (
+        "batch_cpu_milli",
+        "be_preempted",
+        "colocation_cpu_util",
+        "online_p99_max_ms",
+    )
     meta: dict[str, Any] = field(default_factory=dict)
     preemptions: int = 0
     lost_milli_s: float = 0.0
@@ -181,6 +194,11 @@ class ReclaimController:
     _evicted: set[int] = field(default_factory=set)
     _infos: dict[str, _PodInfo] = field(default_factory=dict)
     _synced_at: dict[str, float] = field(default_factory=dict)
+    _p99_n: int = 0
+    _p99_ok: int = 0
+    _p99_sum_s: float = 0.0
+    _p99_max_s: float = 0.0
+    _p99_last_max_s: float = 0.0
 
     def start(self, sim: Simulator) -> None:
         """Run the first reclaim at time 0."""
@@ -191,7 +209,12 @@ class ReclaimController:
     def values(self, time_s: float) -> tuple[float, ...]:
         """The cluster's batch-cpu (milli-CPU), the preemptions so far and the cluster CPU
         use of the last tick (fraction)."""
-        return (self._batch_total, float(self.preemptions), self._util[-1] if self._util else 0.0)
+        return (
+            self._batch_total,
+            float(self.preemptions),
+            self._util[-1] if self._util else 0.0,
+            self._p99_last_max_s * 1000.0,
+        )
 
     def finish(self, sim: Simulator, end_s: float) -> ControllerReport:
         """The summary keys, the meta keys given as :attr:`meta`, and the pod-table columns
@@ -216,6 +239,13 @@ class ReclaimController:
                 "colocation_preemptions": float(self.preemptions),
                 "colocation_lost_milli_s": self.lost_milli_s,
                 "colocation_cpu_util_mean": float(np.mean(self._util)) if self._util else 0.0,
+                "colocation_slo_ok_fraction": (
+                    self._p99_ok / self._p99_n if self._p99_n else float("nan")
+                ),
+                "colocation_online_p99_mean_ms": (
+                    1000.0 * self._p99_sum_s / self._p99_n if self._p99_n else float("nan")
+                ),
+                "colocation_online_p99_max_ms": 1000.0 * self._p99_max_s,
             },
         )
 
@@ -322,6 +352,25 @@ class ReclaimController:
             nodes[index[node.name]] = node
         return replace(trace, nodes=nodes)
 
+    def _latency(
+        self, hp_cpu: np.ndarray[Any, Any], all_cpu: np.ndarray[Any, Any], cap: np.ndarray[Any, Any]
+    ) -> None:
+        """The online p99 of every node with online usage this tick, by the interference
+        model (:class:`bosun.colocation.sim.Interference`: ``p99_0 / (1 - u_on) * (1 + k *
+        u_be)``, ``u_on`` the high-priority pods' CPU use over the node's allocatable,
+        ``u_be`` the other pods'), counted against :attr:`slo_s`."""
+        on = (hp_cpu > 0) & (cap > 0)
+        if not on.any():
+            self._p99_last_max_s = 0.0
+            return
+        c = cap[on]
+        p99 = self.interference.p99(hp_cpu[on] / c, np.maximum(all_cpu[on] - hp_cpu[on], 0) / c)
+        self._p99_n += int(p99.size)
+        self._p99_ok += int((p99 <= self.slo_s).sum())
+        self._p99_sum_s += float(p99.sum())
+        self._p99_last_max_s = float(p99.max())
+        self._p99_max_s = max(self._p99_max_s, self._p99_last_max_s)
+
     def _to_publish(
         self, nodes: Sequence[Any], names: Sequence[str], batch: np.ndarray[Any, Any], t: float
     ) -> np.ndarray[Any, Any]:
@@ -374,6 +423,7 @@ class ReclaimController:
             # every bound pod counts, each at its request (cpu or batch-cpu) times f(t),
             # capped per node at its allocatable
             self._util.append(float(np.minimum(all_cpu, alloc[:, 0]).sum() / cap))
+        self._latency(cpu_now, all_cpu, alloc[:, 0].astype(np.float64))
         batch = self._to_publish(snap.nodes, names, batch, t)
         updated = with_batch_allocatable(snap.nodes, batch)
         for node in updated:
