@@ -596,6 +596,7 @@ def replay(
         "preemptions",
         "lost core-h",
         "LS SLA pod-min",
+        "p99 in SLO",
         title=f"co-location replay: openb CPU pods in {hours:g} h on {nodes} x {node_cores} cores",
     )
     for p in REPLAY_POLICIES:
@@ -608,6 +609,7 @@ def replay(
             f"{s.get('colocation_preemptions', 0.0):.0f}",
             f"{s.get('colocation_lost_milli_s', 0.0) / 1000 / 3600:.1f}",
             f"{s.get('sla_violation_pod_minutes', 0.0):.0f}",
+            f"{s.get('colocation_slo_ok_fraction', float('nan')):.2%}",
         )
     Console().print(table)
 

@@ -617,6 +617,11 @@ def summary_table(result: SimulationResult) -> Table:
             "",
             f"{int(s['colocation_preemptions'])} / {_num(s['colocation_lost_milli_s'] / 3.6e6, 2)}",
         )
+        table.add_row(
+            "Co-location: online p99 in SLO / max (ms)",
+            _pct(s["colocation_slo_ok_fraction"]),
+            _num(s["colocation_online_p99_max_ms"], 1),
+        )
     if "gangs" in s:
         table.add_row("Gangs placed / gangs", "", f"{int(s['gangs_placed'])} / {int(s['gangs'])}")
         table.add_row(
@@ -714,6 +719,7 @@ def comparison_table(results: Sequence[SimulationResult]) -> Table:
             ("Co-location: cluster CPU use", lambda s: _pct(s["colocation_cpu_util_mean"])),
             ("Co-location: BE preemptions", lambda s: f"{int(s['colocation_preemptions'])}"),
             ("Co-location: lost (core-h)", lambda s: _num(s["colocation_lost_milli_s"] / 3.6e6)),
+            ("Co-location: online p99 in SLO", lambda s: _pct(s["colocation_slo_ok_fraction"])),
         ]
     if all("energy_it_kwh" in r.summary for r in results):
         rows += [
