@@ -744,6 +744,7 @@ _BAND_COLORS = {
     "node-crash": "rgba(207, 34, 46, 0.12)",
     "zone-outage": "rgba(207, 34, 46, 0.16)",
     "network-partition": "rgba(191, 135, 0, 0.14)",
+    "node-not-ready": "rgba(191, 135, 0, 0.10)",
     "node-drain": "rgba(9, 105, 218, 0.10)",
     "kubelet-slow": "rgba(130, 80, 223, 0.10)",
     "pod-kill": "rgba(207, 34, 46, 0.10)",
