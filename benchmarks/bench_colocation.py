@@ -168,7 +168,7 @@ def usage_pass(nodes: int, pods: int, seed: int, repeat: int) -> None:
             out[row] = float((req * cpu_fraction(arr, t, ctl.model.noise_s)).sum())
         return out
 
-    hp_cpu, _, _, be_on = ctl._usage_of(on, t)
+    hp_cpu, _, _, _, be_on = ctl._usage_of(on, t)
     assert np.allclose(hp_cpu, per_node()), "the two passes disagree"
     on_batch = [p for x in on for p in x if p.requests.get(BATCH_CPU, 0) > 0]
     assert sum(len(x) for x in be_on) == len(on_batch)

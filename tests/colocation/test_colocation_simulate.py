@@ -165,6 +165,10 @@ def test_none_policy_blocks_online(tmp_path: Path) -> None:
     assert next(p for p in pods if p["pod"] == "default/ls2")["outcome"] == "Pending"
     assert next(p for p in pods if p["pod"] == "default/job-a")["batch_cpu_milli"] == "0"
     assert all(float(r["batch_cpu_milli"]) == 0 for r in ts)
+    # online p99: web alone is online (job-a is BE by its label even on cpu): u_on 0.2,
+    # u_be 0 then 0.3 -> 8.825, then 9.778 ms three times
+    p99 = [7.06 / 0.8, *([7.06 / 0.8 * 1.108] * 3)]
+    assert s["colocation_online_p99_mean_ms"] == pytest.approx(sum(p99) / 4)
 
 
 def test_bosun_forecast_reclaims_no_more_than_koordinator(tmp_path: Path) -> None:

@@ -135,6 +135,7 @@ _SHAPE_FIELDS = (
 class _PodInfo:
     pod: Pod
     kind: int  # _HP, _BE (on batch resources) or _REST
+    online: bool  # an online service for the latency model: high priority and not BE
     cpu: float  # milli-CPU request (batch-cpu for _BE)
     memory: float  # bytes (batch-memory for _BE)
     shape: tuple[float, ...]  # _SHAPE_FIELDS, then memory_fraction
@@ -273,6 +274,7 @@ class ReclaimController:
         info = _PodInfo(
             pod,
             kind,
+            kind == _HP and not is_be(pod),
             float(pod.requests.get(cpu_name, 0)),
             float(pod.requests.get(mem_name, 0)),
             row,
@@ -283,10 +285,17 @@ class ReclaimController:
 
     def _node_usage(
         self, sim: Simulator, t: float
-    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], list[list[Pod]]]:
+    ) -> tuple[
+        np.ndarray[Any, Any],
+        np.ndarray[Any, Any],
+        np.ndarray[Any, Any],
+        np.ndarray[Any, Any],
+        list[list[Pod]],
+    ]:
         """Per node (snapshot rows): the high-priority pods' CPU use (milli-CPU) and
         memory use (bytes), every pod's CPU use (milli-CPU; pods on batch resources at
-        their ``batch-cpu``), and the pods on batch resources. One vectorised pass over
+        their ``batch-cpu``), the online pods' CPU use (high priority and not BE, for the
+        latency model), and the pods on batch resources. One vectorised pass over
         the bound pods: ``request * f(t)`` (:func:`bosun.twin.usage.cpu_fraction`) and
         ``request * memory_fraction``."""
         snap = sim.snapshot
@@ -295,7 +304,13 @@ class ReclaimController:
 
     def _usage_of(
         self, pods_on: Sequence[Sequence[Pod]], t: float
-    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], list[list[Pod]]]:
+    ) -> tuple[
+        np.ndarray[Any, Any],
+        np.ndarray[Any, Any],
+        np.ndarray[Any, Any],
+        np.ndarray[Any, Any],
+        list[list[Pod]],
+    ]:
         """:meth:`_node_usage` for the pods on each node (``pods_on[row]``)."""
         n = len(pods_on)
         rows: list[int] = []
@@ -310,7 +325,7 @@ class ReclaimController:
                     be_on[row].append(pod)
         if not infos:
             z = np.zeros(n)
-            return z, z.copy(), z.copy(), be_on
+            return z, z.copy(), z.copy(), z.copy(), be_on
         table = np.array([i.shape for i in infos], dtype=np.float64)
         arrays: dict[str, np.ndarray[Any, Any]] = {
             f: table[:, k] for k, f in enumerate(_SHAPE_FIELDS)
@@ -329,7 +344,9 @@ class ReclaimController:
             at, weights=np.where(hp, mem_req * table[:, len(_SHAPE_FIELDS)], 0.0), minlength=n
         )
         all_cpu = np.bincount(at, weights=cpu_use, minlength=n)
-        return hp_cpu, hp_mem, all_cpu, be_on
+        online = np.array([i.online for i in infos], dtype=bool)
+        online_cpu = np.bincount(at, weights=np.where(online, cpu_use, 0.0), minlength=n)
+        return hp_cpu, hp_mem, all_cpu, online_cpu, be_on
 
     def seed(self, trace: Trace) -> Trace:
         """``trace`` with each node's batch resources set to what the first tick (time 0)
@@ -343,7 +360,7 @@ class ReclaimController:
             row = index.get(pod.node_name)
             if row is not None:
                 pods_on[row].append(pod)
-        cpu, mem, _, _ = self._usage_of(pods_on, 0.0)
+        cpu, mem, _, _, _ = self._usage_of(pods_on, 0.0)
         alloc = node_allocatable(trace.nodes)
         used = np.column_stack([cpu, mem])
         batch = batch_allocatable(alloc, used, np.zeros_like(used), self.policy)
@@ -353,18 +370,20 @@ class ReclaimController:
         return replace(trace, nodes=nodes)
 
     def _latency(
-        self, hp_cpu: np.ndarray[Any, Any], all_cpu: np.ndarray[Any, Any], cap: np.ndarray[Any, Any]
+        self, on_cpu: np.ndarray[Any, Any], all_cpu: np.ndarray[Any, Any], cap: np.ndarray[Any, Any]
     ) -> None:
         """The online p99 of every node with online usage this tick, by the interference
         model (:class:`bosun.colocation.sim.Interference`: ``p99_0 / (1 - u_on) * (1 + k *
-        u_be)``, ``u_on`` the high-priority pods' CPU use over the node's allocatable,
-        ``u_be`` the other pods'), counted against :attr:`slo_s`."""
-        on = (hp_cpu > 0) & (cap > 0)
+        u_be)``, ``u_on`` the online pods' CPU use over the node's allocatable (high
+        priority and not BE by either label: in the ``none`` arm BE jobs run as ordinary
+        pods but are not online services), ``u_be`` the other pods'), counted against
+        :attr:`slo_s`."""
+        on = (on_cpu > 0) & (cap > 0)
         if not on.any():
             self._p99_last_max_s = 0.0
             return
         c = cap[on]
-        p99 = self.interference.p99(hp_cpu[on] / c, np.maximum(all_cpu[on] - hp_cpu[on], 0) / c)
+        p99 = self.interference.p99(on_cpu[on] / c, np.maximum(all_cpu[on] - on_cpu[on], 0) / c)
         self._p99_n += int(p99.size)
         self._p99_ok += int((p99 <= self.slo_s).sum())
         self._p99_sum_s += float(p99.sum())
@@ -404,7 +423,7 @@ class ReclaimController:
         assert sim is not None and self._reclaimer is not None
         snap = sim.snapshot
         names = list(snap.node_names)
-        cpu_now, mem_now, all_cpu, be_on = self._node_usage(sim, t)
+        cpu_now, mem_now, all_cpu, online_cpu, be_on = self._node_usage(sim, t)
         if self._hist_cpu and self._hist_cpu[-1].shape != cpu_now.shape:
             self._hist_cpu = []  # nodes changed: start the history again
         self._hist_cpu.append(cpu_now)
@@ -423,7 +442,7 @@ class ReclaimController:
             # every bound pod counts, each at its request (cpu or batch-cpu) times f(t),
             # capped per node at its allocatable
             self._util.append(float(np.minimum(all_cpu, alloc[:, 0]).sum() / cap))
-        self._latency(cpu_now, all_cpu, alloc[:, 0].astype(np.float64))
+        self._latency(online_cpu, all_cpu, alloc[:, 0].astype(np.float64))
         batch = self._to_publish(snap.nodes, names, batch, t)
         updated = with_batch_allocatable(snap.nodes, batch)
         for node in updated:
