@@ -39,6 +39,11 @@ from bosun.twin.faults import parse_go_duration as faults_parse_go_duration
         ("", None, None),
         (".5m", 30.0, 30.0),
         ("5.m", 300.0, 300.0),
+        # Go's longest duration, (2**63 - 1) ns = 2562047 h 47 m 16.854775807 s (int64
+        # nanoseconds); Go's ParseDuration refuses one nanosecond more (overflow)
+        ("2562047h47m16.854775807s", 9223372036.854775807, 9223372036.854775807),
+        ("2562047h47m17s", None, 9223372037.0),  # the flags have no Go int64 limit
+        ("9" * 400 + "s", None, None),  # float('9' * 400) is inf: never a duration
     ],
     ids=[
         "seconds",
@@ -58,6 +63,9 @@ from bosun.twin.faults import parse_go_duration as faults_parse_go_duration
         "empty",
         "leading-dot",
         "trailing-dot",
+        "go-max",
+        "over-go-max",
+        "infinite",
     ],
 )
 def test_go_and_flag_grammars(text: str, go_s: float | None, flag_s: float | None) -> None:
@@ -102,3 +110,26 @@ def test_both_read_the_same_seconds_where_both_accept(parts: list[tuple[int, str
         with pytest.raises(ValueError, match="not a positive duration"):
             parse_duration(text)
     assert math.isfinite(parse_go_duration(text))
+
+
+def test_a_fault_file_with_an_overflowing_time_names_the_field() -> None:
+    """An ``at`` past Go's range was read as infinity and reached the twin's event queue
+    ("cannot schedule CONTROL_DOWN at time inf", no file or field named)."""
+    from bosun.errors import InputError
+    from bosun.twin.faults import parse_faults
+
+    data = {
+        "faults": [
+            {
+                "name": "x",
+                "action": "node-crash",
+                "selector": {"nodes": ["n1"]},
+                "at": "9" * 40 + "h",
+            }
+        ]
+    }
+    with pytest.raises(InputError) as err:
+        parse_faults(data, "f.yaml")
+    (problem,) = err.value.problems
+    assert (problem.source, problem.field) == ("f.yaml", "at")
+    assert "longer than Go's time.Duration" in problem.message

@@ -28,7 +28,13 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["DURATION_UNITS_S", "GO_DURATION_UNITS_S", "parse_duration", "parse_go_duration"]
+__all__ = [
+    "DURATION_UNITS_S",
+    "GO_DURATION_MAX_S",
+    "GO_DURATION_UNITS_S",
+    "parse_duration",
+    "parse_go_duration",
+]
 
 #: Seconds per unit of Go's ``time.ParseDuration`` (``µs`` in both of its spellings).
 GO_DURATION_UNITS_S = {
@@ -45,6 +51,10 @@ GO_DURATION_UNITS_S = {
 #: Go's units from ``ms`` up (``ns``/``us`` make no sense for bosun's flags), plus ``d``
 #: (24 h) where a caller allows days.
 DURATION_UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+#: The longest Go duration, in seconds: ``time.Duration`` is an int64 count of
+#: nanoseconds, so Go's ``time.ParseDuration`` refuses anything over (2**63 - 1) ns
+#: (``2562047h47m16.854775807s``, about 292 years) as ``invalid duration``.
+GO_DURATION_MAX_S = (2**63 - 1) * 1e-9
 
 # A number (``5``, ``5.``, ``.5``, ``5.5``) then a unit; the longest unit first so that
 # ``ms`` is not read as ``m`` + ``s``.
@@ -73,8 +83,10 @@ def parse_go_duration(text: str) -> float:
     ``+0``, ``-0``) is zero. No ``d``: Go has none.
 
     Raises:
-        ValueError: empty, not a Go duration (a number without a unit, an unknown unit), or
-            negative (a fault cannot last less than nothing).
+        ValueError: empty, not a Go duration (a number without a unit, an unknown unit),
+            negative (a fault cannot last less than nothing), or longer than Go's
+            ``time.Duration`` holds (:data:`GO_DURATION_MAX_S`, about 292 years; Go
+            refuses it too, and an infinite time would reach the twin's event queue).
     """
     s = text.strip()
     if s in ("0", "+0", "-0"):
@@ -87,7 +99,13 @@ def parse_go_duration(text: str) -> float:
     parts, whole = _parts(s)
     if not whole or any(unit not in GO_DURATION_UNITS_S for _, unit in parts):
         raise ValueError(f"not a Go duration: {text!r} (e.g. 90s, 1h30m, 500ms)")
-    return sum(number * GO_DURATION_UNITS_S[unit] for number, unit in parts)
+    seconds = sum(number * GO_DURATION_UNITS_S[unit] for number, unit in parts)
+    if not seconds <= GO_DURATION_MAX_S:
+        raise ValueError(
+            f"duration {text!r} is longer than Go's time.Duration holds "
+            "(at most 2562047h47m16.854775807s, about 292 years)"
+        )
+    return seconds
 
 
 def parse_duration(text: str, *, days: bool = False) -> float:
