@@ -341,6 +341,7 @@ def load_simulation(
     faults: Path | None = None,
     energy: Path | None = None,
     colocation: Path | None = None,
+    cluster: Path | None = None,
 ) -> list[tuple[str, Simulator]]:
     """Read the trace and the configuration (or the policies to compare) and build one
     simulator per run, or report everything that is wrong with them at once.
@@ -358,6 +359,9 @@ def load_simulation(
             (:data:`EXTRA_POLICIES`) needs it or uses the default model.
         colocation: a co-location file (:func:`bosun.colocation.profile.load_colocation`):
             every run gets its BE rewrite, BatchResourceFit and reclaim controller.
+        cluster: a cluster file (node groups, :func:`bosun.twin.traces.cluster.load_cluster`)
+            for a CSV/Parquet trace without a node table; with a node table too, or with
+            ``snapshot``, it is a problem.
 
     Returns:
         ``(label, simulator)`` per run: the policy's label, or ``""`` for the one run of
@@ -371,6 +375,12 @@ def load_simulation(
     if (trace_spec is None) == (snapshot is None):
         problems.append(
             InputProblem("command line", "options", "--trace/--snapshot", "give exactly one")
+        )
+    elif cluster is not None and snapshot is not None:
+        problems.append(
+            InputProblem(
+                "command line", "options", "--cluster", "a snapshot has its own nodes: give --trace"
+            )
         )
     if sample_every_s is not None and not (sample_every_s > 0 and math.isfinite(sample_every_s)):
         problems.append(
@@ -409,7 +419,9 @@ def load_simulation(
     source = trace_spec if trace_spec is not None else str(snapshot)
     try:
         if trace_spec is not None and snapshot is None:
-            trace = load_trace(trace_spec, seed=seed, skip_bad_rows=skip_bad_rows)
+            trace = load_trace(
+                trace_spec, seed=seed, skip_bad_rows=skip_bad_rows, cluster_path=cluster
+            )
         elif snapshot is not None and trace_spec is None:
             trace = load_snapshot(snapshot)
     except InputError as e:
@@ -918,8 +930,8 @@ def simulate(
         str | None,
         typer.Option(
             "--trace",
-            help="Trace spec: openb, openb:<variant>, synthetic[:k=v,...], or a file "
-            "(.csv, .parquet, manifests).",
+            help="Trace spec: openb, openb:<variant>, synthetic[:k=v,...], "
+            "synthetic-service[:k=v,...], or a file (.csv, .parquet, manifests).",
         ),
     ] = None,
     snapshot: Annotated[
@@ -981,6 +993,14 @@ def simulate(
             "--energy",
             help="A power file (YAML: SPECpower/linear node power, GPUs, power-down, "
             "facility and PUE); --policy energyaware compares the EnergyAware plugin.",
+        ),
+    ] = None,
+    cluster: Annotated[
+        Path | None,
+        typer.Option(
+            "--cluster",
+            help="A cluster file (YAML node groups: count, shape, labels, taints) for a "
+            "CSV/Parquet trace without a node table (docs/trace-schema.md).",
         ),
     ] = None,
     colocation: Annotated[
@@ -1071,6 +1091,7 @@ def simulate(
                     faults=faults,
                     energy=energy,
                     colocation=colocation,
+                    cluster=cluster,
                 ),
                 progress_every=progress_every,
                 until=until,
