@@ -162,6 +162,20 @@ def test_cli_table_says_why(run_dir: Path) -> None:
     assert rows["default/d"]["cause"] == "delayed: unschedulable while nodes were down"
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [["--nodes", "n.yaml"], ["--pods", "p.yaml"], ["--snapshot", "s.yaml"], ["--context", "c"]],
+    ids=["nodes", "pods", "snapshot", "context"],
+)
+def test_cli_run_with_other_inputs_is_refused(run_dir: Path, extra: list[str]) -> None:
+    """--run reads the run folder only; another input would be silently ignored (a user
+    who gives --nodes expects it to be read), so the command refuses it, exit 2."""
+    res = CliRunner().invoke(app, ["why", "--run", str(run_dir), *extra])
+    assert res.exit_code == 2, res.output
+    assert extra[0] in res.output and "--run" in res.output
+    assert "Disruptions" not in res.output
+
+
 @pytest.mark.slow
 def test_real_twin_outage(tmp_path: Path) -> None:
     """A real twin run: every node (one zone) down from 20 to 35 minutes. A pod the twin

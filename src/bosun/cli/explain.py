@@ -134,6 +134,23 @@ def why(
 
     try:
         if run is not None:
+            others = [
+                flag
+                for flag, given in (
+                    ("--nodes", nodes),
+                    ("--pods", pods),
+                    ("--snapshot", snapshot),
+                    ("--config", config),
+                    ("--kubeconfig", kubeconfig),
+                    ("--context", context),
+                )
+                if given
+            ]
+            if others:  # they would be ignored: the run folder is the whole input
+                raise BosunError(
+                    f"--run {run}: a twin run is explained from its own folder; "
+                    f"drop {', '.join(others)} (or drop --run to explain those inputs)"
+                )
             rows = rca.explain_run(run, pod)
             _emit_run(rows, output)
             return
