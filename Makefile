@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_batch.py
 	$(BIN)/python benchmarks/bench_explain.py
 	$(BIN)/python benchmarks/bench_workload.py
+	$(BIN)/python benchmarks/bench_twin_scale.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
