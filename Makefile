@@ -49,7 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_batch.py
 	$(BIN)/python benchmarks/bench_explain.py
 	$(BIN)/python benchmarks/bench_workload.py
-	$(BIN)/python benchmarks/bench_twin_scale.py
+	$(BIN)/python benchmarks/bench_twin_scale.py --cases 1k,5k,openb
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
