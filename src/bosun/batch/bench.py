@@ -77,6 +77,18 @@ def _openb(variant: str) -> tuple[tuple[Node, ...], tuple[Pod, ...]]:
 PROFILES = ("default", "fgd")
 
 
+def check_profile(profile: str) -> list[InputProblem]:
+    """The problem with ``profile`` when it is not one of :data:`PROFILES`, else none."""
+    if profile in PROFILES:
+        return []
+    return [
+        InputProblem(
+            "<arguments>", "batch bench", "profile",
+            f"unknown profile {profile!r}: one of {', '.join(PROFILES)}",
+        )
+    ]  # fmt: skip
+
+
 @lru_cache(maxsize=2)
 def _fgd_configuration(variant: str) -> Any:
     """kube's default profile with FGD as the only Score plugin, its task classes (the
@@ -140,13 +152,7 @@ def openb_instance(
                 f"must be 1..{len(all_pods) // 2}, got {num_pods}",
             )
         )
-    if profile not in PROFILES:
-        problems.append(
-            InputProblem(
-                "<arguments>", "batch bench", "profile",
-                f"unknown profile {profile!r}: one of {', '.join(PROFILES)}",
-            )
-        )  # fmt: skip
+    problems += check_profile(profile)
     if problems:
         raise InputError(problems)
     rng = np.random.default_rng(seed)

@@ -217,8 +217,8 @@ def bench(
     Needs the openb data (BOSUN_DATA_DIR). Exit 2 on bad input.
     """
     from bosun.batch.bench import (
-        PROFILES,
         check_bench_args,
+        check_profile,
         openb_instance,
         paired_test,
         run_instance,
@@ -236,13 +236,7 @@ def bench(
                     f"unknown encoding {capacity!r}: one of slack, unbalanced",
                 )
             )  # fmt: skip
-        if profile not in PROFILES:
-            problems.append(
-                InputProblem(
-                    "<arguments>", "batch bench", "profile",
-                    f"unknown profile {profile!r}: one of {', '.join(PROFILES)}",
-                )
-            )  # fmt: skip
+        problems += check_profile(profile)
         if reference_time is not None and not reference_time > 0:
             problems.append(
                 InputProblem(
