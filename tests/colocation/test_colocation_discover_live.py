@@ -39,13 +39,8 @@ cp = _load_controlplane()
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    cp.require_k8s()
-    c = cp.ControlPlane(tmp_path_factory.mktemp("k8s-coloc"), *cp.free_ports(3))
-    c.start()
-    try:
+    with cp.started(tmp_path_factory.mktemp("k8s-coloc")) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def _pod(name: str, node: str, resources: dict[str, Any], labels: dict[str, str]) -> Any:

@@ -45,14 +45,8 @@ cp = _load_controlplane()
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[client.ApiClient]:
-    cp.require_k8s()
-    plane = cp.ControlPlane(tmp_path_factory.mktemp("k8s-window"), *cp.free_ports(3))
-    plane.start()
-    try:
-        with plane.api_client() as c:
-            yield c
-    finally:
-        plane.stop()
+    with cp.started(tmp_path_factory.mktemp("k8s-window")) as plane, plane.api_client() as c:
+        yield c
 
 
 def test_window_schedule_on_a_real_apiserver(api: client.ApiClient) -> None:

@@ -14,6 +14,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
@@ -199,3 +201,13 @@ class ControlPlane:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@contextmanager
+def started(workdir: Path | str, with_scheduler: bool = False) -> Iterator[ControlPlane]:
+    """:func:`require_k8s`, then a :class:`ControlPlane` in ``workdir`` on free ports,
+    started, stopped (and wiped) on exit."""
+    require_k8s()
+    apiserver, etcd, scheduler = free_ports(3)
+    with ControlPlane(workdir, apiserver, etcd, scheduler, with_scheduler) as plane:
+        yield plane
