@@ -827,32 +827,31 @@ class Agent:
 
     # ------------------------------------------------------------------ overload
 
+    def _overload_signal(self, u: float, now: float, *, with_since: bool = True) -> None:
+        """Track the overload signal: on once usage ``u`` stays above the threshold for the
+        window, off once it drops under the evacuation target (published and emitted)."""
+        if u > self.cfg.overload_threshold:
+            self._over_since = self._over_since or now
+            if not self.overloaded and now - self._over_since >= self.cfg.overload_window_s:
+                self.overloaded = True
+                self.publish()
+                ev: dict[str, Any] = {"ev": "overload", "t": now, "usage": round(u, 3)}
+                if with_since:
+                    ev["since"] = self._over_since
+                self.emit(ev)
+        elif u < self.cfg.evac_target:
+            self._over_since = None
+            if self.overloaded:
+                self.overloaded = False
+                self.publish()
+                self.emit({"ev": "overload_end", "t": now})
+
     async def _overload_loop(self) -> None:
         step = 0.25
         moving: set[str] = set()
         while True:
             await asyncio.sleep(step)
-            u = self.cluster.usage()
-            now = self.clock()
-            if u > self.cfg.overload_threshold:
-                self._over_since = self._over_since or now
-                if not self.overloaded and now - self._over_since >= self.cfg.overload_window_s:
-                    self.overloaded = True
-                    self.publish()
-                    self.emit(
-                        {
-                            "ev": "overload",
-                            "t": now,
-                            "usage": round(u, 3),
-                            "since": self._over_since,
-                        }
-                    )
-            elif u < self.cfg.evac_target:
-                self._over_since = None
-                if self.overloaded:
-                    self.overloaded = False
-                    self.publish()
-                    self.emit({"ev": "overload_end", "t": now})
+            self._overload_signal(self.cluster.usage(), self.clock())
             if not self.overloaded:
                 continue
             budget = max(1, int(self.cfg.evac_rate_per_s * step))

@@ -703,20 +703,8 @@ class LiveAgent(Agent):
         """The overload signal (as the twin backend's), without moving running pods."""
         while True:
             await asyncio.sleep(0.25)
-            u = self.cluster.usage()
             now = self.clock()
-            if u > self.cfg.overload_threshold:
-                self._over_since = self._over_since or now
-                if not self.overloaded and now - self._over_since >= self.cfg.overload_window_s:
-                    self.overloaded = True
-                    self.publish()
-                    self.emit({"ev": "overload", "t": now, "usage": round(u, 3)})
-            elif u < self.cfg.evac_target:
-                self._over_since = None
-                if self.overloaded:
-                    self.overloaded = False
-                    self.publish()
-                    self.emit({"ev": "overload_end", "t": now})
+            self._overload_signal(self.cluster.usage(), now, with_since=False)
             if self.overloaded and self.live.evacuate_running:
                 for key in self.evacuable(now)[: max(1, int(self.cfg.evac_rate_per_s * 0.25))]:
                     self.moving.add(key)
