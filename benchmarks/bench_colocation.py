@@ -133,7 +133,7 @@ def usage_pass(nodes: int, pods: int, seed: int, repeat: int) -> None:
     from bosun.api.types import Pod
     from bosun.colocation.twin import ReclaimController, to_be_pod
     from bosun.plugins.batch_resources import BATCH_CPU, is_high_priority
-    from bosun.twin.usage import cpu_fraction
+    from bosun.twin.usage import SHAPE_PARAMS, cpu_fraction
 
     rng = np.random.default_rng(seed)
     on: list[list[Pod]] = [[] for _ in range(nodes)]
@@ -142,17 +142,7 @@ def usage_pass(nodes: int, pods: int, seed: int, repeat: int) -> None:
         on[int(rng.integers(0, nodes))].append(to_be_pod(pod) if rng.random() < 0.4 else pod)
     ctl = ReclaimController()
     t = 3600.0
-    fields = (
-        "kind",
-        "base",
-        "amplitude",
-        "period_s",
-        "phase",
-        "peak",
-        "burst_probability",
-        "burst_s",
-        "noise",
-    )
+    fields = ("kind", *(f for f in SHAPE_PARAMS if f != "memory_fraction"))
 
     def per_node() -> np.ndarray:
         out = np.zeros(nodes)

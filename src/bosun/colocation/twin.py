@@ -65,7 +65,7 @@ from bosun.plugins.batch_resources import (
 )
 from bosun.twin.engine import ControllerReport, EventKind
 from bosun.twin.trace import PodArrival, Trace
-from bosun.twin.usage import UsageModel, cpu_fraction
+from bosun.twin.usage import SHAPE_PARAMS, UsageModel, cpu_fraction
 
 if TYPE_CHECKING:
     from bosun.twin.engine import Simulator
@@ -118,17 +118,9 @@ def koordinator_profile(trace: Trace) -> Trace:
 
 
 _HP, _BE, _REST = 0, 1, 2
-_SHAPE_FIELDS = (
-    "kind",
-    "base",
-    "amplitude",
-    "period_s",
-    "phase",
-    "peak",
-    "burst_probability",
-    "burst_s",
-    "noise",
-)
+#: The columns :func:`bosun.twin.usage.cpu_fraction` reads: the kind and every shape
+#: parameter but ``memory_fraction``.
+_SHAPE_FIELDS = ("kind", *(f for f in SHAPE_PARAMS if f != "memory_fraction"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,7 +99,9 @@ USAGE_ANNOTATION = "bosun.io/cpu-usage"
 
 FLAT, PERIODIC, BURSTY = 0, 1, 2
 SHAPES = {"flat": FLAT, "periodic": PERIODIC, "bursty": BURSTY}
-_SHAPE_PARAMS = (
+#: The usage-shape parameters an annotation may set (every :class:`UsageShape` field
+#: but ``kind`` and ``seed``), in table-column order.
+SHAPE_PARAMS = (
     "base",
     "amplitude",
     "period_s",
@@ -110,6 +112,7 @@ _SHAPE_PARAMS = (
     "noise",
     "memory_fraction",
 )
+_SHAPE_PARAMS = SHAPE_PARAMS  # the old private name
 _MASK64 = (1 << 64) - 1
 
 
