@@ -367,30 +367,16 @@ def prepare(
             resources (every such pod listed), or the registry lacks BatchResourceFit.
     """
     model = UsageModel(seed=settings.usage_seed)
-    if settings.policy == "none":
-        problems = trace_problems(trace)
-        if problems:
-            raise InputError(problems)
-        meter = ReclaimPolicy(cpu_threshold_percent=0, memory_threshold_percent=0, forecast=False)
-        ctl = ReclaimController(
-            model=model,
-            policy=meter,
-            period_s=settings.period_s,
-            history=settings.history,
-            grace_s=settings.grace_s,
-            resource_diff_threshold=settings.resource_diff_threshold,
-            update_time_threshold_s=settings.update_time_threshold_s,
-            slo_s=settings.slo_s,
-            interference=settings.interference,
-        )
-        return ctl.seed(trace), cfg, ctl
-    run_trace = koordinator_profile(trace)
+    none = settings.policy == "none"
+    run_trace = trace if none else koordinator_profile(trace)
     problems = trace_problems(run_trace)
     if problems:
         raise InputError(problems)
+    # ``none``: the measuring controller (docstring) gets a zero-threshold policy.
+    meter = ReclaimPolicy(cpu_threshold_percent=0, memory_threshold_percent=0, forecast=False)
     ctl = ReclaimController(
         model=model,
-        policy=settings.reclaim,
+        policy=meter if none else settings.reclaim,
         period_s=settings.period_s,
         history=settings.history,
         grace_s=settings.grace_s,
@@ -399,6 +385,8 @@ def prepare(
         slo_s=settings.slo_s,
         interference=settings.interference,
     )
+    if none:
+        return ctl.seed(run_trace), cfg, ctl
     return ctl.seed(run_trace), with_batch_resource_fit(cfg, points), ctl
 
 
