@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from bosun.cli.main import app
 from bosun.colocation.profile import (
@@ -75,31 +75,25 @@ spec:
 """
 
 
-def _run(
-    tmp_path: Path, colocation: str
-) -> tuple[dict[str, object], list[dict[str, str]], list[dict[str, str]]]:
+def _simulate(
+    tmp_path: Path, colocation: str, *args: str, trace_text: str = TRACE
+) -> tuple[Result, Path]:
+    """``bosun simulate`` of ``trace_text`` with the co-location file ``colocation`` (and
+    ``args``), reporting to ``tmp_path/out``: the CLI result and that folder."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     trace = tmp_path / "trace.yaml"
-    trace.write_text(TRACE)
+    trace.write_text(trace_text)
     colo = tmp_path / "colocation.yaml"
     colo.write_text(colocation)
     out = tmp_path / "out"
-    r = runner.invoke(
-        app,
-        [
-            "simulate",
-            "--trace",
-            str(trace),
-            "--colocation",
-            str(colo),
-            "--until",
-            "200",
-            "--report",
-            str(out),
-            "--progress-every",
-            "0",
-        ],
-    )
+    cmd = ["simulate", "--trace", str(trace), "--colocation", str(colo), *args]
+    return runner.invoke(app, [*cmd, "--report", str(out)]), out
+
+
+def _run(
+    tmp_path: Path, colocation: str
+) -> tuple[dict[str, object], list[dict[str, str]], list[dict[str, str]]]:
+    r, out = _simulate(tmp_path, colocation, "--until", "200", "--progress-every", "0")
     assert r.exit_code == 0, r.output
     summary = json.loads((out / "summary.json").read_text())
     with (out / "pods.csv").open() as f:
@@ -208,28 +202,15 @@ def test_bad_colocation_file(tmp_path: Path, text: str, field: str) -> None:
 
 
 def test_bad_file_exits_2_and_writes_nothing(tmp_path: Path) -> None:
-    trace = tmp_path / "trace.yaml"
-    trace.write_text(TRACE)
-    colo = tmp_path / "c.yaml"
-    colo.write_text("policy: greedy\n")
-    out = tmp_path / "out"
-    r = runner.invoke(
-        app, ["simulate", "--trace", str(trace), "--colocation", str(colo), "--report", str(out)]
-    )
+    r, out = _simulate(tmp_path, "policy: greedy\n")
     assert r.exit_code == 2
     assert "policy" in r.output
     assert not out.exists()
 
 
 def test_bad_qos_label_names_pod(tmp_path: Path) -> None:
-    trace = tmp_path / "trace.yaml"
-    trace.write_text(TRACE.replace("koordinator.sh/qosClass: BE", "koordinator.sh/qosClass: BULK"))
-    colo = tmp_path / "c.yaml"
-    colo.write_text("policy: bosun\n")
-    out = tmp_path / "out"
-    r = runner.invoke(
-        app, ["simulate", "--trace", str(trace), "--colocation", str(colo), "--report", str(out)]
-    )
+    bulk = TRACE.replace("koordinator.sh/qosClass: BE", "koordinator.sh/qosClass: BULK")
+    r, out = _simulate(tmp_path, "policy: bosun\n", trace_text=bulk)
     assert r.exit_code == 2
     assert "job-a" in r.output and "qosClass" in r.output
     assert not out.exists()
@@ -278,14 +259,8 @@ def test_batch_resources_sync_rule(tmp_path: Path, extra: str, first_3700: float
     # gives 3700 from the tick at 120, a 7.5 % drop. Koordinator's rule (diff 0.1,
     # update after 300 s) keeps 4000 until the write at 300; a 0 or 5 % threshold writes
     # it at 120.
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    trace = tmp_path / "trace.yaml"
-    trace.write_text(SMALL_STEP)
-    colo = tmp_path / "c.yaml"
-    colo.write_text("policy: koordinator\n" + extra)
-    out = tmp_path / "out"
-    args = ["simulate", "--trace", str(trace), "--colocation", str(colo), "--until", "400"]
-    r = runner.invoke(app, [*args, "--report", str(out), "--sample-every", "60"])
+    args = ("--until", "400", "--sample-every", "60")
+    r, out = _simulate(tmp_path, "policy: koordinator\n" + extra, *args, trace_text=SMALL_STEP)
     assert r.exit_code == 0, r.output
     with (out / "timeseries.csv").open() as f:
         ts = [(float(x["time_s"]), float(x["batch_cpu_milli"])) for x in csv.DictReader(f)]
@@ -296,13 +271,8 @@ def test_batch_resources_sync_rule(tmp_path: Path, extra: str, first_3700: float
 def test_policy_list_compares_in_one_run(tmp_path: Path) -> None:
     # `policy: [none, koordinator]`: one run each, in subfolders, with the numbers of the
     # single-policy runs above (preemptions 0 / 1; CPU use 0.425 / 0.525)
-    trace = tmp_path / "trace.yaml"
-    trace.write_text(TRACE)
-    colo = tmp_path / "c.yaml"
-    colo.write_text("policy: [none, koordinator]\ncpuReclaimThresholdPercent: 60\n")
-    out = tmp_path / "out"
-    args = ["simulate", "--trace", str(trace), "--colocation", str(colo), "--until", "200"]
-    r = runner.invoke(app, [*args, "--report", str(out), "--progress-every", "0"])
+    colocation = "policy: [none, koordinator]\ncpuReclaimThresholdPercent: 60\n"
+    r, out = _simulate(tmp_path, colocation, "--until", "200", "--progress-every", "0")
     assert r.exit_code == 0, r.output
     got = {}
     for policy in ("none", "koordinator"):
