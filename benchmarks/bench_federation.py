@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import socket
 import statistics
 import sys
 import tempfile
@@ -163,22 +162,6 @@ def escrow_rows() -> list[tuple[str, str]]:
     ]
 
 
-def _port_pair() -> int:
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = int(s.getsockname()[1])
-        try:
-            for port in (p, p + 1):
-                for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
-                    with socket.socket(socket.AF_INET, kind) as t:
-                        t.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return p
-    raise RuntimeError("no free port pair")
-
-
 def _node(core: Any, name: str, cpu: str) -> None:
     alloc = {"cpu": cpu, "memory": "16Gi", "pods": "110"}
     core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
@@ -206,7 +189,7 @@ def live_rows(pods: int = 10, window_s: float = 2.0) -> list[tuple[str, str]]:
     from tests.live import controlplane as cpl
 
     from bosun.cli.federation import live_hooks
-    from bosun.federation.agent import AgentConfig
+    from bosun.federation.agent import AgentConfig, free_port_pair
     from bosun.federation.live import LiveAgent, LiveCluster, LiveSettings
 
     missing = cpl.missing_parts(cpl.k8s_dir())
@@ -265,7 +248,7 @@ def live_rows(pods: int = 10, window_s: float = 2.0) -> list[tuple[str, str]]:
             settings = LiveSettings(pending_window_s=window_s, running_timeout_s=60)
 
             def cfg(name: str, join: list[str]) -> AgentConfig:
-                return AgentConfig(cluster=name, port=_port_pair(), join=join,
+                return AgentConfig(cluster=name, port=free_port_pair(), join=join,
                                    summary_interval_s=0.2)  # fmt: skip
 
             async def run() -> float:

@@ -5,7 +5,6 @@ while the agent keeps serving."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,29 +15,10 @@ import msgpack
 import pytest
 
 from bosun.api.types import CPU, MEMORY, Node
-from bosun.federation.agent import Agent, AgentConfig
+from bosun.federation.agent import Agent, AgentConfig, free_port_pair
 from bosun.federation.escrow import Ledger
 from bosun.federation.summary import TwinCluster, make_pod
 from bosun.federation.sync import PROTOCOL_VERSION, SyncConfig, encode
-
-
-def free_port_pair() -> int:
-    """A port p with p and p+1 free on 127.0.0.1 (TCP and UDP), for kinship and the RPC."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = int(s.getsockname()[1])
-        if p >= 65534:
-            continue
-        try:
-            for port in (p, p + 1):
-                for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
-                    with socket.socket(socket.AF_INET, kind) as t:
-                        t.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return p
-    raise RuntimeError("no free port pair")
 
 
 def nodes(prefix: str, n: int = 4, cpu: int = 8000) -> list[Node]:

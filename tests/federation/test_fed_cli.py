@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_fed_agent import free_port_pair
 from typer.testing import CliRunner
 
 from bosun.cli.main import app
+from bosun.federation.agent import free_port_pair
 
 runner = CliRunner()
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import socket
 import sys
 import threading
 import time
@@ -31,7 +30,7 @@ from kubernetes import client
 
 from bosun.api.types import CPU, MEMORY, Node
 from bosun.cli.federation import live_hooks
-from bosun.federation.agent import Agent, AgentConfig
+from bosun.federation.agent import Agent, AgentConfig, free_port_pair
 from bosun.federation.live import (
     ANN_HOLDER,
     ANN_SOURCE,
@@ -158,25 +157,6 @@ class KubeletStandIn:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
-
-
-def free_port_pair() -> int:
-    """A port p with p and p+1 free on 127.0.0.1 (TCP and UDP): kinship, then the RPC."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = int(s.getsockname()[1])
-        if p >= 65534:
-            continue
-        try:
-            for port in (p, p + 1):
-                for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
-                    with socket.socket(socket.AF_INET, kind) as t:
-                        t.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return p
-    raise RuntimeError("no free port pair")
 
 
 def agent_config(name: str, join: list[str]) -> AgentConfig:

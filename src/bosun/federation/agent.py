@@ -29,6 +29,7 @@ import contextlib
 import json
 import logging
 import random
+import socket
 import struct
 import sys
 import time
@@ -113,6 +114,26 @@ class AgentConfig:
     evac_rate_per_s: float = 100.0
     summary_interval_s: float = 0.5
     key: str | None = None
+
+
+def free_port_pair(host: str = "127.0.0.1") -> int:
+    """A port p with p and p+1 free on ``host`` (TCP and UDP): for an agent's ``port``
+    (membership on p, RPC and sync on p+1)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind((host, 0))
+            p = int(s.getsockname()[1])
+        if p >= 65534:
+            continue
+        try:
+            for port in (p, p + 1):
+                for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+                    with socket.socket(socket.AF_INET, kind) as t:
+                        t.bind((host, port))
+        except OSError:
+            continue
+        return p
+    raise RuntimeError("no free port pair")
 
 
 Emit = Callable[[dict[str, Any]], None]
