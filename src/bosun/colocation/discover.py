@@ -34,7 +34,7 @@ from typing import Any
 
 from bosun.api.types import Pod
 from bosun.colocation.cgroups import CgroupError, CgroupExecutor
-from bosun.colocation.reconcile import DRIVERS, qos_root
+from bosun.colocation.reconcile import check_driver, qos_root, under_root
 from bosun.errors import InputError, InputProblem
 from bosun.plugins.batch_resources import KubeQoS, QoSClass, check_pod
 
@@ -107,11 +107,6 @@ class Discovery:
         return [f.group for f in self.be]
 
 
-def _under(prefix: str, group: str) -> str:
-    p = prefix.strip("/")
-    return f"{p}/{group}" if p else group
-
-
 def detect_driver(executor: CgroupExecutor, cgroup_root: str = "") -> str:
     """``cgroupfs`` when ``kubepods`` exists under the cgroup root (in the cpu
     controller), ``systemd`` when ``kubepods.slice`` does.
@@ -119,8 +114,8 @@ def detect_driver(executor: CgroupExecutor, cgroup_root: str = "") -> str:
     Raises:
         CgroupError: neither exists, or both do (pass the driver), naming the paths.
     """
-    fs = executor.path("cpu", _under(cgroup_root, "kubepods"))
-    sd = executor.path("cpu", _under(cgroup_root, "kubepods.slice"))
+    fs = executor.path("cpu", under_root(cgroup_root, "kubepods"))
+    sd = executor.path("cpu", under_root(cgroup_root, "kubepods.slice"))
     if fs.is_dir() and sd.is_dir():
         raise CgroupError(f"both {fs} and {sd} exist: give the kubelet's cgroup driver")
     if fs.is_dir():
@@ -138,8 +133,7 @@ def scan_pod_groups(executor: CgroupExecutor, driver: str, cgroup_root: str = ""
     Raises:
         CgroupError: an unknown driver.
     """
-    if driver not in DRIVERS:
-        raise CgroupError(f"cgroup driver {driver!r} is not one of {', '.join(DRIVERS)}")
+    check_driver(driver)
     pattern = _CGROUPFS_POD if driver == "cgroupfs" else _SYSTEMD_POD
     out: list[PodGroup] = []
     for kq in (KubeQoS.GUARANTEED, KubeQoS.BURSTABLE, KubeQoS.BEST_EFFORT):

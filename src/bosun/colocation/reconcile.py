@@ -50,9 +50,21 @@ from bosun.plugins.batch_resources import (
 DRIVERS = ("cgroupfs", "systemd")
 
 
-def _under(prefix: str, group: str) -> str:
-    p = prefix.strip("/")
+def under_root(cgroup_root: str, group: str) -> str:
+    """``group`` under kubelet's ``--cgroup-root`` (``cgroup_root``; empty: the controller
+    root), relative to the controller roots."""
+    p = cgroup_root.strip("/")
     return f"{p}/{group}" if p else group
+
+
+def check_driver(driver: str) -> None:
+    """Check that ``driver`` is a kubelet cgroup driver (:data:`DRIVERS`).
+
+    Raises:
+        CgroupError: it is not, naming the drivers.
+    """
+    if driver not in DRIVERS:
+        raise CgroupError(f"cgroup driver {driver!r} is not one of {', '.join(DRIVERS)}")
 
 
 def pod_group(pod: Pod, driver: str = "cgroupfs", cgroup_root: str = "") -> str:
@@ -63,12 +75,11 @@ def pod_group(pod: Pod, driver: str = "cgroupfs", cgroup_root: str = "") -> str:
     Raises:
         CgroupError: an unknown driver or a pod without a UID.
     """
-    return _under(cgroup_root, _pod_group(pod, driver))
+    return under_root(cgroup_root, _pod_group(pod, driver))
 
 
 def _pod_group(pod: Pod, driver: str) -> str:
-    if driver not in DRIVERS:
-        raise CgroupError(f"cgroup driver {driver!r} is not one of {', '.join(DRIVERS)}")
+    check_driver(driver)
     if not pod.uid:
         raise CgroupError(f"Pod {pod.namespace}/{pod.name}: no metadata.uid")
     kq = kube_qos_class(pod)
@@ -86,7 +97,7 @@ def _pod_group(pod: Pod, driver: str) -> str:
 def qos_root(kq: KubeQoS, driver: str = "cgroupfs", cgroup_root: str = "") -> str:
     """kubelet's QoS-level group for ``kq`` (``kubepods`` itself for Guaranteed), under
     ``cgroup_root``."""
-    return _under(cgroup_root, _qos_root(kq, driver))
+    return under_root(cgroup_root, _qos_root(kq, driver))
 
 
 def _qos_root(kq: KubeQoS, driver: str) -> str:
