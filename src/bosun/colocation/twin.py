@@ -122,6 +122,16 @@ _HP, _BE, _REST = 0, 1, 2
 #: parameter but ``memory_fraction``.
 _SHAPE_FIELDS = ("kind", *(f for f in SHAPE_PARAMS if f != "memory_fraction"))
 
+#: :meth:`ReclaimController._node_usage`'s per-node arrays (high-priority CPU and memory,
+#: every pod's CPU, online CPU) and the pods on batch resources.
+_NodeUsage = tuple[
+    np.ndarray[Any, Any],
+    np.ndarray[Any, Any],
+    np.ndarray[Any, Any],
+    np.ndarray[Any, Any],
+    list[list[Pod]],
+]
+
 
 @dataclass(frozen=True, slots=True)
 class _PodInfo:
@@ -275,15 +285,7 @@ class ReclaimController:
         self._infos[pod.key] = info
         return info
 
-    def _node_usage(
-        self, sim: Simulator, t: float
-    ) -> tuple[
-        np.ndarray[Any, Any],
-        np.ndarray[Any, Any],
-        np.ndarray[Any, Any],
-        np.ndarray[Any, Any],
-        list[list[Pod]],
-    ]:
+    def _node_usage(self, sim: Simulator, t: float) -> _NodeUsage:
         """Per node (snapshot rows): the high-priority pods' CPU use (milli-CPU) and
         memory use (bytes), every pod's CPU use (milli-CPU; pods on batch resources at
         their ``batch-cpu``), the online pods' CPU use (high priority and not BE, for the
@@ -294,15 +296,7 @@ class ReclaimController:
         n = len(snap.node_names)
         return self._usage_of([[bp.pod for bp in snap.pods.on(row)] for row in range(n)], t)
 
-    def _usage_of(
-        self, pods_on: Sequence[Sequence[Pod]], t: float
-    ) -> tuple[
-        np.ndarray[Any, Any],
-        np.ndarray[Any, Any],
-        np.ndarray[Any, Any],
-        np.ndarray[Any, Any],
-        list[list[Pod]],
-    ]:
+    def _usage_of(self, pods_on: Sequence[Sequence[Pod]], t: float) -> _NodeUsage:
         """:meth:`_node_usage` for the pods on each node (``pods_on[row]``)."""
         n = len(pods_on)
         rows: list[int] = []
