@@ -13,12 +13,13 @@ from typing import Any
 
 import msgpack
 import pytest
+from fedhelpers import agent_config
 
 from bosun.api.types import CPU, MEMORY, Node
-from bosun.federation.agent import Agent, AgentConfig, free_port_pair
+from bosun.federation.agent import Agent, free_port_pair
 from bosun.federation.escrow import Ledger
 from bosun.federation.summary import TwinCluster, make_pod
-from bosun.federation.sync import PROTOCOL_VERSION, SyncConfig, encode
+from bosun.federation.sync import PROTOCOL_VERSION, encode
 
 
 def nodes(prefix: str, n: int = 4, cpu: int = 8000) -> list[Node]:
@@ -29,18 +30,7 @@ def nodes(prefix: str, n: int = 4, cpu: int = 8000) -> list[Node]:
 
 
 def make_agent(name: str, join: list[str], events: list[dict[str, Any]]) -> Agent:
-    port = free_port_pair()
-    cfg = AgentConfig(
-        cluster=name,
-        host="127.0.0.1",
-        port=port,
-        join=join,
-        sync=SyncConfig(interval_s=0.2),
-        summary_interval_s=0.2,
-        probe_interval_s=0.2,
-        probe_timeout_s=0.1,
-        suspicion_mult=4,
-    )
+    cfg = agent_config(name, join)
 
     def emit(ev: dict[str, Any]) -> None:
         events.append({**ev, "agent": name})

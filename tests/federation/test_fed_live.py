@@ -26,11 +26,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from fedhelpers import agent_config
 from kubernetes import client
 
 from bosun.api.types import CPU, MEMORY, Node
 from bosun.cli.federation import live_hooks
-from bosun.federation.agent import Agent, AgentConfig, free_port_pair
+from bosun.federation.agent import Agent, free_port_pair
 from bosun.federation.live import (
     ANN_HOLDER,
     ANN_SOURCE,
@@ -40,7 +41,6 @@ from bosun.federation.live import (
     LiveSettings,
 )
 from bosun.federation.summary import TwinCluster, make_pod
-from bosun.federation.sync import SyncConfig
 
 pytestmark = pytest.mark.k8s
 
@@ -157,19 +157,6 @@ class KubeletStandIn:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
-
-
-def agent_config(name: str, join: list[str]) -> AgentConfig:
-    return AgentConfig(
-        cluster=name,
-        port=free_port_pair(),
-        join=join,
-        sync=SyncConfig(interval_s=0.2),
-        summary_interval_s=0.2,
-        probe_interval_s=0.2,
-        probe_timeout_s=0.1,
-        suspicion_mult=4,
-    )
 
 
 def live_agent(
