@@ -23,7 +23,20 @@ fine-grained-cpu-orchestration, ``slo-controller-config``) where it has one::
     latencySLO: 100ms                      # online p99 SLO [100ms]
     interference: {p99Zero: 7.06ms, k: 0.36}   # p99 = p99Zero / (1 - u_on) * (1 + k u_be)
                                            # [the fit to `bosun colocate bench`, run 1]
-    usageSeed: 0                           # the usage model's seed, >= 0 [0]
+    usageSeed: 0                           # the usage model's seed, >= 0 [0]; it also
+                                           # assigns the online services' NAB series
+    onlineUsage: nab                       # nab | model [nab when the data is there,
+                                           # else model]
+
+* ``onlineUsage``: where the online pods' CPU usage comes from. ``nab``: the NAB AWS EC2
+  CPU series (:mod:`bosun.colocation.online`; each service a seeded series and phase,
+  ``usage = request * value / 100``), for every online pod without a
+  ``bosun.io/cpu-usage`` annotation (a trace's own statement of a pod's usage wins).
+  ``model``: the twin's usage model (:mod:`bosun.twin.usage`) for every pod. Left out:
+  ``nab`` when ``$BOSUN_DATA_DIR/nab-aws/realAWSCloudwatch`` holds the series, else
+  ``model``, so a run of bosun without the shared data still works; summary.json's meta
+  key ``colocation_online_series`` says which one ran. ``nab`` given while the data is
+  missing is an error naming the data path. BE and other pods always use the usage model.
 
 * ``none``: no co-location. The trace runs as it is (BE pods keep their ``cpu`` and
   ``memory`` requests) and a controller at threshold 0 only measures
@@ -51,6 +64,7 @@ import yaml
 
 from bosun.api.durations import parse_duration
 from bosun.colocation.batch import ReclaimPolicy
+from bosun.colocation.online import OnlineSeries
 from bosun.colocation.sim import Interference
 from bosun.colocation.twin import ReclaimController, koordinator_profile
 from bosun.errors import InputError, InputProblem
@@ -80,7 +94,9 @@ _KEYS = (
     "updateTimeThresholdSeconds",
     "latencySLO",
     "interference",
+    "onlineUsage",
 )
+ONLINE_USAGE = ("nab", "model")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +114,8 @@ class ColocationSettings:
         resource_diff_threshold, update_time_threshold_s: Koordinator's sync rule for a
             node's batch resources (:class:`bosun.colocation.twin.ReclaimController`).
         slo_s, interference: the online p99 SLO (seconds) and the latency model.
+        online_usage: ``nab``, ``model`` or ``auto`` (the key left out: ``nab`` when the
+            data is there, else ``model``; :func:`prepare` decides).
         source: the file it came from.
     """
 
@@ -112,6 +130,7 @@ class ColocationSettings:
     update_time_threshold_s: float = 300.0
     slo_s: float = 0.1
     interference: Interference = field(default_factory=Interference)
+    online_usage: str = "auto"
 
 
 def _duration(v: object, name: str, problem: Any) -> float | None:
@@ -219,6 +238,9 @@ def parse_colocation(doc: object, source: str) -> ColocationSettings:
     upd = _int(
         doc.get("updateTimeThresholdSeconds", 300), "updateTimeThresholdSeconds", 1, None, problem
     )
+    online = doc.get("onlineUsage", "auto")
+    if "onlineUsage" in doc and online not in ONLINE_USAGE:
+        problem("onlineUsage", f"must be one of {', '.join(ONLINE_USAGE)}, got {online!r}")
     if problems:
         raise InputError(problems)
     assert cpu_t is not None and mem_t is not None and horizon is not None
@@ -244,6 +266,7 @@ def parse_colocation(doc: object, source: str) -> ColocationSettings:
         float(upd),
         slo,
         model,
+        str(online),
     )
 
 
@@ -362,10 +385,14 @@ def prepare(
     controller; otherwise the BE pods rewritten, BatchResourceFit enabled and a reclaiming
     controller.
 
+    The online pods' usage follows ``settings.online_usage`` (:func:`online_series`).
+
     Raises:
         InputError: a pod's QoS label is not a class or a non-BE pod asks for batch
-            resources (every such pod listed), or the registry lacks BatchResourceFit.
+            resources (every such pod listed), the registry lacks BatchResourceFit, or
+            ``onlineUsage: nab`` while the NAB data is missing (naming the data path).
     """
+    series = online_series(settings)
     model = UsageModel(seed=settings.usage_seed)
     none = settings.policy == "none"
     run_trace = trace if none else koordinator_profile(trace)
@@ -384,10 +411,35 @@ def prepare(
         update_time_threshold_s=settings.update_time_threshold_s,
         slo_s=settings.slo_s,
         interference=settings.interference,
+        online_series=series,
     )
+    ctl.meta["colocation_online_series"] = "nab" if series is not None else "model"
     if none:
         return ctl.seed(run_trace), cfg, ctl
     return ctl.seed(run_trace), with_batch_resource_fit(cfg, points), ctl
+
+
+def online_series(settings: ColocationSettings) -> OnlineSeries | None:
+    """The NAB series the run's online pods use (seeded by ``usageSeed``), or None for the
+    usage model: ``nab`` loads them, ``model`` does not, ``auto`` loads them when the data
+    is there (:func:`bosun.colocation.online.nab_available`).
+
+    Raises:
+        InputError: ``nab`` and the data is missing (the problem names the co-location
+            file, ``onlineUsage`` and the data path), or a series file is unreadable.
+    """
+    from bosun.colocation.online import load_nab_cpu, nab_available
+    from bosun.twin.data import DataNotFoundError
+
+    mode = settings.online_usage
+    if mode == "model" or (mode == "auto" and not nab_available()):
+        return None
+    try:
+        return load_nab_cpu(settings.usage_seed)
+    except DataNotFoundError as exc:
+        raise InputError(
+            [InputProblem(settings.source, KIND, "onlineUsage", f"nab: {exc}")]
+        ) from None
 
 
 def describe(settings: ColocationSettings) -> dict[str, Any]:
@@ -407,6 +459,7 @@ def describe(settings: ColocationSettings) -> dict[str, Any]:
         "colocation_slo_s": settings.slo_s,
         "colocation_p99_zero_s": settings.interference.p99_0_s,
         "colocation_interference_k": settings.interference.k,
+        "colocation_online_usage": settings.online_usage,
     }
 
 
@@ -418,6 +471,7 @@ __all__: Sequence[str] = (
     "describe",
     "load_colocation",
     "load_colocation_runs",
+    "online_series",
     "parse_colocation",
     "parse_colocation_runs",
     "prepare",

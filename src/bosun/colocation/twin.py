@@ -53,6 +53,7 @@ from bosun.colocation.batch import (
     node_allocatable,
     with_batch_allocatable,
 )
+from bosun.colocation.online import OnlineSeries
 from bosun.colocation.sim import Interference
 from bosun.errors import InputError
 from bosun.plugins.batch_resources import (
@@ -65,7 +66,7 @@ from bosun.plugins.batch_resources import (
 )
 from bosun.twin.engine import ControllerReport, EventKind
 from bosun.twin.trace import PodArrival, Trace
-from bosun.twin.usage import SHAPE_PARAMS, UsageModel, cpu_fraction
+from bosun.twin.usage import SHAPE_PARAMS, USAGE_ANNOTATION, UsageModel, cpu_fraction
 
 if TYPE_CHECKING:
     from bosun.twin.engine import Simulator
@@ -142,6 +143,8 @@ class _PodInfo:
     memory: float  # bytes (batch-memory for _BE)
     shape: tuple[float, ...]  # _SHAPE_FIELDS, then memory_fraction
     seed: int
+    series: int = -1  # the online series (ReclaimController.online_series), -1: the model
+    phase: int = 0  # its phase, samples
 
 
 @dataclass
@@ -167,6 +170,21 @@ class ReclaimController:
             when the new batch-cpu or batch-memory is above ``old * (1 + d)`` or below
             ``old * (1 - d)``, when the last write is ``update_time_threshold_s`` old, or
             when the node has none yet. ``d = 0`` writes every change.
+        online_series: real CPU series for the online pods
+            (:class:`bosun.colocation.online.OnlineSeries`, the NAB EC2 series): every
+            online pod (high priority, not BE) without a ``bosun.io/cpu-usage`` annotation
+            uses ``request * v(t) / 100`` of its service's series instead of the usage
+            model's shape, in the reclaim's history (so in its forecast), the market's
+            room, the latency model and the measure. None: the usage model for every pod.
+            The twin's own usage tracker (hot spots, ``sla_violation_pod_minutes``) keeps
+            the usage model: :mod:`bosun.twin.usage` has no per-pod series.
+
+    Time-series columns (the last tick's values): ``batch_cpu_milli`` (the cluster's
+    published batch-cpu), ``be_preempted`` (so far), ``colocation_cpu_util`` (cluster CPU
+    use, fraction of allocatable), its split ``colocation_online_util`` (online pods) and
+    ``colocation_be_util`` (every other pod: BE jobs, on batch resources or not),
+    ``colocation_room_util`` (published batch-cpu over allocatable CPU),
+    ``online_p99_max_ms`` and ``online_p99_mean_ms`` (the worst and the mean node p99).
     """
 
     model: UsageModel = field(default_factory=UsageModel)
@@ -178,11 +196,16 @@ class ReclaimController:
     update_time_threshold_s: float = 300.0
     interference: Interference = field(default_factory=Interference)
     slo_s: float = 0.1
+    online_series: OnlineSeries | None = None
     columns: tuple[str, ...] = (
         "batch_cpu_milli",
         "be_preempted",
         "colocation_cpu_util",
         "online_p99_max_ms",
+        "colocation_online_util",
+        "colocation_be_util",
+        "colocation_room_util",
+        "online_p99_mean_ms",
     )
     meta: dict[str, Any] = field(default_factory=dict)
     preemptions: int = 0
@@ -202,6 +225,9 @@ class ReclaimController:
     _p99_sum_s: float = 0.0
     _p99_max_s: float = 0.0
     _p99_last_max_s: float = 0.0
+    _p99_last_mean_s: float = 0.0
+    _split: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    _evicted_at: dict[int, float] = field(default_factory=dict)
 
     def start(self, sim: Simulator) -> None:
         """Run the first reclaim at time 0."""
@@ -210,21 +236,36 @@ class ReclaimController:
         sim.at(0.0, self._tick, EventKind.CONTROL_UP)
 
     def values(self, time_s: float) -> tuple[float, ...]:
-        """The cluster's batch-cpu (milli-CPU), the preemptions so far and the cluster CPU
-        use of the last tick (fraction)."""
+        """The :attr:`columns` (class docstring): the cluster's batch-cpu (milli-CPU), the
+        preemptions so far, the last tick's cluster CPU use (fraction), worst node p99
+        (ms), online and other CPU use and batch room (fractions), mean node p99 (ms)."""
         return (
             self._batch_total,
             float(self.preemptions),
             self._util[-1] if self._util else 0.0,
             self._p99_last_max_s * 1000.0,
+            *self._split,
+            self._p99_last_mean_s * 1000.0,
         )
 
     def finish(self, sim: Simulator, end_s: float) -> ControllerReport:
         """The summary keys, the meta keys given as :attr:`meta`, and the pod-table columns
         ``qos_class`` (Koordinator's class of the incarnation's pod, ``""`` when its label
         is not a class), ``batch_cpu_milli`` (its ``kubernetes.io/batch-cpu`` request) and
-        ``colocation_evicted`` (this incarnation was preempted by the quota market)."""
+        ``colocation_evicted`` (this incarnation was preempted by the quota market).
+
+        Summary keys: ``colocation_preemptions``; ``colocation_lost_milli_s``, the BE work
+        lost to preemption (batch-cpu times the run so far, milli-CPU seconds);
+        ``colocation_be_work_milli_s``, all BE work done (every incarnation on batch
+        resources, batch-cpu times the seconds it ran, :meth:`_ran_s`), and
+        ``colocation_lost_fraction``, the first over the second (0 without BE work);
+        ``colocation_cpu_util_mean``; ``colocation_slo_ok_fraction`` and the p99s."""
         recs = sim.records
+        work = sum(
+            batch_requests(r.pod).get(BATCH_CPU, 0) * self._ran_s(r, end_s)
+            for r in recs
+            if math.isfinite(r.bound_s)
+        )
         qos: list[Any] = []
         for r in recs:
             try:
@@ -241,6 +282,8 @@ class ReclaimController:
             summary={
                 "colocation_preemptions": float(self.preemptions),
                 "colocation_lost_milli_s": self.lost_milli_s,
+                "colocation_be_work_milli_s": work,
+                "colocation_lost_fraction": self.lost_milli_s / work if work > 0 else 0.0,
                 "colocation_cpu_util_mean": float(np.mean(self._util)) if self._util else 0.0,
                 "colocation_slo_ok_fraction": (
                     self._p99_ok / self._p99_n if self._p99_n else float("nan")
@@ -251,6 +294,19 @@ class ReclaimController:
                 "colocation_online_p99_max_ms": 1000.0 * self._p99_max_s,
             },
         )
+
+    def _ran_s(self, rec: Any, end_s: float) -> float:
+        """Seconds a bound incarnation ran: to its preemption by the market, its
+        completion (``bound_s + duration_s``), its deletion (``departure_s``) or the end of
+        the run, whichever comes first. An incarnation removed otherwise (the scheduler's
+        preemption, a fault) counts to the first of the last three."""
+        end = float(self._evicted_at.get(id(rec), end_s))
+        a = rec.arrival
+        if a.duration_s is not None:
+            end = min(end, float(rec.bound_s + a.duration_s))
+        if a.departure_s is not None:
+            end = min(end, float(a.departure_s))
+        return max(0.0, end - float(rec.bound_s))
 
     def _bid(self, pod: Pod) -> float:
         if pod.key not in self._bids:
@@ -273,14 +329,20 @@ class ReclaimController:
         kind = _BE if on_batch else _HP if is_high_priority(pod) else _REST
         cpu_name, mem_name = (BATCH_CPU, BATCH_MEMORY) if on_batch else (CPU, MEMORY)
         row = (*(float(getattr(shape, f)) for f in _SHAPE_FIELDS), float(shape.memory_fraction))
+        online = kind == _HP and not is_be(pod)
+        series, phase = -1, 0
+        if online and self.online_series is not None and USAGE_ANNOTATION not in pod.annotations:
+            series, phase = self.online_series.assign(pod)
         info = _PodInfo(
             pod,
             kind,
-            kind == _HP and not is_be(pod),
+            online,
             float(pod.requests.get(cpu_name, 0)),
             float(pod.requests.get(mem_name, 0)),
             row,
             int(shape.seed),
+            series,
+            phase,
         )
         self._infos[pod.key] = info
         return info
@@ -319,6 +381,12 @@ class ReclaimController:
         arrays["kind"] = arrays["kind"].astype(np.int64)
         arrays["seed"] = np.array([i.seed for i in infos], dtype=np.uint64)
         frac = cpu_fraction(arrays, t, self.model.noise_s)
+        if self.online_series is not None:
+            sidx = np.array([i.series for i in infos], dtype=np.int64)
+            real = sidx >= 0
+            if real.any():
+                phase = np.array([i.phase for i in infos], dtype=np.int64)[real]
+                frac[real] = self.online_series.fraction(sidx[real], phase, t)
         cpu_req = np.array([i.cpu for i in infos])
         mem_req = np.array([i.memory for i in infos])
         kinds = np.array([i.kind for i in infos])
@@ -366,7 +434,7 @@ class ReclaimController:
         :attr:`slo_s`."""
         on = (on_cpu > 0) & (cap > 0)
         if not on.any():
-            self._p99_last_max_s = 0.0
+            self._p99_last_max_s = self._p99_last_mean_s = 0.0
             return
         c = cap[on]
         p99 = self.interference.p99(on_cpu[on] / c, np.maximum(all_cpu[on] - on_cpu[on], 0) / c)
@@ -374,6 +442,7 @@ class ReclaimController:
         self._p99_ok += int((p99 <= self.slo_s).sum())
         self._p99_sum_s += float(p99.sum())
         self._p99_last_max_s = float(p99.max())
+        self._p99_last_mean_s = float(p99.mean())
         self._p99_max_s = max(self._p99_max_s, self._p99_last_max_s)
 
     def _to_publish(
@@ -426,8 +495,11 @@ class ReclaimController:
         cap = float(alloc[:, 0].sum())
         if cap > 0:
             # every bound pod counts, each at its request (cpu or batch-cpu) times f(t),
-            # capped per node at its allocatable
-            self._util.append(float(np.minimum(all_cpu, alloc[:, 0]).sum() / cap))
+            # capped per node at its allocatable; online first, the rest after it
+            used = np.minimum(all_cpu, alloc[:, 0])
+            on_used = np.minimum(online_cpu, used)
+            self._util.append(float(used.sum() / cap))
+            self._split = (float(on_used.sum() / cap), float((used - on_used).sum() / cap), 0.0)
         self._latency(online_cpu, all_cpu, alloc[:, 0].astype(np.float64))
         batch = self._to_publish(snap.nodes, names, batch, t)
         updated = with_batch_allocatable(snap.nodes, batch)
@@ -435,6 +507,8 @@ class ReclaimController:
             sim.update_node(node)
         changed = bool(updated)
         self._batch_total = float(batch[:, 0].sum())
+        if cap > 0:
+            self._split = (*self._split[:2], self._batch_total / cap)
         # the auction per node among its BE pods
         for row, (name, be) in enumerate(zip(names, be_on, strict=True)):
             if not be:
@@ -460,6 +534,7 @@ class ReclaimController:
                 self.lost_milli_s += batch_requests(pod)[BATCH_CPU] * max(0.0, t - rec.bound_s)
                 rec = sim.remove_pod(key, "Evicted")
                 self._evicted.add(id(rec))
+                self._evicted_at[id(rec)] = t
                 sim.recreate(t, rec)
                 self.preemptions += 1
                 changed = True
@@ -486,7 +561,10 @@ class ReplayConfig:
         threshold_percent: the reclaim threshold of both reclaim policies.
         horizon_s, quantile: bosun's forecast.
         period_s: the reclaim period.
-        seed: the usage model's seed.
+        seed: the usage model's seed (and the online services' NAB series and phases).
+        online_usage: ``nab`` (the online pods on the NAB EC2 CPU series,
+            :mod:`bosun.colocation.online`) or ``model`` (the twin's usage model), as the
+            co-location file's ``onlineUsage``.
     """
 
     nodes: int = 6
@@ -498,6 +576,7 @@ class ReplayConfig:
     quantile: float = 0.95
     period_s: float = 60.0
     seed: int = 0
+    online_usage: str = "nab"
 
 
 def openb_cpu_trace(cfg: ReplayConfig) -> Trace:
@@ -549,6 +628,7 @@ def replay(cfg: ReplayConfig, trace: Trace | None = None) -> dict[str, dict[str,
 
     Raises:
         DataNotFoundError: no trace given and the openb data is missing.
+        InputError: ``cfg.online_usage`` is ``nab`` and the NAB data is missing.
     """
     from bosun.colocation.profile import ColocationSettings, prepare
     from bosun.framework.config import API_VERSION, KIND, parse_configuration
@@ -580,6 +660,7 @@ def replay(cfg: ReplayConfig, trace: Trace | None = None) -> dict[str, dict[str,
             period_s=cfg.period_s,
             usage_seed=cfg.seed,
             source="colocation replay",
+            online_usage=cfg.online_usage,
         )
         tr, run_cfg, ctl = prepare(base, sched_cfg, settings, points)
         sim = Simulator(tr, run_cfg, usage=UsageConfig(model=model), controllers=[ctl])
