@@ -170,7 +170,7 @@ def _run_series(
     res = sim.run(until_s=until_s)
     ts = res.timeseries
     return [
-        {c: float(v) for c, v in row.items() if isinstance(v, (int, float))}
+        {str(c): float(v) for c, v in row.items() if isinstance(v, (int, float))}
         for row in ts.to_dict("records")
     ]
 
@@ -354,11 +354,8 @@ def test_simulate_online_pod_reads_its_nab_sample(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text("policy: koordinator\nonlineUsage: nab\n")
     out = tmp_path / "out"
     args = ["simulate", "--trace", str(tmp_path / "t.yaml"), "--colocation"]
-    r = runner.invoke(
-        app,
-        [*args, str(tmp_path / "c.yaml"), "--until", "1800", "--sample-every", "60"]
-        + ["--report", str(out), "--progress-every", "0"],
-    )
+    more = ["--until", "1800", "--sample-every", "60", "--progress-every", "0"]
+    r = runner.invoke(app, [*args, str(tmp_path / "c.yaml"), *more, "--report", str(out)])
     assert r.exit_code == 0, r.output
     meta = json.loads((out / "summary.json").read_text())["meta"]
     assert meta["colocation_online_series"] == "nab" and meta["colocation_online_usage"] == "nab"
