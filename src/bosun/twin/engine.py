@@ -751,6 +751,41 @@ class Simulator:
         rec.completion = Event(EventKind.COMPLETION, rec)
         self._push(time_s + duration, rec.completion)
 
+    def submit(self, time_s: float, arrival: PodArrival) -> PodRecord:
+        """A controller creates a pod at ``time_s`` (``>= now``), as if it arrived then: a
+        new pending incarnation, its deletion scheduled at ``arrival.departure_s`` (at
+        ``time_s`` when that is past), a scheduling pass at ``time_s``. A federation hands a
+        pod to a member cluster's twin this way (bosun.federation.scenario).
+
+        Raises:
+            SimulationError: ``time_s`` is before the simulated time.
+        """
+        if time_s < self._heap.now:
+            raise SimulationError(
+                f"cannot submit a pod at {time_s} s: the simulation is at {self._heap.now} s"
+            )
+        rec = self._new_incarnation(time_s, arrival, arrival.pod)
+        if arrival.departure_s is not None:
+            self._push(max(time_s, arrival.departure_s), Event(EventKind.DELETION, arrival.pod.key))
+        self._request_pass(time_s)
+        return rec
+
+    def withdraw(self, key: str, outcome: str = "Deleted") -> PodRecord:
+        """Take the pending pod ``key`` out of the queue (a pod held at Permit is
+        unreserved first) and end its incarnation with ``outcome`` (a federation moving it
+        to another cluster: ``Moved``); a later deletion of ``key`` does nothing.
+
+        Raises:
+            KeyError: ``key`` has no pending incarnation.
+        """
+        rec = self._current.get(key)
+        if rec is None or rec.outcome != PENDING:
+            raise KeyError(key)
+        self.scheduler.delete_pod(key)
+        rec.outcome = outcome
+        self._pending -= 1
+        return rec
+
     def _set_providers(self, provider: TwinMetricsProvider | None) -> None:
         """Hand ``provider`` to every plugin that takes a metrics provider."""
         for fwk in self.scheduler.profiles.values():
