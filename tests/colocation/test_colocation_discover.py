@@ -253,7 +253,11 @@ spec:
 
 def test_cli_discover_and_run(tmp_path: Path) -> None:
     root = tmp_path / "cg"
-    _v2(root, *_groups("systemd"))
+    qos_roots = [
+        "kubepods.slice/kubepods-burstable.slice",
+        "kubepods.slice/kubepods-besteffort.slice",
+    ]
+    _v2(root, *qos_roots, *_groups("systemd"))
     f = tmp_path / "pods.yaml"
     f.write_text(MANIFEST)
     r = CliRunner().invoke(
@@ -282,11 +286,20 @@ def test_cli_discover_and_run(tmp_path: Path) -> None:
     )
     assert r.exit_code == 0, r.output
     assert "found 1 online and 1 BE pod groups (systemd)" in r.output
-    # the loop wrote the BE pod's quota (v2 cpu.max), not the online pod's
     sd = "kubepods.slice/kubepods-{0}.slice/kubepods-{0}-pod{1}.slice"
     be = root / sd.format("besteffort", U_JOB.replace("-", "_"))
-    assert (be / "cpu.max").read_text().split()[0] != "max"
     web = root / sd.format("burstable", U_WEB.replace("-", "_"))
+    # reconciled first: job (BE, batch-cpu 500 request and limit) gets weight 1, idle 1;
+    # web (500m) gets weight 1 + (512 - 2) * 9999 // 262142 = 20 and memory.low 256Mi;
+    # the besteffort root the minimum weight 1, the burstable root web's 20
+    assert (be / "cpu.weight").read_text() == "1" and (be / "cpu.idle").read_text() == "1"
+    assert (web / "cpu.weight").read_text() == "20" and (web / "cpu.idle").read_text() == "0"
+    assert (web / "memory.low").read_text() == str(256 * 1024 * 1024)
+    assert (root / qos_roots[0] / "cpu.weight").read_text() == "20"
+    assert (root / qos_roots[1] / "cpu.weight").read_text() == "1"
+    # the loop then writes the BE pod's quota: its share of 0.95 x the node, capped at its
+    # 500m limit (the node has at least one CPU: share >= 950m) -> 50000 us; web's stays max
+    assert (be / "cpu.max").read_text().split() == ["50000", "100000"]
     assert (web / "cpu.max").read_text().split()[0] == "max"
 
 

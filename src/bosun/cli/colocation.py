@@ -21,8 +21,11 @@ from bosun.cli.common import fail, parse_duration
 
 if TYPE_CHECKING:
     from bosun.api.types import Pod
+    from bosun.colocation.agent import FeedbackLoop
     from bosun.colocation.cgroups import CgroupExecutor
     from bosun.colocation.discover import Discovery
+    from bosun.colocation.memory import MemorySqueezer
+    from bosun.colocation.resctrl import CacheSqueezer
 
 agent_app = typer.Typer(help="The co-location node agent (cgroups, resctrl, PSI feedback).")
 colocate_app = typer.Typer(help="Co-location: QoS classes of manifests, the real-node bench.")
@@ -259,6 +262,57 @@ def discover(
         typer.echo(f"no pod for group: {g.group}")
 
 
+def _squeezers(
+    ex: CgroupExecutor,
+    memory: bool,
+    memory_psi: bool,
+    resctrl_root: str,
+    use_resctrl: bool,
+) -> tuple[MemorySqueezer | None, CacheSqueezer | None, list[str]]:
+    """The memory and cache squeezers the node offers, and a line per signal or knob
+    saying what is used and what is missing."""
+    from bosun.colocation.cgroups import Version
+    from bosun.colocation.memory import (
+        PROC_MEMINFO,
+        PROC_PRESSURE_MEMORY,
+        MemorySignals,
+        MemorySqueezer,
+    )
+    from bosun.colocation.resctrl import CacheSqueezer, ResctrlWriter, resctrl_available
+
+    notes: list[str] = []
+    mem: MemorySqueezer | None = None
+    if memory:
+        v2 = ex.layout.version is Version.V2
+        psi_files = []
+        if memory_psi:
+            if PROC_PRESSURE_MEMORY.is_file():
+                psi_files.append(PROC_PRESSURE_MEMORY)
+            else:
+                notes.append(f"memory PSI: {PROC_PRESSURE_MEMORY} is missing")
+        signals = MemorySignals(
+            ex,
+            psi_paths=psi_files,
+            meminfo_path=PROC_MEMINFO if PROC_MEMINFO.is_file() else None,
+        )
+        mem = MemorySqueezer(ex, signals)
+        used = ["LS groups' memory.pressure"] if v2 else []
+        used += [str(f) for f in psi_files] + ["LS usage/limit"]
+        if signals.meminfo_path is not None:
+            used.append("node MemAvailable")
+        knob = "memory.high" if v2 else "memory.limit_in_bytes (never below usage)"
+        notes.append(f"memory squeeze: {knob} on {', '.join(used)}")
+    cache: CacheSqueezer | None = None
+    if use_resctrl:
+        why = resctrl_available(resctrl_root)
+        if why:
+            notes.append(f"resctrl: not used ({why})")
+        else:
+            cache = CacheSqueezer(ResctrlWriter(resctrl_root), ex)
+            notes.append(f"resctrl: BE tasks in {resctrl_root}/{cache.group}")
+    return mem, cache, notes
+
+
 def run(
     ls: Annotated[
         list[str] | None, typer.Option("--ls", help="An online group (repeatable).")
@@ -273,56 +327,185 @@ def run(
     duration: Annotated[str, typer.Option(help="How long to run, e.g. 30s.")] = "10s",
     interval: Annotated[str, typer.Option(help="Tick, e.g. 20ms.")] = "20ms",
     target: Annotated[float, typer.Option(help="Fraction of the node for LS + BE.")] = 0.95,
+    memory: Annotated[
+        bool, typer.Option("--memory/--no-memory", help="Squeeze BE memory under pressure.")
+    ] = True,
+    memory_psi: Annotated[
+        bool,
+        typer.Option(
+            "--memory-psi",
+            help="Also use /proc/pressure/memory (on cgroup v1 it counts BE's own stalls).",
+        ),
+    ] = False,
+    resctrl_root: Annotated[
+        str, typer.Option("--resctrl-root", help="resctrl mount (used when mounted).")
+    ] = "/sys/fs/resctrl",
+    use_resctrl: Annotated[
+        bool, typer.Option("--resctrl/--no-resctrl", help="Narrow BE's L3 ways and MB.")
+    ] = True,
+    cgroup_wait: Annotated[
+        str, typer.Option("--cgroup-wait", help="With --kubeconfig: wait for a pod's cgroup.")
+    ] = "60s",
     root: RootOption = "/sys/fs/cgroup",
 ) -> None:
-    """Run the feedback loop for a bounded time and print its decisions: on the groups
-    given (--ls, --be), or on the groups it finds from the node's pods (--pods or
-    --kubeconfig; see `bosun agent discover`)."""
+    """Run the feedback loop for a bounded time and print what it did: on the groups given
+    (--ls, --be); on the groups it finds from the node's pods (--pods), writing their
+    settings first; or, with --kubeconfig, watching the pods bound to the node: pods found
+    are written first, pods started later are found once kubelet makes their cgroup,
+    written and added, and deleted pods leave the loop."""
     import os
     import time
 
     from bosun.colocation.agent import PROC_PRESSURE_CPU, AgentConfig, FeedbackLoop
     from bosun.colocation.cgroups import CgroupError, CgroupExecutor, Version, detect
+    from bosun.colocation.reconcile import pod_resources, reconcile_one
+    from bosun.colocation.resctrl import ResctrlError
     from bosun.errors import InputError
+    from bosun.plugins.batch_resources import KubeQoS, kube_qos_class
 
     try:
         dur = parse_duration(duration)
         tick = parse_duration(interval)
+        wait_s = parse_duration(cgroup_wait)
     except ValueError as exc:
-        raise fail(f"--duration/--interval: {exc}") from exc
+        raise fail(f"--duration/--interval/--cgroup-wait: {exc}") from exc
     if dur > 3600:
         raise fail("--duration: at most 1h")
     given = bool(ls or be)
     if given and (pods is not None or kubeconfig is not None):
         raise fail("give the groups (--ls/--be) or the pods (--pods/--kubeconfig), not both")
-    if given:
-        ls, be = list(ls or []), list(be or [])
-    else:
-        found, _ = _discover(root, pods, kubeconfig, context, node, driver, cgroup_root)
-        ls, be = found.online_groups, found.be_groups
-        typer.echo(f"found {len(ls)} online and {len(be)} BE pod groups ({found.driver})")
-        if not be:
-            raise fail("no BE pod group on this node: nothing to manage")
+    if not given and pods is not None and kubeconfig is not None:
+        raise fail("give exactly one of --pods and --kubeconfig")
+    watch = not given and kubeconfig is not None
     try:
         layout = detect(root)
-        ex = CgroupExecutor(layout)
+    except CgroupError as exc:
+        raise fail(str(exc)) from exc
+    ex = CgroupExecutor(layout)
+    caps: dict[str, int] = {}
+    if given:
+        ls, be = list(ls or []), list(be or [])
+    elif not watch:
+        found, _ = _discover(root, pods, kubeconfig, context, node, driver, cgroup_root)
+        typer.echo(
+            f"found {len(found.online)} online and {len(found.be)} BE pod groups ({found.driver})"
+        )
+        if not found.be:
+            raise fail("no BE pod group on this node: nothing to manage")
+        node_pods, _ = _node_pods(pods, None, context, node)
+        by_uid = {p.uid: p for p in node_pods}
+        here = [by_uid[f.uid] for f in [*found.online, *found.be]]
+        burst = sum(
+            int(p.requests.get("cpu", 0)) for p in here if kube_qos_class(p) is KubeQoS.BURSTABLE
+        )
+        try:
+            for f in [*found.online, *found.be]:
+                pod = by_uid[f.uid]
+                steps = reconcile_one(pod, f.qos, f.group, ex, found.driver, cgroup_root, burst)
+                for a in steps:
+                    if a.pod:
+                        typer.echo(f"reconciled {a.pod} {a.group}")
+                caps[f.group] = pod_resources(pod, f.qos).cpu_limit_milli
+        except CgroupError as exc:
+            raise fail(str(exc)) from exc
+        ls, be = found.online_groups, found.be_groups
+    else:
+        ls, be = [], []
+    try:
         for g in [*ls, *be]:
             if not ex.path("cpu", g).is_dir():
                 raise CgroupError(f"{ex.path('cpu', g)}: cgroup path does not exist")
         cfg = AgentConfig(node_milli=1000 * (os.cpu_count() or 1), interval_s=tick, target=target)
         psi = None if layout.version is Version.V1 else PROC_PRESSURE_CPU
-        loop = FeedbackLoop(ex, ls, be, cfg, psi)
-        loop.start()
-        end = time.monotonic() + dur
-        while time.monotonic() < end:
-            loop.tick()
-            time.sleep(tick)
-    except (CgroupError, InputError) as exc:
+        mem, cache, notes = _squeezers(ex, memory, memory_psi, resctrl_root, use_resctrl)
+        for line in notes:
+            typer.echo(line)
+        loop = FeedbackLoop(ex, ls, [], cfg, psi, allow_empty=True, memory=mem, cache=cache)
+        for g in be:
+            loop.add_be(g, caps.get(g, 0))
+        if watch:
+            _watch(loop, ex, kubeconfig, context, node, driver, cgroup_root, dur, wait_s)
+        else:
+            loop.start()
+            end = time.monotonic() + dur
+            try:
+                while time.monotonic() < end:
+                    loop.tick()
+                    time.sleep(tick)
+            finally:
+                if mem is not None:
+                    mem.release_all(time.monotonic())
+    except (CgroupError, InputError, ResctrlError) as exc:
         raise fail(str(exc)) from exc
     reasons: dict[str, int] = {}
     for d in loop.decisions:
         reasons[d.reason] = reasons.get(d.reason, 0) + 1
     typer.echo(f"{len(loop.decisions)} ticks; final BE quota {loop.quota_milli}m; {reasons}")
+    if mem is not None:
+        acts: dict[str, int] = {}
+        for e in mem.events:
+            acts[e.action] = acts.get(e.action, 0) + 1
+        typer.echo(f"memory: {acts or 'no squeeze'}")
+    if cache is not None:
+        typer.echo(f"resctrl: {[w[1] for w in cache.writes]}; {len(cache.moved)} tasks moved")
+
+
+def _watch(
+    loop: FeedbackLoop,
+    ex: CgroupExecutor,
+    kubeconfig: Path | None,
+    context: str | None,
+    node: str | None,
+    driver: str,
+    cgroup_root: str,
+    duration_s: float,
+    wait_s: float,
+) -> None:
+    """``agent run --kubeconfig``: the watching agent for ``duration_s``.
+
+    Raises:
+        typer.Exit: (code 2, message printed) a bad driver, no kubelet tree, an unreachable
+            server, or no first list within 30 s.
+    """
+    import socket
+
+    from bosun.colocation.cgroups import CgroupError
+    from bosun.colocation.reconcile import DRIVERS
+    from bosun.colocation.watch import NodeAgent, WatchConfig, node_pod_informer
+    from bosun.errors import BosunError
+
+    if driver != "auto" and driver not in DRIVERS:
+        raise fail(f"--driver: {driver!r} is not auto, {', '.join(DRIVERS)}")
+    assert kubeconfig is not None
+    name = node or socket.gethostname()
+    try:
+        from bosun.live.client import connect
+
+        agent = NodeAgent(
+            ex,
+            loop,
+            name,
+            driver=driver,
+            cgroup_root=cgroup_root,
+            config=WatchConfig(wait_s=min(3600.0, max(0.1, wait_s))),
+            on_event=lambda ev: typer.echo(str(ev)),
+        )
+        api = connect(kubeconfig, context)
+    except (BosunError, CgroupError) as exc:
+        raise fail(str(exc)) from exc
+    informer = node_pod_informer(api, name, agent.deliver)
+    informer.start()
+    try:
+        if not informer.wait_synced(30.0):
+            raise fail(f"{kubeconfig}: no pod list from the API server within 30 s")
+        typer.echo(f"watching the pods of node {name} ({agent.driver})")
+        agent.run(duration_s)
+    finally:
+        informer.stop(10.0)
+        api.close()
+    typer.echo(
+        f"managed {len(agent.managed('online'))} online and {len(agent.managed('BE'))} BE pods"
+    )
 
 
 def resctrl(

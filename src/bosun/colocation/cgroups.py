@@ -417,6 +417,49 @@ class CgroupExecutor:
                 return int(v) * 1000
         raise CgroupError(f"{self.path('cpu', group)}/cpu.stat: no usage_usec")
 
+    def memory_usage_bytes(self, group: str) -> int:
+        """Memory charged to ``group`` in bytes (v1 ``memory.usage_in_bytes``, v2
+        ``memory.current``; both count page cache as well as anonymous memory).
+
+        Raises:
+            CgroupError: the file is missing or unreadable (names the path).
+        """
+        file = "memory.usage_in_bytes" if self.layout.version is Version.V1 else "memory.current"
+        raw = self.read("memory", group, file)
+        try:
+            return int(raw)
+        except ValueError as exc:
+            raise CgroupError(f"{self.path('memory', group)}/{file}: {raw!r} is not bytes") from exc
+
+    def memory_limit_bytes(self, group: str) -> int | None:
+        """The hard memory limit of ``group`` in bytes (v1 ``memory.limit_in_bytes``, v2
+        ``memory.max``); None when unlimited (v2 ``max``, v1 values of 2**62 and more,
+        which is how the kernel reads back ``-1``).
+
+        Raises:
+            CgroupError: the file is missing or unreadable (names the path).
+        """
+        file = "memory.limit_in_bytes" if self.layout.version is Version.V1 else "memory.max"
+        raw = self.read("memory", group, file)
+        if raw == "max":
+            return None
+        try:
+            v = int(raw)
+        except ValueError as exc:
+            raise CgroupError(f"{self.path('memory', group)}/{file}: {raw!r} is not bytes") from exc
+        return None if v >= UNLIMITED_V1 or v < 0 else v
+
+
+#: cgroup v1 reads an unlimited ``memory.limit_in_bytes`` back as ``PAGE_COUNTER_MAX`` pages
+#: in bytes (9223372036854771712 on x86-64); any value from 2**62 up counts as unlimited.
+UNLIMITED_V1 = 2**62
+
+
+def restorable(file: str, old: str) -> str:
+    """A value read back from ``file`` in a form the file accepts when written again
+    (v1 reads an unlimited limit back as a huge number; it is written as ``-1``)."""
+    return _restorable(file, old)
+
 
 def _restorable(file: str, old: str) -> str:
     """A value read back in a form the file accepts when written."""

@@ -186,3 +186,41 @@ def reconcile(
         executor.apply(group, settings)
         out.append(Applied(pod.key, group, settings))
     return out
+
+
+def reconcile_one(
+    pod: Pod,
+    qos: QoSClass,
+    group: str,
+    executor: CgroupExecutor,
+    driver: str = "cgroupfs",
+    cgroup_root: str = "",
+    burstable_milli: int = 0,
+) -> list[Applied]:
+    """Write one pod that has just appeared: its QoS root's weight, then its own settings
+    for its class (each as one step), as :func:`reconcile` does for a whole list.
+
+    ``group`` is where its cgroup was found (:func:`bosun.colocation.discover.scan_pod_groups`);
+    ``burstable_milli`` is the sum of the CPU requests of the node's Burstable pods, this one
+    included when it is Burstable (the ``burstable`` root's shares, kubelet's rule). A
+    Guaranteed pod's root is ``kubepods`` itself, which kubelet sizes to the node; it is
+    not written.
+
+    Raises:
+        CgroupError: a group or file is missing or a write fails (that step is restored;
+            a failure on the pod's own step leaves the QoS root's new weight, which is
+            kubelet's value for the node's pods).
+    """
+    v = executor.layout.version
+    out: list[Applied] = []
+    kq = kube_qos_class(pod)
+    if kq is not KubeQoS.GUARANTEED:
+        root = qos_root(kq, driver, cgroup_root)
+        klass = QoSClass.BE if kq is KubeQoS.BEST_EFFORT else QoSClass.LS
+        settings = qos_root_settings(klass, burstable_milli, v)
+        executor.apply(root, settings, level=Level.QOS)
+        out.append(Applied("", root, settings))
+    settings = pod_settings(qos, pod_resources(pod, qos), v)
+    executor.apply(group, settings)
+    out.append(Applied(pod.key, group, settings))
+    return out

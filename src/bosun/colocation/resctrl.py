@@ -25,9 +25,11 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from bosun.colocation.cgroups import CgroupError, CgroupExecutor
 from bosun.errors import BosunError
 
 
@@ -233,6 +235,146 @@ class ResctrlWriter:
             _write_once(p, f"{pid}\n")
         except OSError as exc:
             raise ResctrlError(f"{p}: cannot move pid {pid}: {exc.strerror}") from exc
+
+    def move_tasks(self, group: str, tids: Sequence[int]) -> int:
+        """Move the tasks ``tids`` (thread ids) into ``group``: one ``write(2)`` per id to
+        its ``tasks`` file, as the kernel takes them. A task that has exited meanwhile
+        (ESRCH) is skipped. Returns how many were moved.
+
+        Raises:
+            ResctrlError: the file cannot be opened, or a write fails for another reason.
+        """
+        p = self.root / group / "tasks"
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise ResctrlError(f"{p}: cannot open: {exc.strerror}") from exc
+        moved = 0
+        try:
+            for tid in tids:
+                try:
+                    os.write(fd, f"{tid}\n".encode())
+                except ProcessLookupError:
+                    continue
+                except OSError as exc:
+                    raise ResctrlError(f"{p}: cannot move task {tid}: {exc.strerror}") from exc
+                moved += 1
+        finally:
+            os.close(fd)
+        return moved
+
+
+def resctrl_available(root: Path | str = "/sys/fs/resctrl") -> str:
+    """``""`` when ``root`` is a resctrl tree with L3 CAT or MBA, else why not (the kernel
+    has no resctrl mounted, or the tree offers neither resource)."""
+    try:
+        info = read_info(root)
+    except ResctrlError as exc:
+        return str(exc)
+    if info.cbm_len == 0 and info.bandwidth_gran <= 0:
+        return f"{root}: resctrl offers neither L3 cache allocation nor memory bandwidth"
+    return ""
+
+
+@dataclass
+class CacheSqueezer:
+    """The feedback loop's cache and memory-bandwidth knob: the BE groups' tasks live in
+    one resctrl group (``group``), whose schemata are wide while the LS side is calm and
+    narrow while it is hot (Heracles' cache and bandwidth subcontrollers, Koordinator's
+    ``resctrlQOS`` BE ranges).
+
+    The loop calls :meth:`tick` with ``hot`` = the CPU signal is over its threshold (LS CPU
+    use at or above ``AgentConfig.rdt_ls_fraction`` of the node, CPU pressure or latency
+    over the SLO). The group narrows at once to ``narrow_l3`` (a percent range of the L3
+    ways) and ``narrow_mb`` percent; after ``release_hold_s`` without ``hot`` it widens to
+    ``wide_l3`` and ``wide_mb``. Masks are built by :func:`l3_mask` and checked by
+    :func:`check_mask` (contiguous, at least ``min_cbm_bits``, inside ``cbm_mask``); a
+    resource the tree lacks (no ``info/L3`` or ``info/MB``) is left out of the schemata.
+
+    Every tick the BE cgroups' tasks (v1 ``tasks``, v2 ``cgroup.threads``, else
+    ``cgroup.procs``) not moved yet are moved into the group: resctrl membership is per
+    task, and tasks a pod starts later (a new container's processes) would stay in the
+    default group otherwise; children forked by a moved task inherit its group.
+
+    Args:
+        writer: a :class:`ResctrlWriter` on the mount.
+        executor: reads the BE groups' task lists.
+        group: the BE resource group's name.
+        narrow_l3, wide_l3: percent ranges of the L3 ways.
+        narrow_mb, wide_mb: memory bandwidth percent.
+        release_hold_s: seconds without ``hot`` before widening.
+
+    Raises:
+        ResctrlError: (from :meth:`start` and :meth:`tick`) a range the tree cannot take.
+    """
+
+    writer: ResctrlWriter
+    executor: CgroupExecutor
+    group: str = "bosun-be"
+    narrow_l3: tuple[float, float] = (0.0, 10.0)
+    wide_l3: tuple[float, float] = (0.0, 100.0)
+    narrow_mb: float = 10.0
+    wide_mb: float = 100.0
+    release_hold_s: float = 1.0
+    narrow: bool = False
+    #: (time, "narrow" | "widen", the schemata text written)
+    writes: list[tuple[float, str, str]] = field(default_factory=list)
+    moved: set[int] = field(default_factory=set)
+    _last_hot_t: float = -1e18
+
+    def _schemata(self, narrow: bool) -> str:
+        info = self.writer.info
+        l3 = (self.narrow_l3 if narrow else self.wide_l3) if info.cbm_len else None
+        mb = (self.narrow_mb if narrow else self.wide_mb) if info.bandwidth_gran > 0 else None
+        return self.writer.apply(self.group, l3_percent=l3, mb=mb)
+
+    def start(self, be_groups: Sequence[str], now: float = 0.0) -> None:
+        """Create the group with the wide schemata and move the BE tasks into it."""
+        self.writes.append((now, "widen", self._schemata(False)))
+        self.narrow = False
+        self.sync_tasks(be_groups)
+
+    def sync_tasks(self, be_groups: Sequence[str]) -> int:
+        """Move the BE groups' tasks not moved yet; returns how many were moved now."""
+        tids: list[int] = []
+        for g in be_groups:
+            tids += [t for t in _tasks(self.executor, g) if t not in self.moved]
+        if not tids:
+            return 0
+        self.writer.move_tasks(self.group, tids)
+        self.moved.update(tids)
+        return len(tids)
+
+    def tick(self, now: float, hot: bool, be_groups: Sequence[str]) -> str:
+        """One step: ``narrow``, ``widen`` or ``hold``."""
+        self.sync_tasks(be_groups)
+        if hot:
+            self._last_hot_t = now
+            if not self.narrow:
+                self.writes.append((now, "narrow", self._schemata(True)))
+                self.narrow = True
+                return "narrow"
+            return "hold"
+        if self.narrow and now - self._last_hot_t >= self.release_hold_s:
+            self.writes.append((now, "widen", self._schemata(False)))
+            self.narrow = False
+            return "widen"
+        return "hold"
+
+
+def _tasks(executor: CgroupExecutor, group: str) -> list[int]:
+    """The thread ids in ``group`` (empty when the group has gone)."""
+    try:
+        d = executor.path("cpu", group)
+    except CgroupError:
+        return []
+    for name in ("tasks", "cgroup.threads", "cgroup.procs"):
+        try:
+            text = (d / name).read_text()  # the whole list (read() stops at 4 KiB)
+        except OSError:
+            continue
+        return [int(x) for x in text.split() if x.isdigit()]
+    return []
 
 
 def _write_once(path: Path, text: str) -> None:
