@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bosun.api.types import POD_GROUP_LABEL, ClusterObjects, Pod, PodGroup, pod_group_key
 from bosun.errors import ProblemCollector
 from bosun.framework.config import API_VERSION, KIND, SchedulerConfiguration, parse_configuration
+
+if TYPE_CHECKING:
+    from bosun.framework.scheduler import Scheduler
 
 #: the points Coscheduling is enabled at (scheduler-plugins' sample configuration)
 COSCHEDULING_POINTS = ("queueSort", "preFilter", "postFilter", "permit", "reserve")
@@ -194,3 +197,22 @@ def trace_pod_groups(
     known = {g.key for g in declared}
     undeclared = [p for p in pods if (k := pod_group_key(p)) and k not in known]
     return [*declared, *infer_pod_groups(undeclared, source)]
+
+
+def use_scheduler_clock(scheduler: Scheduler) -> int:
+    """Make every profile's Coscheduling read the group backoff's time
+    (``podGroupBackoffSeconds``) from ``scheduler.clock``, the simulated clock in the twin
+    (the plugin's default is ``time.monotonic``, a live scheduler's wall time).
+
+    Returns:
+        How many Coscheduling instances were wired (0 when no profile enables it).
+    """
+    from bosun.plugins.coscheduling import NAME, Coscheduling
+
+    count = 0
+    for fwk in scheduler.profiles.values():
+        plugin = fwk.instances.get(NAME)
+        if isinstance(plugin, Coscheduling):
+            plugin.use_clock(scheduler.clock.now)
+            count += 1
+    return count

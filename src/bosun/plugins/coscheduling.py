@@ -25,7 +25,21 @@ Extension points, as in scheduler-plugins:
   assumed or bound, or at most 10 % of ``minMember`` is missing, nothing happens;
   otherwise every waiting sibling is rejected (``optimistic rejection in PostFilter``) so
   their room is released, and the status reads ``PodGroup <key> gets rejected due to Pod
-  <name> is unschedulable even after PostFilter``.
+  <name> is unschedulable even after PostFilter``. With ``podGroupBackoffSeconds`` > 0,
+  and when the group has at least ``minMember`` pods, the group is then put in backoff
+  for that many seconds (scheduler-plugins ``BackoffPodGroup``: a go-cache ``Add``, so a
+  backoff still running is not extended).
+* **Group backoff** (PreFilter, first check after the group exists): a member of a group
+  in backoff is rejected as UnschedulableAndUnresolvable with ``podGroup <key> failed
+  recently``, so its siblings are not tried (no Filter, no room held) until the backoff
+  ends and an event (a pod of another group deleted, a node event, a new member) or the
+  unschedulable pool's flush requeues them. Time is the scheduler's clock when one is
+  given (:meth:`Coscheduling.use_clock`, :func:`bosun.batch.gang.use_scheduler_clock`),
+  else ``time.monotonic`` (a live scheduler's wall time).
+* **Members already bound** (a cluster snapshot, ``Trace.bound``) count: the sibling count
+  and the assigned count are the union of the pods the scheduler was handed and the pods
+  of the snapshot that carry the group label in the group's namespace, as
+  scheduler-plugins lists every pod of the group with its pod lister.
 * **Permit**: once ``minMember`` members are assumed or bound (this pod included) every
   waiting sibling is allowed and the pod passes; before that it waits, for the group's
   ``scheduleTimeoutSeconds`` or the ``permitWaitingTimeSeconds`` arg (default 60 s). A
@@ -33,13 +47,14 @@ Extension points, as in scheduler-plugins:
 * **Unreserve**: a member's reservation was undone (its wait timed out, a bind failed):
   every waiting sibling is rejected (``rejection in Unreserve``), so none is bound.
 
-Not modelled: the group backoff (``podGroupBackoffSeconds``), the PodGroup status
-controller (phase, ``scheduled`` counts), ``PodsToActivate``.
+Not modelled: the PodGroup status controller (phase, ``scheduled`` counts),
+``PodsToActivate``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -80,19 +95,23 @@ MSG_UNRESERVE_REJECT = "rejection in Unreserve"
 MSG_NEVER_FITS = "podGroup {group} can never fit the cluster: {need} more pod(s) need {gap}"
 MSG_NO_ROOM = "podGroup {group} needs {need} more pod(s): {gap}"
 MSG_RESOURCE_GAP = "resource gap: {gap}"
+#: scheduler-plugins ``core.PreFilter`` for a group in backoff
+MSG_BACKOFF = "podGroup {group} failed recently"
 
 
 class Coscheduling:
     """Gang scheduling by PodGroup (see the module docstring for every point).
 
     Args:
-        args: ``permitWaitingTimeSeconds`` (int > 0, default 60).
+        args: ``permitWaitingTimeSeconds`` (int > 0, default 60) and
+            ``podGroupBackoffSeconds`` (int >= 0 seconds, default 0 = no group backoff).
         handle: the profile (needs the waiting-pod and PodGroup methods of
             :class:`bosun.framework.runtime.Framework`).
 
     Raises:
-        PluginArgsError: ``permitWaitingTimeSeconds`` not a positive integer, or an
-            unknown arg.
+        PluginArgsError: ``permitWaitingTimeSeconds`` not a positive integer,
+            ``podGroupBackoffSeconds`` not an integer or negative (scheduler-plugins:
+            "PodGroupBackoffSeconds cannot be negative"), or an unknown arg.
     """
 
     name = NAME
@@ -104,11 +123,41 @@ class Coscheduling:
             raise PluginArgsError(
                 "permitWaitingTimeSeconds", f"must be a positive integer, got {wait!r}"
             )
-        args.pop("podGroupBackoffSeconds", None)  # accepted, not modelled (see module doc)
+        backoff = args.pop("podGroupBackoffSeconds", 0)
+        if isinstance(backoff, bool) or not isinstance(backoff, int):
+            raise PluginArgsError(
+                "podGroupBackoffSeconds", f"must be an integer number of seconds, got {backoff!r}"
+            )
+        if backoff < 0:
+            raise PluginArgsError("podGroupBackoffSeconds", f"cannot be negative, got {backoff}")
         if args:
             raise PluginArgsError(sorted(args)[0], "unknown field")
         self.permit_waiting_time_s = int(wait)
+        #: seconds a group whose member failed PostFilter is refused at PreFilter (0: off)
+        self.pod_group_backoff_s = int(backoff)
+        #: group key -> clock time its backoff ends
+        self._backoff_until: dict[str, float] = {}
+        self._now: Callable[[], float] = time.monotonic
         self._handle: Framework | None = handle
+
+    def use_clock(self, now: Callable[[], float]) -> None:
+        """Read time (seconds) from ``now`` for the group backoff, e.g. the scheduler's
+        ``clock.now`` (a simulated clock in the twin); the default is ``time.monotonic``."""
+        self._now = now
+
+    def in_backoff(self, key: str) -> bool:
+        """The group ``namespace/name`` is in backoff now (expired entries are dropped)."""
+        until = self._backoff_until.get(key)
+        if until is None:
+            return False
+        if self._now() >= until:
+            del self._backoff_until[key]
+            return False
+        return True
+
+    def backoff_until(self, key: str) -> float | None:
+        """The clock time the group's backoff ends, None when it is not in backoff."""
+        return self._backoff_until.get(key) if self.in_backoff(key) else None
 
     # ------------------------------------------------------------------ helpers
 
@@ -123,16 +172,36 @@ class Coscheduling:
             return "", None
         return key, self._fwk().pod_group(key)
 
+    @staticmethod
+    def _placed_members(key: str, snapshot: Snapshot) -> set[str]:
+        """Keys of the snapshot's pods (bound or assumed, waiting ones included) that carry
+        the group label of ``key`` in its namespace, whether or not the scheduler was
+        handed them (a pod bound at time 0 is in the snapshot only)."""
+        namespace, _, name = key.partition("/")
+        store = snapshot.pods
+        codes = store.labels.codes_of(POD_GROUP_LABEL, [name])
+        ns_code = store.namespaces.get(namespace)
+        if not codes or ns_code is None:
+            return set()
+        size = store.size
+        hits = (store.labels.column(POD_GROUP_LABEL)[:size] == codes[0]) & (
+            store.namespace[:size] == ns_code
+        )
+        return {e.pod.key for s in np.flatnonzero(hits) if (e := store.entries[s]) is not None}
+
+    def _members(self, key: str, snapshot: Snapshot) -> set[str]:
+        """Every pod of the group: the scheduler's members and the snapshot's."""
+        return set(self._fwk().pod_group_members(key)) | self._placed_members(key, snapshot)
+
     def _assigned(self, key: str, snapshot: Snapshot) -> int:
         """Members assumed or bound (in the snapshot), waiting ones included."""
-        members = self._fwk().pod_group_members(key)
-        return sum(1 for m in members if m in snapshot.pods.by_key)
+        return len(self._placed_members(key, snapshot))
 
     def _group_room(self, key: str, snapshot: Snapshot) -> np.ndarray[Any, Any]:
         """Per resource column: the cluster's free room plus what the group itself holds
         (scheduler-plugins' ``getNodeResource`` leaves the group's own pods out)."""
         free: np.ndarray[Any, Any] = (snapshot.allocatable - snapshot.requested).sum(axis=0)
-        for member in self._fwk().pod_group_members(key):
+        for member in self._placed_members(key, snapshot):
             entry = snapshot.pods.get(member)
             if entry is not None:
                 free = free + snapshot.request_vector(entry.pod)[: len(free)]
@@ -179,8 +248,9 @@ class Coscheduling:
             return None, Status.skip()
         if group is None:
             return None, Status.unschedulable(MSG_NOT_FOUND, resolvable=False)
-        fwk = self._fwk()
-        n = len(fwk.pod_group_members(key))
+        if self.in_backoff(key):
+            return None, Status.unschedulable(MSG_BACKOFF.format(group=key), resolvable=False)
+        n = len(self._members(key, snapshot))
         if n < group.min_member:
             msg = MSG_SIBLINGS.format(pod=pod.name, n=n, m=group.min_member)
             return None, Status.unschedulable(msg, resolvable=False)
@@ -232,6 +302,12 @@ class Coscheduling:
         if (group.min_member - assigned) / group.min_member <= POSTFILTER_GAP_TOLERANCE:
             return None, Status.unschedulable()
         self._reject_waiting_siblings(key, MSG_POSTFILTER_REJECT)
+        if (
+            self.pod_group_backoff_s > 0
+            and not self.in_backoff(key)
+            and len(self._members(key, snapshot)) >= group.min_member
+        ):
+            self._backoff_until[key] = self._now() + self.pod_group_backoff_s
         return None, Status.unschedulable(MSG_POSTFILTER.format(group=key, pod=pod.name))
 
     # ------------------------------------------------------------------ Permit
@@ -295,4 +371,4 @@ class Coscheduling:
         return QueueingHint.QUEUE
 
 
-__all__ = ["NAME", "POD_GROUP_LABEL", "Coscheduling"]
+__all__ = ["MSG_BACKOFF", "NAME", "POD_GROUP_LABEL", "Coscheduling"]
