@@ -1117,6 +1117,102 @@ ENERGY_SERIES = (
 )
 
 
+# ---------------------------------------------------------------------- co-location
+
+#: Time-series columns of the co-location controller (bosun.colocation.twin) the report
+#: draws when a run carries ``colocation_cpu_util``; a column an older run lacks is left out.
+COLOCATION_COLUMNS = (
+    "colocation_cpu_util",
+    "colocation_online_util",
+    "colocation_be_util",
+    "colocation_room_util",
+    "online_p99_max_ms",
+    "online_p99_mean_ms",
+    "be_preempted",
+)
+
+#: The co-location charts, one per group, every co-location run in each.
+COLOCATION_SERIES = (
+    _SeriesSpec(
+        "colocation-cpu",
+        "Co-location: cluster CPU use and reclaimed room (% of allocatable CPU)",
+        "CPU the pods use, over the cluster's allocatable CPU, at each reclaim tick: all "
+        "pods, the online services (high priority, not BE), the BE and other pods, and the "
+        "batch room published as kubernetes.io/batch-cpu (Koordinator's formula; bosun's "
+        "from the forecast peak). Higher use is a fuller cluster.",
+        (
+            _P("colocation_cpu_util", "All pods", "used / allocatable", "ratio"),
+            _P("colocation_online_util", "Online", "", "ratio"),
+            _P("colocation_be_util", "BE and other", "", "ratio"),
+            _P("colocation_room_util", "Reclaimed room (batch-cpu)", "", "ratio"),
+        ),
+        wide=True,
+    ),
+    _SeriesSpec(
+        "colocation-p99",
+        "Co-location: online p99 against the SLO (ms)",
+        "Online p99 latency by the interference model, p99_0 / (1 - u_on) * (1 + k u_be), "
+        "on the worst node and over the nodes with online pods, at each tick; dashed: the "
+        "SLO (latencySLO). Below the line is within the SLO.",
+        (
+            _P("online_p99_max_ms", "Worst node", "p99 (ms)", "pue"),
+            _P("online_p99_mean_ms", "Mean over nodes", "", "pue"),
+        ),
+    ),
+    _single(
+        "colocation-preemptions",
+        "Co-location: BE preemptions (cumulative count)",
+        "BE pods the quota market preempted so far, after their grace period; the slope is "
+        "the rate. Each one loses the work it had done.",
+        "be_preempted",
+        "BE pods preempted",
+        "count",
+    ),
+)
+
+
+def _colocation_charts(runs: Sequence[_Run], points: int | None) -> list[_Chart]:
+    """The co-location charts (:data:`COLOCATION_SERIES`) over the runs whose time series
+    carries ``colocation_cpu_util``; none when no run does. The columns come from each
+    run's own time series (``colocation_*``, ``online_p99_*``, ``be_preempted``)."""
+    coloc: list[_Run] = []
+    for run in runs:
+        ts = run.result.timeseries
+        if not isinstance(ts, pd.DataFrame) or "colocation_cpu_util" not in ts.columns:
+            continue
+        frame = ts.reindex(columns=["time_s", *COLOCATION_COLUMNS])
+        frame = frame.apply(pd.to_numeric, errors="coerce")
+        frame = frame[np.isfinite(frame["time_s"].to_numpy(dtype=np.float64))]
+        frame = frame.sort_values("time_s", kind="stable").reset_index(drop=True)
+        coloc.append(_Run(run.label, run.color, run.result, frame, run.pods))
+    if not coloc:
+        return []
+    tu = _runs_time_unit(runs)
+    charts = [_timeseries_chart(coloc, spec, tu, points) for spec in COLOCATION_SERIES]
+    p99 = charts[1].figure
+    p99.update_traces(hovertemplate="%{y:,.2f} ms")
+    slos = sorted(
+        {
+            1000.0 * float(r.result.meta["colocation_slo_s"])
+            for r in coloc
+            if isinstance(r.result.meta.get("colocation_slo_s"), (int, float))
+        }
+    )
+    for slo in slos:
+        for col in (1, 2):
+            p99.add_hline(
+                y=slo,
+                line_dash="dash",
+                line_color=_MUTED,
+                line_width=1.2,
+                annotation_text=f"SLO {slo:g} ms",
+                annotation_font={"size": 10.5, "color": _MUTED},
+                row=1,
+                col=col,
+            )
+    return charts
+
+
 def _has(runs: Sequence[_Run], columns: Sequence[str]) -> bool:
     return any(all(c in r.ts.columns for c in columns) for r in runs)
 
@@ -1156,7 +1252,7 @@ def _charts(runs: Sequence[_Run], points: int | None) -> list[_Chart]:
     ]
     n = len(RUN_SERIES)
     spread = [_wait_chart(runs, points), _decision_chart(runs, points), _outcome_chart(runs)]
-    return series[:n] + spread + series[n:]
+    return series[:n] + spread + series[n:] + _colocation_charts(runs, points)
 
 
 def _faults_table(runs: Sequence[_Run]) -> str:
@@ -1423,13 +1519,15 @@ def chart_ids(
     *,
     faults: bool = False,
     energy: bool = False,
+    colocation: bool = False,
 ) -> list[str]:
     """The ``id`` of every chart container a report holds, in page order.
 
     Time series and distributions are drawn whenever there is at least one run; the
     fault panel (``faults``) and the energy panels (``energy``) when a run carries their
-    columns; the comparison charts (``chart-comparison-<metric>``) when ``comparison`` has
-    rows.
+    columns; the co-location panels (``colocation``) when a run carries
+    ``colocation_cpu_util``; the comparison charts (``chart-comparison-<metric>``) when
+    ``comparison`` has rows.
     """
     names: list[str] = []
     if n_runs > 0:
@@ -1448,6 +1546,8 @@ def chart_ids(
             names.append("faults")
         if energy:
             names += ["power", "energy", "pue"]
+        if colocation:
+            names += [spec.name for spec in COLOCATION_SERIES]
     if comparison is not None and len(comparison) > 0:
         names += [f"comparison-{_slug(base)}" for base, _, _ in _comparison_metrics(comparison)]
     return [f"chart-{n}" for n in names]
@@ -1773,7 +1873,12 @@ def _render(
     n_series = len(RUN_SERIES)
     over_time, spread = charts[:n_series], charts[n_series : n_series + 3]
     fault_charts = [c for c in charts[n_series + 3 :] if c.name == "faults"]
-    energy_charts = [c for c in charts[n_series + 3 :] if c.name != "faults"]
+    coloc_charts = [c for c in charts[n_series + 3 :] if c.name.startswith("colocation-")]
+    energy_charts = [
+        c
+        for c in charts[n_series + 3 :]
+        if c.name != "faults" and not c.name.startswith("colocation-")
+    ]
 
     n = len(runs)
     common, _ = _short_labels([r.result.name for r in runs])
@@ -1816,6 +1921,8 @@ def _render(
             parts += [faults_html, _grid(fault_charts)]
         if energy_charts:
             parts += ["<h2 class='section' id='energy'>Energy and PUE</h2>", _grid(energy_charts)]
+        if coloc_charts:
+            parts += ["<h2 class='section' id='colocation'>Co-location</h2>", _grid(coloc_charts)]
     if comp is not None:
         parts += [
             "<h2 class='section' id='comparison'>Policy comparison</h2>",
