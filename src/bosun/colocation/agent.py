@@ -332,6 +332,11 @@ class FeedbackLoop:
         now = self.clock()
         assert self._last_t is not None
         dt = max(1e-6, now - self._last_t)
+        gone = [g for g in self.be_groups if self._gone(g)]
+        for g in gone:
+            self._drop(g)
+        if gone:
+            self._write(self._quota)  # the rest share the quota
         ls_ns = self._ls_delta_ns()
         psi_us = self._psi_us()
         ls_milli = ls_ns / (dt * 1e9) * 1000.0
