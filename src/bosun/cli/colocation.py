@@ -633,6 +633,57 @@ def bench(
         json_out.write_text(json.dumps([r.__dict__ for r in results], indent=2) + "\n")
 
 
+def memory_step(
+    rounds: Annotated[int, typer.Option(help="Load steps to measure.")] = 5,
+    interval: Annotated[str, typer.Option(help="The agent's tick, e.g. 20ms.")] = "20ms",
+    root: RootOption = "/sys/fs/cgroup",
+) -> None:
+    """Measure the memory squeeze on this machine's real cgroups: an LS worker steps up to
+    0.94 of its group's limit, and the agent lowers the BE group's limit (never below its
+    usage on cgroup v1), then gives it back when the LS worker frees its memory. Needs
+    root and writable cgroups (else exit 2 saying why)."""
+    import numpy as np
+
+    from bosun.colocation.bench import BenchUnavailableError, MemoryStepConfig, run_memory_step
+    from bosun.colocation.cgroups import CgroupError
+
+    if not 1 <= rounds <= 50:
+        raise fail(f"--rounds: {rounds} is outside 1..50")
+    try:
+        tick = parse_duration(interval)
+    except ValueError as exc:
+        raise fail(f"--interval: {exc}") from exc
+    if not 0.001 <= tick <= 1:
+        raise fail(f"--interval: {interval} is outside 1ms..1s")
+    try:
+        out = run_memory_step(MemoryStepConfig(rounds=rounds, interval_s=tick), root)
+    except (BenchUnavailableError, CgroupError) as exc:
+        raise fail(str(exc)) from exc
+    table = Table(
+        "round",
+        "reaction ms",
+        "LS alloc ms",
+        "BE usage MiB",
+        "BE limit MiB",
+        "release ms",
+        "BE alive",
+        title=f"memory squeeze, tick {tick * 1000:g} ms",
+    )
+    for i, r in enumerate(out):
+        table.add_row(
+            str(i + 1),
+            f"{r.reaction_s * 1000:.0f}",
+            f"{r.alloc_s * 1000:.0f}",
+            f"{r.be_usage_bytes / 2**20:.1f}",
+            f"{r.be_limit_bytes / 2**20:.1f}",
+            "-" if r.release_s is None else f"{r.release_s * 1000:.0f}",
+            "yes" if r.be_alive else "NO",
+        )
+    Console().print(table)
+    reac = np.array([r.reaction_s for r in out]) * 1000
+    typer.echo(f"reaction ms: median {np.median(reac):.0f}, max {reac.max():.0f}")
+
+
 def _reclaim_flags(threshold: int, quantile: float, horizon: str) -> float:
     """Check the reclaim flags shared by ``simulate`` and ``replay``; the horizon, seconds.
 
@@ -798,7 +849,7 @@ def replay(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``bosun agent probe|apply|reconcile|run|discover|resctrl`` and
+    """Add ``bosun agent probe|apply|reconcile|run|discover|resctrl|memory-step`` and
     ``bosun colocate qos|bench|simulate|replay``."""
     agent_app.command(name="probe")(probe)
     agent_app.command(name="apply")(apply)
@@ -806,6 +857,7 @@ def register(app: typer.Typer) -> None:
     agent_app.command(name="discover")(discover)
     agent_app.command(name="reconcile")(reconcile)
     agent_app.command(name="resctrl")(resctrl)
+    agent_app.command(name="memory-step")(memory_step)
     colocate_app.command(name="qos")(qos)
     colocate_app.command(name="bench")(bench)
     colocate_app.command(name="simulate")(simulate)

@@ -424,3 +424,187 @@ def run_bench(
         ex.remove(top)
     ncpu = os.cpu_count() or 1
     return [summarize(a, raws[a], ncpu) for a in arms]
+
+
+# ---------------------------------------------------------------- the memory step
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStepConfig:
+    """The memory squeeze's reaction measurement (:func:`run_memory_step`).
+
+    Attributes:
+        rounds: load steps measured.
+        be_mib: memory the BE worker holds (MiB).
+        ls_limit_mib: the LS group's hard limit (MiB).
+        ls_step_mib: what the LS worker allocates at the step (MiB); with the defaults the
+            LS group goes to about 120/128 = 0.94 of its limit, over the 0.9 threshold.
+        interval_s: the agent's tick.
+        release_hold_s: the squeezer's hold before it gives the limits back.
+        hold_s: seconds the LS worker keeps its memory before freeing it.
+    """
+
+    rounds: int = 5
+    be_mib: int = 64
+    ls_limit_mib: int = 128
+    ls_step_mib: int = 120
+    interval_s: float = 0.02
+    release_hold_s: float = 0.3
+    hold_s: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStepRound:
+    """One load step (seconds, bytes).
+
+    Attributes:
+        reaction_s: from the step (the LS allocation ordered) to the BE limit written.
+        alloc_s: how long the LS worker's allocation itself took.
+        be_usage_bytes: the BE group's usage read just after the squeeze.
+        be_limit_bytes: the BE limit in force then (v1 limit_in_bytes, v2 memory.high).
+        release_s: from the LS memory freed to the BE limits given back (None: not seen).
+        be_alive: whether the BE worker survived the squeeze.
+    """
+
+    reaction_s: float
+    alloc_s: float
+    be_usage_bytes: int
+    be_limit_bytes: int
+    release_s: float | None
+    be_alive: bool
+
+
+def _ask(proc: subprocess.Popen[str], line: str, timeout_s: float = 20.0) -> str:
+    """Send one command to a hog worker and read its answer (bounded)."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    if not out or not out[0].startswith("ok"):
+        raise BenchUnavailableError(f"the memory worker did not answer {line!r}: {out}")
+    return out[0].strip()
+
+
+def run_memory_step(
+    cfg: MemoryStepConfig | None = None,
+    root: str = "/sys/fs/cgroup",
+    log: Callable[[str], None] = lambda _: None,
+) -> list[MemoryStepRound]:
+    """Measure the memory squeeze on this machine's real cgroups: a BE worker holds
+    ``be_mib``; the LS worker, in a group limited to ``ls_limit_mib``, allocates
+    ``ls_step_mib`` at the step; the agent (ticking every ``interval_s``, memory signal:
+    the LS groups' usage over their limit) lowers the BE limit; the LS worker frees its
+    memory and the agent gives the limit back. Groups live under ``bosun-mem-<pid>/``
+    inside this process's own groups and are removed at the end, workers killed.
+
+    Raises:
+        BenchUnavailableError: not root, no writable cgroups, or a worker failed.
+        CgroupError: a cgroup write failed.
+    """
+
+    cfg = cfg or MemoryStepConfig()
+    layout = check_machine(root)
+    ex = CgroupExecutor(layout)
+    v1 = layout.version is Version.V1
+    top = f"bosun-mem-{os.getpid()}"
+    out: list[MemoryStepRound] = []
+    try:
+        for r in range(cfg.rounds):
+            ls, be = f"{top}/r{r}/ls", f"{top}/r{r}/be"
+            ex.create(ls)
+            ex.create(be)
+            lim = str(cfg.ls_limit_mib * 1024 * 1024)
+            ex.apply(ls, {("memory", "memory.limit_in_bytes" if v1 else "memory.max"): lim})
+            out.append(_memory_round(ex, ls, be, cfg, log))
+    finally:
+        ex.remove(top)
+    return out
+
+
+def _memory_round(
+    ex: CgroupExecutor, ls: str, be: str, cfg: MemoryStepConfig, log: Callable[[str], None]
+) -> MemoryStepRound:
+    from bosun.colocation.memory import MemoryConfig, MemorySignals, MemorySqueezer
+
+    py = sys.executable
+    cmd = [py, "-m", "bosun.colocation.workers", "hog"]
+    procs = [
+        subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    be_proc, ls_proc = procs
+    stop = threading.Event()
+    thread: threading.Thread | None = None
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            if p.stdout.readline().strip() != "ready":
+                raise BenchUnavailableError("the memory worker did not start")
+        ex.add_process(be, be_proc.pid)
+        ex.add_process(ls, ls_proc.pid)
+        _ask(be_proc, f"alloc {cfg.be_mib}")
+        mem = MemorySqueezer(
+            ex,
+            MemorySignals(ex, meminfo_path=None),
+            MemoryConfig(release_hold_s=cfg.release_hold_s, step_s=60.0),
+        )
+        loop = FeedbackLoop(
+            ex,
+            [ls],
+            [be],
+            AgentConfig(node_milli=1000 * (os.cpu_count() or 1), interval_s=cfg.interval_s),
+            None,
+            memory=mem,
+        )
+        loop.start()
+
+        def tick() -> None:
+            while not stop.is_set():
+                loop.tick()
+                stop.wait(cfg.interval_s)
+
+        thread = threading.Thread(target=tick, daemon=True)
+        thread.start()
+        time.sleep(0.2)
+        t_step = time.monotonic()
+        alloc_s = float(_ask(ls_proc, f"alloc {cfg.ls_step_mib}").split()[1])
+        end = time.monotonic() + 5.0
+        while time.monotonic() < end and not any(e.action == "squeeze" for e in mem.events):
+            time.sleep(0.005)
+        squeeze = next((e for e in mem.events if e.action == "squeeze"), None)
+        if squeeze is None:
+            raise BenchUnavailableError("the agent did not squeeze within 5 s of the step")
+        usage = ex.memory_usage_bytes(be)
+        v1 = ex.layout.version is Version.V1
+        limit = int(ex.read("memory", be, "memory.limit_in_bytes" if v1 else "memory.high"))
+        time.sleep(cfg.hold_s)
+        t_free = time.monotonic()
+        _ask(ls_proc, "free")
+        end = time.monotonic() + 5.0 + cfg.release_hold_s
+        while time.monotonic() < end and not any(e.action == "release" for e in mem.events):
+            time.sleep(0.005)
+        rel = next((e for e in mem.events if e.action == "release"), None)
+        rnd = MemoryStepRound(
+            reaction_s=squeeze.time_s - t_step,
+            alloc_s=alloc_s,
+            be_usage_bytes=usage,
+            be_limit_bytes=limit,
+            release_s=None if rel is None else rel.time_s - t_free,
+            be_alive=be_proc.poll() is None,
+        )
+        log(f"memory step: {rnd}")
+        return rnd
+    finally:
+        stop.set()
+        if thread is not None:
+            thread.join(5.0)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait(5)
+            for f in (p.stdin, p.stdout):
+                if f is not None:
+                    f.close()

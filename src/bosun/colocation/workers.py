@@ -8,6 +8,11 @@ burner. Run as ``python -m bosun.colocation.workers ls-server <work>`` or
   answers ``200`` with the iteration count.
 * ``burner``: spins on an arithmetic loop until SIGTERM, then prints the number of
   iterations done and exits (its throughput is that count over its run time).
+* ``hog``: holds memory on command (the memory step of ``bosun agent memory-step``): it
+  prints ``ready``, then reads lines from stdin: ``alloc <MiB>`` allocates that much more
+  and writes every byte of it (so the pages are charged to its cgroup), answering
+  ``ok <seconds it took>``; ``free`` drops everything it holds, answering ``ok``; end of
+  input exits.
 """
 
 from __future__ import annotations
@@ -74,15 +79,42 @@ def burn() -> None:
     print(done, flush=True)
 
 
+def hog() -> None:
+    """The memory worker (see the module docstring)."""
+    import time
+
+    held: list[bytearray] = []
+    print("ready", flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd:
+            continue
+        if cmd[0] == "alloc" and len(cmd) == 2 and cmd[1].isdigit():
+            t0 = time.perf_counter()
+            held.append(bytearray(b"\x01") * (int(cmd[1]) * 1024 * 1024))
+            print(f"ok {time.perf_counter() - t0:.6f}", flush=True)
+        elif cmd[0] == "free":
+            held.clear()
+            print("ok", flush=True)
+        else:
+            print(f"error: unknown command {line.strip()!r}", flush=True)
+
+
 def main(argv: list[str]) -> int:
-    """Entry point: ``ls-server <work>`` or ``burner``."""
+    """Entry point: ``ls-server <work>``, ``burner`` or ``hog``."""
     if len(argv) >= 1 and argv[0] == "ls-server":
         serve(int(argv[1]) if len(argv) > 1 else 20_000)
         return 0
     if len(argv) >= 1 and argv[0] == "burner":
         burn()
         return 0
-    print("usage: python -m bosun.colocation.workers ls-server <work> | burner", file=sys.stderr)
+    if len(argv) >= 1 and argv[0] == "hog":
+        hog()
+        return 0
+    print(
+        "usage: python -m bosun.colocation.workers ls-server <work> | burner | hog",
+        file=sys.stderr,
+    )
     return 2
 
 
