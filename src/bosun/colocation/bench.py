@@ -477,10 +477,11 @@ class MemoryStepRound:
 def _ask(proc: subprocess.Popen[str], line: str, timeout_s: float = 20.0) -> str:
     """Send one command to a hog worker and read its answer (bounded)."""
     assert proc.stdin is not None and proc.stdout is not None
+    stdout = proc.stdout
     proc.stdin.write(line + "\n")
     proc.stdin.flush()
     out: list[str] = []
-    reader = threading.Thread(target=lambda: out.append(proc.stdout.readline()), daemon=True)
+    reader = threading.Thread(target=lambda: out.append(stdout.readline()), daemon=True)
     reader.start()
     reader.join(timeout_s)
     if not out or not out[0].startswith("ok"):
