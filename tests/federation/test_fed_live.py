@@ -452,3 +452,212 @@ def test_overloaded_cluster_moves_a_running_pod_copy_first(
     r2 = read_pod(core_a, "r2")
     assert r2 is not None and r2.spec.node_name == "a1"
     assert read_pod(core_b, "r2") is None
+
+
+# ---------------------------------------------------------------------- workloads
+
+HASH = "fed0"  # the stand-in's pod-template-hash (kube's is a hash of the template)
+
+
+class ControllerStandIn:
+    """What kube-controller-manager does for Deployments and ReplicaSets, reduced to what
+    the federation relies on. The control planes of ``shared/k8s`` have NO
+    controller-manager (its README), so nothing would create a Deployment's pods; this
+    thread does it, as the controllers would, polling every 0.1 s in namespace
+    ``default``:
+
+    * Deployment -> one ReplicaSet ``<name>-fed0`` (controller ownerReference, the template
+      with the ``pod-template-hash`` label, ``spec.replicas`` kept equal to the
+      Deployment's);
+    * ReplicaSet -> pods from its template (controller ownerReference) up to
+      ``spec.replicas``; extra pods deleted, unassigned ones first (kube's ReplicaSet
+      controller ranks a pod without a node first for deletion, ``controller.ActivePods``);
+    * the garbage collector's part: a ReplicaSet whose Deployment is gone, and the pods of
+      a ReplicaSet that is gone, are deleted.
+
+    Only the *federation* code under test runs unchanged; this stand-in is test scaffolding.
+    """
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self.apps = client.AppsV1Api(api)
+        self.core = client.CoreV1Api(api)
+        self._stop = threading.Event()
+        self.n = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            try:
+                self._step()
+            except client.exceptions.ApiException as e:
+                if e.status not in (404, 409):
+                    raise
+
+    def _owner(self, kind: str, obj: Any) -> Obj:
+        return {"apiVersion": "apps/v1", "kind": kind, "name": obj.metadata.name,
+                "uid": obj.metadata.uid, "controller": True}  # fmt: skip
+
+    def _step(self) -> None:
+        ser = self.api.sanitize_for_serialization
+        deps = {d.metadata.uid: d for d in self.apps.list_namespaced_deployment("default").items}
+        rss = self.apps.list_namespaced_replica_set("default").items
+        have = {(r.metadata.owner_references or [None])[0] and r.metadata.owner_references[0].uid
+                for r in rss}  # fmt: skip
+        for uid, d in deps.items():
+            want = d.spec.replicas if d.spec.replicas is not None else 1
+            if uid not in have:
+                tpl = ser(d.spec.template)
+                tpl.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = HASH
+                sel = ser(d.spec.selector)
+                sel.setdefault("matchLabels", {})["pod-template-hash"] = HASH
+                self.apps.create_namespaced_replica_set("default", {
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "metadata": {"name": f"{d.metadata.name}-{HASH}",
+                                 "ownerReferences": [self._owner("Deployment", d)]},
+                    "spec": {"replicas": want, "selector": sel, "template": tpl},
+                })  # fmt: skip
+        pods = self.core.list_namespaced_pod("default").items
+        for r in rss:
+            refs = r.metadata.owner_references or []
+            if refs and refs[0].kind == "Deployment" and refs[0].uid not in deps:
+                self.apps.delete_namespaced_replica_set(r.metadata.name, "default")
+                continue
+            if refs and refs[0].kind == "Deployment":
+                d = deps[refs[0].uid]
+                want = d.spec.replicas if d.spec.replicas is not None else 1
+                if r.spec.replicas != want:
+                    self.apps.patch_namespaced_replica_set(
+                        r.metadata.name, "default", {"spec": {"replicas": want}}
+                    )
+                    continue
+            mine = [
+                p
+                for p in pods
+                if p.metadata.deletion_timestamp is None
+                and any(o.uid == r.metadata.uid for o in p.metadata.owner_references or [])
+            ]
+            for _ in range(r.spec.replicas - len(mine)):
+                tpl = ser(r.spec.template)
+                self.n += 1
+                meta = tpl.get("metadata", {}) | {
+                    "name": f"{r.metadata.name}-{self.n}",
+                    "ownerReferences": [self._owner("ReplicaSet", r)],
+                }
+                body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tpl["spec"]}
+                self.core.create_namespaced_pod("default", body)
+            extra = len(mine) - r.spec.replicas
+            for p in sorted(mine, key=lambda p: bool(p.spec.node_name))[: max(0, extra)]:
+                self.core.delete_namespaced_pod(p.metadata.name, "default", grace_period_seconds=0)
+        rs_uids = {r.metadata.uid for r in rss}
+        for p in pods:
+            refs = p.metadata.owner_references or []
+            if refs and refs[0].kind == "ReplicaSet" and refs[0].uid not in rs_uids:
+                self.core.delete_namespaced_pod(p.metadata.name, "default", grace_period_seconds=0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def deployment(name: str, replicas: int, cpu: str) -> Obj:
+    """An apps/v1 Deployment of ``replicas`` pods asking ``cpu`` and 100Mi each."""
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                {"name": "c", "image": "pause",
+                 "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]}},
+        },
+    }  # fmt: skip
+
+
+def pods_of(core: client.CoreV1Api, app: str) -> list[client.V1Pod]:
+    return [
+        p
+        for p in core.list_namespaced_pod("default", label_selector=f"app={app}").items
+        if p.metadata.deletion_timestamp is None
+    ]
+
+
+def test_deployment_share_moves_copy_first_then_source_scales_down(
+    planes: tuple[Any, Any], cores: tuple[client.CoreV1Api, client.CoreV1Api]
+) -> None:
+    """A Deployment of 4 replicas of 1 CPU in A, whose one node has 2 CPUs: A's real
+    kube-scheduler binds 2, the other 2 stay pending. By hand the federation must move
+    exactly those 2: B (one node of 4 CPUs) gets the Deployment with ``replicas: 2`` and
+    the federation's annotations, its pods (made by B's controller: here the stand-in,
+    since shared/k8s has no controller-manager) are bound by B's agent onto B's node, A's
+    Deployment is NOT scaled while the copies are not Running, and once they are it is
+    scaled 4 -> 2 through ``scale`` (resourceVersion precondition), after which A's
+    ReplicaSet deletes its two pending pods. The move is one reservation on B's pool of
+    2 x 1000 milli-CPU; deleting B's copy releases those 2000 at A, one share per pod."""
+    core_a, core_b = cores
+    apps_a, apps_b = (client.AppsV1Api(c.api_client) for c in cores)
+    make_node(core_a, "a1", "2")
+    make_node(core_b, "b1", "4")
+    ctl = [ControllerStandIn(core_a.api_client), ControllerStandIn(core_b.api_client)]
+    kubelet = KubeletStandIn(core_b)
+    apps_a.create_namespaced_deployment("default", deployment("web", 4, "1"))
+    t_created = time.time()
+    events: list[Obj] = []
+    fast = LiveSettings(pending_window_s=0.5, running_timeout_s=30, retry_after_s=0.5)
+
+    async def main() -> None:
+        a = live_agent("A", planes[0], [], events, fast)
+        await a.start()
+        b = live_agent("B", planes[1], [f"127.0.0.1:{a.cfg.port}"], events, fast)
+        await b.start()
+        try:
+            await until(lambda: "B/_" in a.store.entries, 20, "A to see B's summary")
+            await until(lambda: len(pods_of(core_b, "web")) == 2, 30, "B's copy's 2 pods")
+            copy = await athread(apps_b.read_namespaced_deployment, "web", "default")
+            assert copy.spec.replicas == 2
+            assert copy.metadata.annotations[ANN_SOURCE] == "A"
+            assert copy.spec.template.spec.scheduler_name == FED_SCHEDULER
+            await until(lambda: all(p.spec.node_name == "b1" for p in pods_of(core_b, "web")),
+                        20, "B's agent to bind the copy's pods")  # fmt: skip
+            (res,) = [r for r in b.fence.bound.values() if r.holder == "A"]
+            assert res.amounts[CPU] == 2 * 1000  # one reservation for both replicas
+            await asyncio.sleep(1.5)  # bound, not Running: A keeps its 4 replicas
+            src = await athread(apps_a.read_namespaced_deployment, "web", "default")
+            assert src.spec.replicas == 4
+            kubelet.gate.set()
+            await until(lambda: apps_a.read_namespaced_deployment("web", "default")
+                        .spec.replicas == 2, 30, "A's Deployment scaled to 2")  # fmt: skip
+            t_scaled = time.time()
+            await until(lambda: len(pods_of(core_a, "web")) == 2, 20, "A's pending pods gone")
+            left = pods_of(core_a, "web")
+            assert all(p.spec.node_name == "a1" for p in left)  # the bound two stay
+            (mig,) = [e for e in events if e["ev"] == "workload_migrated"]
+            assert mig["workload"] == "Deployment/default/web" and mig["to"] == "B"
+            assert mig["replicas"] == 2 and mig["source_replicas"] == [4, 2]
+            assert mig["phase"] == "Running"
+            print(f"\ncreated in A -> A scaled down: {t_scaled - t_created:.2f} s; {mig}")
+            await asyncio.sleep(1.5)  # settled: nothing more moves
+            assert len([e for e in events if e["ev"] == "workload_migrated"]) == 1
+            # the copy ends in B: each pod's share goes back to A, 2000 milli-CPU in all
+            before = a.ledger.pool("B", CPU).released("A")
+            await athread(apps_b.delete_namespaced_deployment, "web", "default")
+            await until(lambda: a.ledger.pool("B", CPU).released("A") - before == 2000, 20,
+                        "A to release both shares")  # fmt: skip
+            assert not [r for r in b.fence.bound.values() if r.holder == "A"]
+        finally:
+            await b.stop()
+            await a.stop()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 150))
+    finally:
+        kubelet.stop()
+        for c in ctl:
+            c.stop()
+        for apps in (apps_a, apps_b):
+            apps.delete_collection_namespaced_deployment("default")
+            apps.delete_collection_namespaced_replica_set("default")

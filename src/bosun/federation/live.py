@@ -65,10 +65,23 @@ import numpy as np
 
 from bosun.api.types import GPU, GPU_MILLI, GPU_MILLI_PER_GPU, Node, Pod
 from bosun.errors import BosunError, InputError
-from bosun.federation.agent import Agent, AgentConfig, Emit, emit_stdout
-from bosun.federation.escrow import Reservation
-from bosun.federation.summary import DEFAULT_CLASSES, TwinCluster, pod_vector
+from bosun.federation.agent import Agent, AgentConfig, Emit, NotSentError, emit_stdout
+from bosun.federation.escrow import EscrowError, Reservation
+from bosun.federation.summary import DEFAULT_CLASSES, VECTOR, TwinCluster, pod_vector
 from bosun.federation.sync import WireError
+from bosun.federation.workload import (
+    ANN_HOLDER,
+    ANN_RESERVATION,
+    ANN_SOURCE,
+    FED_SCHEDULER,
+    WorkloadError,
+    WorkloadRef,
+    controller_of,
+    copy_workload,
+    replicas_of,
+    scale_body,
+    template_pod,
+)
 from bosun.gpu.fragmentation import TaskClasses
 
 log = logging.getLogger("bosun.federation.live")
@@ -77,13 +90,10 @@ Obj = dict[str, Any]
 #: ``(type, kind, object)`` as the live mode's informers deliver them.
 InformerEvent = tuple[str, str, Obj]
 
-#: ``spec.schedulerName`` of the copies the federation creates: no scheduler serves it, so
-#: only the owner's agent binds them (and no agent moves them again).
-FED_SCHEDULER = "bosun-federation"
-#: Annotations on a copy: the cluster it came from and the agent holding its reservation.
-ANN_SOURCE = "federation.bosun.dev/source-cluster"
-ANN_HOLDER = "federation.bosun.dev/holder"
-ANN_RESERVATION = "federation.bosun.dev/reservation"
+# ``spec.schedulerName`` of the copies the federation creates (FED_SCHEDULER): no scheduler
+# serves it, so only the owner's agent binds them (and no agent moves them again). The
+# annotations on a copy (ANN_*): the cluster it came from, the agent holding its
+# reservation, the reservation id. Defined in bosun.federation.workload, re-exported here.
 #: Seconds one API request may take.
 REQUEST_TIMEOUT_S = 10.0
 
@@ -169,6 +179,21 @@ def rest(
 def _status_text(status: int, obj: Obj) -> str:
     msg = obj.get("message") if isinstance(obj.get("message"), str) else ""
     return f"{status} {obj.get('reason', '')}: {msg}".strip()
+
+
+def _num(x: Any) -> int | float:
+    return x if isinstance(x, int | float) and not isinstance(x, bool) else 0
+
+
+def _res_wire(res: Reservation) -> Obj:
+    return {
+        "rid": res.rid,
+        "holder": res.holder,
+        "owner": res.owner,
+        "amounts": dict(res.amounts),
+        "epoch": res.epoch,
+        "deadline": res.deadline_s,
+    }
 
 
 # ---------------------------------------------------------------------- manifests
@@ -572,6 +597,38 @@ class LiveCluster(TwinCluster):
         ns, name = key.split("/", 1)
         return rest(self.hooks.api_client, "GET", f"/api/v1/namespaces/{ns}/pods/{name}")
 
+    # ------------------------------------------------------------------ workloads
+
+    def create_workload(self, manifest: Obj) -> tuple[bool, str]:
+        """Create the workload object ``manifest`` (a Deployment or ReplicaSet, from
+        :func:`~bosun.federation.workload.copy_workload`), creating a missing namespace:
+        ``(True, uid)`` or ``(False, reason)``. Blocking: call it in a thread."""
+        meta = manifest["metadata"]
+        ref = WorkloadRef(str(manifest["kind"]), str(meta["namespace"]), str(meta["name"]))
+        api = self.hooks.api_client
+        try:
+            status, got = rest(api, "POST", ref.collection(), manifest)
+            if status == 404:
+                rest(api, "POST", "/api/v1/namespaces", {"metadata": {"name": ref.namespace}})
+                status, got = rest(api, "POST", ref.collection(), manifest)
+        except LiveError as e:
+            return False, str(e)
+        if status == 409:
+            return False, f"{ref.key} already exists in cluster {self.name} (conflict)"
+        if not 200 <= status < 300:
+            return False, f"creating {ref.key} in cluster {self.name}: {_status_text(status, got)}"
+        return True, str((got.get("metadata") or {}).get("uid", ""))
+
+    def workload_request(
+        self, method: str, ref: WorkloadRef, sub: str = "", body: Obj | None = None
+    ) -> tuple[int, Obj]:
+        """One request on the workload ``ref`` (``sub``: ``scale``): ``(status, object)``.
+
+        Raises:
+            LiveError: the server could not be reached.
+        """
+        return rest(self.hooks.api_client, method, ref.path(sub), body)
+
 
 # ---------------------------------------------------------------------- the agent
 
@@ -604,6 +661,47 @@ class LiveSettings:
             raise ValueError(f"copy_ready {self.copy_ready!r}: running or bound")
 
 
+#: Separates a workload reservation's id from a replica's share (``A/7#2``).
+SHARE_SEP = "#"
+
+
+@dataclass
+class HeldWorkload:
+    """A workload copy this agent (the source's) holds a reservation for.
+
+    Attributes:
+        owner: the cluster the copy runs in; res: the reservation (``replicas`` times
+            ``per``); per: one replica's amounts; replicas: replicas moved.
+        ref: the source's workload; released: share ids the owner reported gone.
+    """
+
+    owner: str
+    res: Reservation
+    per: dict[str, int]
+    replicas: int
+    ref: WorkloadRef
+    released: set[str] = dataclasses.field(default_factory=set)
+
+
+@dataclass
+class WorkloadCopy:
+    """A workload copy created in this (the owner's) cluster.
+
+    Attributes:
+        res: its reservation (fenced here); ref: the copy's object; per: one replica.
+        slots: ``(placeholder pod key, node)`` rooms taken in the snapshot at bind and not
+            yet given to one of the copy's pods.
+        shares: the copy's pods bound into a slot: pod key -> share id.
+    """
+
+    res: Reservation
+    ref: WorkloadRef
+    per: dict[str, int]
+    slots: list[tuple[str, str]]
+    shares: dict[str, str] = dataclasses.field(default_factory=dict)
+    issued: int = 0
+
+
 class LiveAgent(Agent):
     """A federation agent whose cluster is a real API server (module docstring).
 
@@ -633,6 +731,16 @@ class LiveAgent(Agent):
         # pods moved away whose DELETED event has not come yet: pod key -> uid
         self.moved_away: dict[str, str] = {}
         self.migrations: list[dict[str, Any]] = []
+        # workloads (module bosun.federation.workload): holder side, rid -> what it holds
+        self.held_workloads: dict[str, HeldWorkload] = {}
+        self.workloads_moving: set[str] = set()  # ReplicaSet and workload keys
+        # ReplicaSet key -> (not again before, its pending pods at the move, replicas moved)
+        self.workload_settle: dict[str, tuple[float, frozenset[str], int]] = {}
+        self.workload_undo: dict[str, HeldWorkload] = {}  # rid -> a copy to remove still
+        # owner side: rid -> the copy created here; pods of copies being bound
+        self.workload_copies: dict[str, WorkloadCopy] = {}
+        self._binding: set[str] = set()
+        self._self_bind_tried: dict[str, int] = {}  # pod key -> snapshot generation tried
 
     def _loops(self) -> list[Coroutine[Any, Any, None]]:
         # the live backend moves pending pods away; moving running pods on overload is not
@@ -660,6 +768,7 @@ class LiveAgent(Agent):
         while True:
             await asyncio.sleep(0.1)
             self.apply(self.cluster.drain())
+            self.bind_copy_pods()
 
     def _moved(self, key: str) -> bool:
         """Whether ``key`` is a pod already moved away (its deletion not seen yet)."""
@@ -674,8 +783,14 @@ class LiveAgent(Agent):
 
     def apply(self, ch: Changes) -> None:
         """Account what the informers changed: pods bound by anyone are adopted (this
-        cluster's own rights, as at start), pods gone are released (their holder told),
+        cluster's own rights, as at start), pods gone are released (their holder told; a
+        replica of a workload copy releases its share of the workload's reservation),
         a new capacity grows the pools, a smaller one bumps the fence epoch."""
+        for pod in ch.gone:
+            held = self.local_pods.get(pod.key)
+            if held is not None and SHARE_SEP in held[1].rid:
+                del self.local_pods[pod.key]
+                self._share_gone(held[1], pod.key)
         for pod in ch.bound:
             if pod.key not in self.local_pods:
                 slot = self.cluster.snapshot.pods.by_key[pod.key]
@@ -770,9 +885,19 @@ class LiveAgent(Agent):
         while True:
             await asyncio.sleep(step)
             budget = max(1, int(self.cfg.evac_rate_per_s * step))
-            for key in self.movable(self.clock())[:budget]:
+            now = self.clock()
+            for key in self.movable(now)[:budget]:
                 self.moving.add(key)
                 self._tasks.append(asyncio.create_task(self.migrate(key)))
+                budget -= 1
+            # workloads: a move of k replicas counts k pods against the same rate limit
+            for rs, keys in self.movable_workloads(now):
+                if budget <= 0:
+                    break
+                keys = keys[:budget]
+                budget -= len(keys)
+                self.workloads_moving.add(rs.key)
+                self._tasks.append(asyncio.create_task(self.migrate_workload(rs, keys)))
 
     async def migrate(self, key: str) -> bool:
         """Move the pending pod ``key`` to another member: the copy there first, ready
@@ -970,6 +1095,15 @@ class LiveAgent(Agent):
         if kind == "gone":
             await self._send(writer, "released", self._released(peer, msg))
             return True
+        if kind == "wbind":
+            await self._send(writer, "wbound", await self._bind_workload(peer, msg))
+            return True
+        if kind == "wstatus":
+            await self._send(writer, "wstatus", self._workload_status(str(msg.get("rid", ""))))
+            return True
+        if kind == "wremove":
+            await self._send(writer, "wremoved", await self._remove_workload(peer, msg))
+            return True
         return False
 
     async def _remove_copy(self, peer: str, msg: Mapping[str, Any]) -> dict[str, Any]:
@@ -995,6 +1129,16 @@ class LiveAgent(Agent):
 
     def _released(self, peer: str, msg: Mapping[str, Any]) -> dict[str, Any]:
         rid, key = str(msg.get("rid", "")), str(msg.get("pod", ""))
+        if SHARE_SEP in rid:  # one replica of a workload copy: its share of the reservation
+            hw = self.held_workloads.get(rid.rsplit(SHARE_SEP, 1)[0])
+            if hw is None or hw.owner != peer or rid in hw.released:
+                return {"ok": True, "known": False}
+            hw.released.add(rid)
+            self.ledger.release(peer, hw.per)
+            if len(hw.released) >= hw.replicas:
+                del self.held_workloads[hw.res.rid]
+            self.emit({"ev": "released", "t": self.clock(), "pod": key, "owner": peer})
+            return {"ok": True, "known": True}
         res = self.placed_res.get(key)
         if res is None or res.rid != rid or res.owner != peer:
             return {"ok": True, "known": False}  # already released (a retried notice)
@@ -1009,10 +1153,481 @@ class LiveAgent(Agent):
             await asyncio.sleep(0.5)
             for key, (owner, res) in list(self.undo_pending.items()):
                 await self._undo_copy(owner, key, res)
+            for hw in list(self.workload_undo.values()):
+                await self._undo_workload(hw)
             for rid, (holder, key) in list(self.gone_notices.items()):
                 with contextlib.suppress(OSError, TimeoutError, ConnectionError, WireError):
                     await self._rpc(holder, "gone", {"rid": rid, "pod": key})
                     self.gone_notices.pop(rid, None)
+
+    # ------------------------------------------------------------------ workloads, holder
+
+    def movable_workloads(self, now: float) -> list[tuple[WorkloadRef, list[str]]]:
+        """Pending pods owned by a ReplicaSet, grouped by it: pending for the window,
+        fitting no node here, not a copy, mounting no claim, their ReplicaSet not moving or
+        settling after a move. Oldest pending first within a group."""
+        groups: dict[WorkloadRef, list[str]] = {}
+        for key, pod in self.cluster.pending.items():
+            if key in self.moving or pod.scheduler_name == FED_SCHEDULER or pod.pvc_claims:
+                continue
+            ctl = controller_of(self.cluster.raw.get(key, {}))
+            if ctl is None or ctl[0] != "ReplicaSet":
+                continue
+            if now - self.cluster.pending_since.get(key, now) < self.live.pending_window_s:
+                continue
+            rs = WorkloadRef("ReplicaSet", pod.namespace, ctl[1])
+            if rs.key in self.workloads_moving or self._settling(rs.key, now):
+                continue
+            if self.cluster.fits(pod):
+                continue
+            groups.setdefault(rs, []).append(key)
+        return [
+            (rs, sorted(keys, key=lambda k: self.cluster.pending_since.get(k, 0.0)))
+            for rs, keys in sorted(groups.items(), key=lambda kv: kv[0].key)
+        ]
+
+    async def migrate_workload(self, rs: WorkloadRef, keys: Sequence[str]) -> bool:
+        """Move the share of a workload that ``keys`` (pending pods of the ReplicaSet
+        ``rs``) stand for (module :mod:`bosun.federation.workload`): the ReplicaSet's
+        Deployment if it has one, else the ReplicaSet. True when moved."""
+        self.workloads_moving.add(rs.key)
+        ref: WorkloadRef | None = None
+        try:
+            ok, ref = await self._migrate_workload(rs, list(keys))
+            return ok
+        finally:
+            self.workloads_moving.discard(rs.key)
+            if ref is not None:
+                self.workloads_moving.discard(ref.key)
+
+    def _settling(self, rs_key: str, now: float) -> bool:
+        """Whether the ReplicaSet ``rs_key`` is not to be moved now: a move failed less than
+        ``retry_after_s`` ago, or a move scaled it down and its controller has not yet
+        deleted as many of the pods pending then as replicas moved (at most
+        ``running_timeout_s``; the ReplicaSet controller deletes pending pods first)."""
+        rec = self.workload_settle.get(rs_key)
+        if rec is None:
+            return False
+        until, keys, moved = rec
+        left = sum(1 for k in keys if k in self.cluster.pending)
+        if now >= until or (moved and left <= len(keys) - moved):
+            del self.workload_settle[rs_key]
+            return False
+        return True
+
+    def _workload_give_up(self, rs: WorkloadRef, ref: WorkloadRef, why: str) -> bool:
+        self.workload_settle[rs.key] = (self.clock() + self.live.retry_after_s, frozenset(), 0)
+        self.emit({"ev": "workload_failed", "t": self.clock(), "workload": ref.key, "why": why})
+        return False
+
+    async def _migrate_workload(
+        self, rs: WorkloadRef, keys: list[str]
+    ) -> tuple[bool, WorkloadRef | None]:
+        t_pending = min(self.cluster.pending_since.get(k, self.clock()) for k in keys)
+        pending_all = frozenset(
+            key
+            for key in self.cluster.pending
+            if controller_of(self.cluster.raw.get(key, {})) == ("ReplicaSet", rs.name)
+            and key.startswith(f"{rs.namespace}/")
+        )
+        t0 = self.clock()
+        try:
+            status, obj = await asyncio.to_thread(self.cluster.workload_request, "GET", rs)
+            ref = rs
+            ctl = controller_of(obj) if status == 200 else None
+            if ctl is not None and ctl[0] == "Deployment":
+                ref = WorkloadRef("Deployment", rs.namespace, ctl[1])
+                status, obj = await asyncio.to_thread(self.cluster.workload_request, "GET", ref)
+        except LiveError as e:
+            return self._workload_give_up(rs, rs, str(e)), None
+        if status != 200:
+            why = f"reading {rs.key}: {_status_text(status, obj)}"
+            return self._workload_give_up(rs, rs, why), None
+        if ctl is not None and ctl[0] != "Deployment":
+            why = f"{rs.key} is owned by {ctl[0]} {ctl[1]}: only Deployments and ReplicaSets move"
+            return self._workload_give_up(rs, rs, why), None
+        if ref != rs:
+            if ref.key in self.workloads_moving:
+                return False, None  # another ReplicaSet of the same Deployment is moving it
+            self.workloads_moving.add(ref.key)
+        pods = [self.cluster.pending[k] for k in keys if k in self.cluster.pending]
+        current = replicas_of(obj)
+        k = min(len(pods), current)
+        if k < 1:
+            return False, ref
+        rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+        where, hw, why = await self.place_workload(pods[0], k, obj, ref)
+        if where is None or hw is None:
+            return self._workload_give_up(rs, ref, why), ref
+        t_bound = self.clock()
+        self.emit({"ev": "workload_copied", "t": t_bound, "workload": ref.key, "to": where,
+                   "replicas": k})  # fmt: skip
+        ready = await self._wait_workload_ready(hw)
+        if ready is None:
+            await self._undo_workload(hw)
+            why = (f"the copy in {where} did not have {k} replicas ready within "
+                   f"{self.live.running_timeout_s:.0f} s")  # fmt: skip
+            return self._workload_give_up(rs, ref, why), ref
+        t_ready = self.clock()
+        ok, why = await asyncio.to_thread(self._scale_source, ref, rv, current, k)
+        if not ok:
+            await self._undo_workload(hw)
+            return self._workload_give_up(rs, ref, why), ref
+        t_done = self.clock()
+        # the ReplicaSet controller deletes the pending pods now: not again before that
+        self.workload_settle[rs.key] = (t_done + self.live.running_timeout_s, pending_all, k)
+        rec = {
+            "ev": "workload_migrated",
+            "t": t_done,
+            "workload": ref.key,
+            "to": where,
+            "replicas": k,
+            "source_replicas": [current, current - k],
+            "pending_s": round(t0 - t_pending, 3),
+            "bound_s": round(t_bound - t0, 3),
+            "ready_s": round(t_ready - t_bound, 3),
+            "scale_s": round(t_done - t_ready, 3),
+            "phase": ready,
+        }
+        self.migrations.append(rec)
+        self.emit(rec)
+        return True, ref
+
+    async def place_workload(
+        self, pod: Pod, replicas: int, obj: Obj, ref: WorkloadRef
+    ) -> tuple[str | None, HeldWorkload | None, str]:
+        """Reserve ``replicas`` times ``pod``'s requests on the best-scoring other member
+        (the score of one replica; a member whose summed free capacity cannot hold all of
+        them is skipped) as ONE reservation, and ask it to create the copy (``wbind``):
+        ``(owner, held, "")`` or ``(None, None, reasons)``."""
+        per = dict(zip(VECTOR, pod_vector(pod), strict=True))
+        amounts = {r: a * replicas for r, a in per.items()}
+        reasons: list[str] = []
+        views = {v.name: v for v in self.views({self.name})}
+        for owner in self.rank(pod, {self.name}):
+            view = views.get(owner)
+            if view is not None and np.any(view.free.sum(axis=0) < list(amounts.values())):
+                reasons.append(f"{owner}: free capacity below {replicas} replicas")
+                continue
+            try:
+                if not await self._ensure_rights(owner, amounts):
+                    reasons.append(f"{owner}: no rights")
+                    continue
+            except (OSError, TimeoutError, ConnectionError, WireError) as e:
+                reasons.append(f"{owner}: grant failed ({type(e).__name__})")
+                continue
+            res = dataclasses.replace(self._reservation(owner, pod), amounts=amounts)
+            if not self.ledger.reserve(owner, amounts):
+                reasons.append(f"{owner}: no rights")
+                continue
+            hw = HeldWorkload(owner, res, per, replicas, ref)
+            try:
+                manifest = copy_workload(obj, replicas, self.name, self.name, res.rid)
+            except WorkloadError as e:
+                self.ledger.release(owner, amounts)
+                return None, None, str(e)
+            body = {"res": _res_wire(res), "workload": manifest,
+                    "ledger": self.ledger.to_wire([owner])}  # fmt: skip
+            try:
+                reply = await self._rpc(owner, "wbind", body)
+            except NotSentError as e:
+                self.ledger.release(owner, amounts)
+                reasons.append(f"{owner}: not delivered ({e})")
+                continue
+            except (OSError, TimeoutError, ConnectionError, WireError):
+                # the answer was lost: ask the owner whether it bound (cancel fences it if not)
+                if await self._settle_workload_doubt(hw):
+                    self.held_workloads[res.rid] = hw
+                    return owner, hw, ""
+                reasons.append(f"{owner}: bind answer lost, then cancelled")
+                continue
+            if reply.get("ok"):
+                self.held_workloads[res.rid] = hw
+                return owner, hw, ""
+            self.ledger.release(owner, amounts)
+            reasons.append(f"{owner}: {reply.get('why', 'refused')}")
+        return None, None, "; ".join(reasons) or "no member fits"
+
+    async def _settle_workload_doubt(self, hw: HeldWorkload) -> bool:
+        """Ask the owner (``cancel``) until it answers: True if it bound the reservation;
+        False if not (it is fenced from then on, and the rights are released here)."""
+        deadline = self.clock() + self.live.running_timeout_s
+        while self.clock() < deadline:
+            with contextlib.suppress(OSError, TimeoutError, ConnectionError, WireError):
+                reply = await self._rpc(hw.owner, "cancel", {"rid": hw.res.rid})
+                if reply.get("bound"):
+                    return True
+                self.ledger.release(hw.owner, hw.res.amounts)
+                return False
+            await asyncio.sleep(0.5)
+        self.workload_undo[hw.res.rid] = hw  # not known: remove it whenever the owner answers
+        return False
+
+    async def _wait_workload_ready(self, hw: HeldWorkload) -> str | None:
+        """Ask the owner how many of the copy's pods run until ``hw.replicas`` do:
+        ``"Running"`` (or ``"bound"`` with ``copy_ready="bound"``), None on timeout."""
+        deadline = self.clock() + self.live.running_timeout_s
+        while self.clock() < deadline:
+            with contextlib.suppress(OSError, TimeoutError, ConnectionError, WireError):
+                reply = await self._rpc(hw.owner, "wstatus", {"rid": hw.res.rid})
+                if int(_num(reply.get("running"))) >= hw.replicas:
+                    return "Running"
+                if self.live.copy_ready == "bound" and int(_num(reply.get("bound"))) >= hw.replicas:
+                    return "bound"
+            await asyncio.sleep(0.2)
+        return None
+
+    def _scale_source(
+        self, ref: WorkloadRef, rv: str, current: int, moved: int
+    ) -> tuple[bool, str]:
+        """Scale the source workload from ``current`` to ``max(0, current - moved)``
+        replicas through ``scale``, preconditioned on ``rv``. A 409 reads the object again:
+        the same replicas (a status update) -> once more with the new resourceVersion;
+        other replicas (someone scaled it meanwhile) -> not scaled (the caller removes the
+        copy). Blocking: call it in a thread."""
+        for _ in range(5):
+            try:
+                body = scale_body(ref, current - moved, rv)
+                status, got = self.cluster.workload_request("PUT", ref, "scale", body)
+                if 200 <= status < 300:
+                    return True, ""
+                if status == 404:
+                    return False, f"{ref.key} was deleted here meanwhile"
+                if status != 409:
+                    return False, f"scaling {ref.key}: {_status_text(status, got)}"
+                status, cur = self.cluster.workload_request("GET", ref)
+            except LiveError as e:
+                return False, str(e)
+            if status == 404:
+                return False, f"{ref.key} was deleted here meanwhile"
+            if replicas_of(cur) != current:
+                return False, (f"{ref.key} was scaled here meanwhile ({current} -> "
+                               f"{replicas_of(cur)} replicas): not scaled down")  # fmt: skip
+            rv = str((cur.get("metadata") or {}).get("resourceVersion", ""))
+        return False, f"{ref.key} kept changing; not scaled down"
+
+    async def _undo_workload(self, hw: HeldWorkload) -> bool:
+        """Remove the copy of ``hw`` on its owner and release what is still held; retried
+        (every 0.5 s) while the owner cannot be reached or refuses."""
+        why = ""
+        try:
+            reply = await self._rpc(hw.owner, "wremove", {"rid": hw.res.rid})
+            if reply.get("removed"):
+                self.workload_undo.pop(hw.res.rid, None)
+                if self.held_workloads.pop(hw.res.rid, None) is not None:
+                    left = hw.replicas - len(hw.released)
+                    self.ledger.release(hw.owner, {r: a * left for r, a in hw.per.items()})
+                return True
+            why = str(reply.get("why", "refused"))
+        except (OSError, TimeoutError, ConnectionError, WireError) as e:
+            why = f"{type(e).__name__}: {e}"
+        if hw.res.rid not in self.workload_undo:
+            self.emit({"ev": "undo_failed", "t": self.clock(), "workload": hw.ref.key, "why": why})
+        self.workload_undo[hw.res.rid] = hw
+        return False
+
+    # ------------------------------------------------------------------ workloads, owner
+
+    async def _bind_workload(self, peer: str, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """``wbind``: fence the reservation, take ``replicas`` rooms in the snapshot (all or
+        nothing, in one event-loop step), then create the workload object here."""
+        try:
+            self.ledger.merge_wire(msg.get("ledger"), peer=peer)
+        except EscrowError as e:
+            self._drop(e)
+            return {"ok": False, "why": f"ledger refused: {e}"}
+        res = self._parse_reservation(msg.get("res"), peer)
+        wl = msg.get("workload")
+        if not isinstance(wl, Mapping):
+            raise WireError(f"peer {peer}: field workload: not a map")
+        try:
+            src = str(dict(dict(wl.get("metadata") or {}).get("annotations") or {}).get(
+                ANN_SOURCE, peer))  # fmt: skip
+            manifest = copy_workload(wl, replicas_of(wl), peer, src, res.rid)
+            tpl = self.cluster.hooks.pod_from_api(template_pod(manifest))
+        except (WorkloadError, InputError, AttributeError, TypeError, ValueError) as e:
+            raise WireError(f"peer {peer}: field workload: {e}") from None
+        if tpl is None:
+            raise WireError(f"peer {peer}: field workload: a template of a terminated pod")
+        meta = manifest["metadata"]
+        ref = WorkloadRef(str(manifest["kind"]), str(meta["namespace"]), str(meta["name"]))
+        k = replicas_of(manifest)
+        per = dict(zip(VECTOR, pod_vector(tpl), strict=True))
+        if any(res.amounts.get(r, 0) != a * k for r, a in per.items()):
+            self.fence.refused.add(res.rid)
+            return {"ok": False, "why": f"reservation amounts differ from {k} replicas' requests"}
+        reason = self.fence.check(res, self.ledger, self.clock())
+        if reason is not None:
+            return {"ok": False, "why": reason}
+        slots: list[tuple[str, str]] = []
+        tag = res.rid.replace("/", "-").replace(SHARE_SEP, "-").lower()
+        for i in range(k):
+            ph = dataclasses.replace(tpl, name=f"{ref.name}-slot-{tag}-{i}", uid=f"{res.rid}:{i}")
+            node = self.cluster.place(ph)
+            if node is None:
+                for key, _ in slots:
+                    self.cluster.remove(key)
+                self.fence.refuse(res.rid)
+                return {"ok": False, "why": f"no room for {k} replicas here (bind conflict)"}
+            slots.append((ph.key, node))
+        wc = WorkloadCopy(res, ref, per, slots)
+        self.workload_copies[res.rid] = wc
+        ok, why = await asyncio.to_thread(self.cluster.create_workload, manifest)
+        if not ok:
+            self._drop_copy(wc)
+            self.fence.refuse(res.rid)
+            self.emit({"ev": "create_failed", "t": self.clock(), "workload": ref.key, "why": why})
+            return {"ok": False, "why": why}
+        self.emit({"ev": "created", "t": self.clock(), "workload": ref.key, "replicas": k,
+                   "nodes": [n for _, n in slots], "holder": peer})  # fmt: skip
+        return {"ok": True, "why": "", "nodes": [n for _, n in slots]}
+
+    def _drop_copy(self, wc: WorkloadCopy) -> None:
+        for key, _ in wc.slots:
+            self.cluster.remove(key)
+        wc.slots = []
+        self.workload_copies.pop(wc.res.rid, None)
+
+    def bind_copy_pods(self) -> int:
+        """Bind the pending pods of workload copies here (``schedulerName:
+        bosun-federation``, made by this cluster's controllers): a pod carrying the
+        reservation id of a copy with a free slot takes that slot's node (the room the
+        fence gave the reservation); any other (a replacement, or the copy scaled up here)
+        is placed like a local pod, on this cluster's own rights, when a node fits. How
+        many Bindings were started."""
+        started = 0
+        gen = self.cluster.snapshot.generation
+        for key, pod in list(self.cluster.pending.items()):
+            if pod.scheduler_name != FED_SCHEDULER or key in self._binding:
+                continue
+            obj = self.cluster.raw.get(key, {})
+            if controller_of(obj) is None:
+                continue  # a single pod's copy: bound when it was created
+            ann = dict((obj.get("metadata") or {}).get("annotations") or {})
+            wc = self.workload_copies.get(str(ann.get(ANN_RESERVATION, "")))
+            if wc is not None and wc.slots:
+                slot_key, node = wc.slots.pop(0)
+                self.cluster.remove(slot_key)
+                share = dataclasses.replace(wc.res, rid=f"{wc.res.rid}{SHARE_SEP}{wc.issued}",
+                                            amounts=dict(wc.per))  # fmt: skip
+                wc.shares[key] = share.rid
+                wc.issued += 1
+            else:
+                if self._self_bind_tried.get(key) == gen:
+                    continue  # no room at this generation; again once the snapshot changes
+                self._self_bind_tried[key] = gen
+                share = self._reservation(self.name, pod)
+                if not self.ledger.reserve(self.name, share.amounts):
+                    continue
+                if self.fence.check(share, self.ledger, self.clock()) is not None:
+                    self.ledger.release(self.name, share.amounts)
+                    continue
+                node = self.cluster.place(pod) or ""
+                if not node:
+                    self.fence.unbind(share.rid)
+                    self.ledger.release(self.name, share.amounts)
+                    continue
+                self.cluster.remove(key)
+            self._self_bind_tried.pop(key, None)
+            self.cluster.snapshot.add_pod(pod, node)
+            self.cluster.pending.pop(key, None)
+            self.cluster.pending_since.pop(key, None)
+            self.local_pods[key] = (pod, share)
+            self._binding.add(key)
+            self._tasks.append(asyncio.create_task(self._post_copy_binding(pod, node, wc)))
+            started += 1
+        return started
+
+    async def _post_copy_binding(self, pod: Pod, node: str, wc: WorkloadCopy | None) -> None:
+        try:
+            await asyncio.to_thread(self.hooks_post_binding, pod, node)
+            held = self.local_pods.get(pod.key)
+            self.emit({"ev": "bound", "t": self.clock(), "pod": pod.key, "node": node,
+                       "holder": held[1].holder if held else ""})  # fmt: skip
+        except BosunError as e:
+            # refused (the pod changed or went): give the room back; the informer shows it
+            held = self.local_pods.pop(pod.key, None)
+            self.cluster.remove(pod.key)
+            if held is not None and SHARE_SEP in held[1].rid and wc is not None:
+                wc.shares.pop(pod.key, None)
+                ph = dataclasses.replace(pod, name=f"{pod.name}-slot", uid=held[1].rid)
+                placed = self.cluster.place(ph)
+                if placed is not None:
+                    wc.slots.append((ph.key, placed))
+            elif held is not None:
+                self.fence.unbind(held[1].rid)
+                self.ledger.release(self.name, held[1].amounts)
+            self.emit({"ev": "bind_failed", "t": self.clock(), "pod": pod.key, "why": str(e)})
+        finally:
+            self._binding.discard(pod.key)
+
+    def hooks_post_binding(self, pod: Pod, node: str) -> None:
+        """POST the pod's Binding onto ``node`` (its uid from the informer's object)."""
+        uid = str(((self.cluster.raw.get(pod.key) or {}).get("metadata") or {}).get("uid", ""))
+        self.cluster.hooks.post_binding(dataclasses.replace(pod, uid=uid or pod.uid), node)
+
+    def _share_gone(self, share: Reservation, key: str) -> None:
+        """A replica of a workload copy left: shrink the workload's fence entry by its
+        share and tell the holder, which releases that share."""
+        base = share.rid.rsplit(SHARE_SEP, 1)[0]
+        res = self.fence.bound.get(base)
+        if res is not None:
+            left = {r: max(0, a - share.amounts.get(r, 0)) for r, a in res.amounts.items()}
+            act = self.fence.active.get(res.holder, {})
+            for r, a in share.amounts.items():
+                act[r] = act.get(r, 0) - min(a, res.amounts.get(r, 0))
+            if any(left.values()):
+                self.fence.bound[base] = dataclasses.replace(res, amounts=left)
+            else:
+                del self.fence.bound[base]
+        wc = self.workload_copies.get(base)
+        if wc is not None:
+            wc.shares.pop(key, None)
+            if not wc.shares and not wc.slots:
+                del self.workload_copies[base]
+        self.gone_notices[share.rid] = (share.holder, key)
+
+    def _workload_status(self, rid: str) -> dict[str, Any]:
+        """``wstatus``: how many pods of the copy with reservation ``rid`` are bound here,
+        and how many Running."""
+        bound = running = 0
+        for obj in self.cluster.raw.values():
+            ann = (obj.get("metadata") or {}).get("annotations") or {}
+            if ann.get(ANN_RESERVATION) != rid:
+                continue
+            bound += bool((obj.get("spec") or {}).get("nodeName"))
+            running += (obj.get("status") or {}).get("phase") == "Running"
+        return {"bound": bound, "running": running, "known": rid in self.workload_copies}
+
+    async def _remove_workload(self, peer: str, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """``wremove``: the holder removes its copy: the workload object, its pods (a
+        cluster's garbage collector would; a control plane without one would keep them),
+        the rooms still taken and the fence entry."""
+        rid = str(msg.get("rid", ""))
+        wc = self.workload_copies.get(rid)
+        if wc is None:
+            if rid not in self.fence.bound:
+                self.fence.refused.add(rid)  # a wbind still on its way is refused
+                return {"removed": True}
+            raise WireError(f"peer {peer}: field rid: {rid!r} is not a workload copy here")
+        if wc.res.holder != peer:
+            raise WireError(f"peer {peer}: field rid: {rid!r} is held by {wc.res.holder}")
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        try:
+            status, got = await asyncio.to_thread(
+                self.cluster.workload_request, "DELETE", wc.ref, "", body
+            )
+            if not (200 <= status < 300 or status == 404):
+                return {"removed": False, "why": _status_text(status, got)}
+            for key, obj in list(self.cluster.raw.items()):
+                ann = (obj.get("metadata") or {}).get("annotations") or {}
+                if ann.get(ANN_RESERVATION) == rid:
+                    await asyncio.to_thread(self.cluster.delete, key)
+        except LiveError as e:
+            return {"removed": False, "why": str(e)}
+        self._drop_copy(wc)
+        self.fence.unbind(rid)
+        return {"removed": True}
 
     def report(self) -> dict[str, Any]:
         """The twin report plus the live parts: migrations done, pending pods, skipped
@@ -1021,4 +1636,6 @@ class LiveAgent(Agent):
         out["migrations"] = list(self.migrations)
         out["pending"] = sorted(self.cluster.pending)
         out["skipped"] = dict(self.cluster.skipped)
+        out["workloads_held"] = {rid: hw.ref.key for rid, hw in self.held_workloads.items()}
+        out["workload_copies"] = {rid: wc.ref.key for rid, wc in self.workload_copies.items()}
         return out
