@@ -366,3 +366,65 @@ def test_simulate_online_pod_reads_its_nab_sample(tmp_path: Path) -> None:
         t = float(row["time_s"])
         v = raw[(phase + int(t // 300)) % len(raw)]
         assert float(row["colocation_online_util"]) == pytest.approx(4000 * v / 100 / 10000)
+
+
+def test_peak_sized_reaches_the_request_at_the_peak() -> None:
+    # series [10, 20, 40] % sized for its peak (40): fractions 0.25, 0.5, 1.0; an all-zero
+    # series keeps ref 100 (fraction 0); percent scale: 0.1, 0.2, 0.4
+    s = OnlineSeries.from_series(["x", "z"], [[10.0, 20.0, 40.0], [0.0, 0.0, 0.0]])
+    one, zero = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    peak = s.peak_sized()
+    assert [float(peak.fraction(one, zero, 300.0 * j)[0]) for j in range(3)] == [0.25, 0.5, 1.0]
+    assert [float(s.fraction(one, zero, 300.0 * j)[0]) for j in range(3)] == [0.1, 0.2, 0.4]
+    assert float(peak.fraction(np.ones(1, dtype=np.int64), zero, 0.0)[0]) == 0.0
+    assert peak.with_seed(3).ref is peak.ref
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [({"onlineScale": "max"}, "onlineScale"), ({"onlineScale": 100}, "onlineScale")],
+    ids=["unknown-word", "a-number"],
+)
+def test_bad_online_scale(doc: dict[str, object], field: str) -> None:
+    with pytest.raises(InputError) as exc:
+        parse_colocation(doc, "f.yaml")
+    assert exc.value.problems[0].field == field
+
+
+@pytest.mark.data
+def test_nab_scenario_trace() -> None:
+    # 2 nodes x 4 services at 90 % of 96 cores: 21600m each, 4.5 GiB per core = 99532 MiB
+    # (int(4.5 * 21.6 * 1024)); BE: openb's CPU-only BE pods in order, one every
+    # mean(cpu * run time) / (be_load * 2 * 96000) s, run time as duration, no deletion
+    from bosun.colocation.twin import NabScenario, nab_scenario_trace
+    from bosun.twin.traces.openb import load_openb
+
+    tr = nab_scenario_trace(NabScenario(nodes=2, hours=1.0))
+    assert [n.allocatable["cpu"] for n in tr.nodes] == [96000, 96000]
+    assert len(tr.bound) == 8 and {p.requests["cpu"] for p in tr.bound} == {21600}
+    assert {p.requests["memory"] for p in tr.bound} == {99532 * 2**20}
+    assert {p.labels[QOS_LABEL] for p in tr.bound} == {"LS"}
+    src = [
+        a
+        for a in load_openb("default").arrivals
+        if a.pod.gpu_milli == 0
+        and a.departure_s is not None
+        and a.departure_s > a.arrival_s
+        and a.pod.labels.get("bosun.io/qos") == "BE"
+    ]
+    runs = [float(a.departure_s or 0.0) - a.arrival_s for a in src]
+    gap = np.mean([a.pod.requests["cpu"] * r for a, r in zip(src, runs, strict=True)]) / 192000
+    assert len(tr.arrivals) == math.ceil(3600 / gap)
+    for k, a in enumerate(tr.arrivals[:5]):
+        assert a.arrival_s == pytest.approx(k * gap)
+        assert a.departure_s is None
+        assert a.duration_s == pytest.approx(runs[k])
+        assert a.pod.annotations[USAGE_ANNOTATION] == "flat base=1.0 noise=0"
+
+
+def test_nab_scenario_bad_settings() -> None:
+    from bosun.colocation.twin import NabScenario, nab_scenario_trace
+
+    with pytest.raises(InputError) as exc:
+        nab_scenario_trace(NabScenario(nodes=0, be_usage="full"))
+    assert {p.field for p in exc.value.problems} == {"nodes", "be_usage"}

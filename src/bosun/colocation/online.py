@@ -17,10 +17,13 @@ co-location run (:mod:`bosun.colocation.twin`) takes its usage from one of them:
   one series do not move in lock step.
 * **Usage** at simulated time ``t`` (seconds): ``j = floor(t / step_s)``, ``v = x[(phase +
   j) mod L]`` (the series cycled; CloudWatch's 5-minute average held over its period), and
-  ``usage = request * clip(v, 0, 100) / 100``: the instance the series was measured on is
-  the pod's CPU request, as in the fluid model (:mod:`bosun.colocation.sim`). A sample is
-  known from the start of its 5-minute period, so the reclaim's history at ``t`` holds
-  only samples ``<= j`` and its forecast sees no later one.
+  ``usage = request * clip(v, 0, ref) / ref``. With the scale ``percent`` (the default)
+  ``ref = 100``: the instance the series was measured on is the pod's CPU request, as in
+  the fluid model (:mod:`bosun.colocation.sim`). With ``peak`` (:meth:`OnlineSeries.
+  peak_sized`) ``ref`` is the series' own maximum: the service's request is sized for its
+  peak, as online services reserve for their peaks, and it reaches the request there. A
+  sample is known from the start of its 5-minute period, so the reclaim's history at
+  ``t`` holds only samples ``<= j`` and its forecast sees no later one.
 
 Memory is not in the series: an online pod's memory use stays the usage model's
 ``request * memory_fraction``.
@@ -76,6 +79,8 @@ class OnlineSeries:
         lengths: ``(k,)`` int64 samples per series (>= 1).
         step_s: seconds per sample (300 for NAB).
         seed: seeds the services' series and phases.
+        ref: ``(k,)`` the value that means "the whole request" per series (100: percent;
+            the series' maximum: :meth:`peak_sized`); None is 100 for every series.
 
     Raises:
         InputError: no series, a series with no sample or a non-finite value inside its
@@ -87,9 +92,17 @@ class OnlineSeries:
     lengths: IntArray
     step_s: float = 300.0
     seed: int = 0
+    ref: FloatArray | None = None
 
     def __post_init__(self) -> None:
         problems: list[InputProblem] = []
+        if self.ref is not None and (
+            self.ref.shape != (len(self.names),)
+            or not (np.isfinite(self.ref) & (self.ref > 0)).all()
+        ):
+            problems.append(
+                InputProblem("online series", "series", "ref", "need k finite values > 0")
+            )
         k = len(self.names)
         if k == 0 or self.values.ndim != 2 or self.values.shape[0] != k:
             problems.append(
@@ -143,12 +156,23 @@ class OnlineSeries:
         pod uses."""
         j = math.floor(t / self.step_s)
         col = (phase + j) % self.lengths[series]
-        out: FloatArray = np.clip(self.values[series, col], 0.0, 100.0) / 100.0
+        ref = 100.0 if self.ref is None else self.ref[series]
+        out: FloatArray = np.clip(self.values[series, col], 0.0, ref) / ref
         return out
 
     def with_seed(self, seed: int) -> OnlineSeries:
         """The same series with another assignment seed."""
-        return OnlineSeries(self.names, self.values, self.lengths, self.step_s, int(seed))
+        return OnlineSeries(self.names, self.values, self.lengths, self.step_s, int(seed), self.ref)
+
+    def peak_sized(self) -> OnlineSeries:
+        """The same series scaled to their peaks (``ref`` = each series' maximum, or 100
+        for a series that never rises above 0): a pod uses its whole request at its
+        series' highest sample."""
+        peaks = np.array(
+            [float(np.max(self.values[i, :n])) for i, n in enumerate(self.lengths.tolist())]
+        )
+        ref = np.where(peaks > 0, peaks, 100.0)
+        return OnlineSeries(self.names, self.values, self.lengths, self.step_s, self.seed, ref)
 
 
 @lru_cache(maxsize=4)

@@ -27,6 +27,8 @@ fine-grained-cpu-orchestration, ``slo-controller-config``) where it has one::
                                            # assigns the online services' NAB series
     onlineUsage: nab                       # nab | model [nab when the data is there,
                                            # else model]
+    onlineScale: percent                   # percent | peak: a series value of 100, or
+                                           # the series' own peak, is the request [percent]
 
 * ``onlineUsage``: where the online pods' CPU usage comes from. ``nab``: the NAB AWS EC2
   CPU series (:mod:`bosun.colocation.online`; each service a seeded series and phase,
@@ -37,6 +39,9 @@ fine-grained-cpu-orchestration, ``slo-controller-config``) where it has one::
   ``model``, so a run of bosun without the shared data still works; summary.json's meta
   key ``colocation_online_series`` says which one ran. ``nab`` given while the data is
   missing is an error naming the data path. BE and other pods always use the usage model.
+* ``onlineScale``: ``percent`` (``usage = request * value / 100``: the EC2 instance is the
+  request) or ``peak`` (``usage = request * value / max``: each service sized for its
+  series' peak; :meth:`bosun.colocation.online.OnlineSeries.peak_sized`).
 
 * ``none``: no co-location. The trace runs as it is (BE pods keep their ``cpu`` and
   ``memory`` requests) and a controller at threshold 0 only measures
@@ -95,8 +100,10 @@ _KEYS = (
     "latencySLO",
     "interference",
     "onlineUsage",
+    "onlineScale",
 )
 ONLINE_USAGE = ("nab", "model")
+ONLINE_SCALE = ("percent", "peak")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +123,7 @@ class ColocationSettings:
         slo_s, interference: the online p99 SLO (seconds) and the latency model.
         online_usage: ``nab``, ``model`` or ``auto`` (the key left out: ``nab`` when the
             data is there, else ``model``; :func:`prepare` decides).
+        online_scale: ``percent`` or ``peak`` (module docstring).
         source: the file it came from.
     """
 
@@ -131,6 +139,7 @@ class ColocationSettings:
     slo_s: float = 0.1
     interference: Interference = field(default_factory=Interference)
     online_usage: str = "auto"
+    online_scale: str = "percent"
 
 
 def _duration(v: object, name: str, problem: Any) -> float | None:
@@ -241,6 +250,9 @@ def parse_colocation(doc: object, source: str) -> ColocationSettings:
     online = doc.get("onlineUsage", "auto")
     if "onlineUsage" in doc and online not in ONLINE_USAGE:
         problem("onlineUsage", f"must be one of {', '.join(ONLINE_USAGE)}, got {online!r}")
+    scale = doc.get("onlineScale", "percent")
+    if scale not in ONLINE_SCALE:
+        problem("onlineScale", f"must be one of {', '.join(ONLINE_SCALE)}, got {scale!r}")
     if problems:
         raise InputError(problems)
     assert cpu_t is not None and mem_t is not None and horizon is not None
@@ -267,6 +279,7 @@ def parse_colocation(doc: object, source: str) -> ColocationSettings:
         slo,
         model,
         str(online),
+        str(scale),
     )
 
 
@@ -435,7 +448,8 @@ def online_series(settings: ColocationSettings) -> OnlineSeries | None:
     if mode == "model" or (mode == "auto" and not nab_available()):
         return None
     try:
-        return load_nab_cpu(settings.usage_seed)
+        series = load_nab_cpu(settings.usage_seed)
+        return series.peak_sized() if settings.online_scale == "peak" else series
     except DataNotFoundError as exc:
         raise InputError(
             [InputProblem(settings.source, KIND, "onlineUsage", f"nab: {exc}")]
@@ -460,6 +474,7 @@ def describe(settings: ColocationSettings) -> dict[str, Any]:
         "colocation_p99_zero_s": settings.interference.p99_0_s,
         "colocation_interference_k": settings.interference.k,
         "colocation_online_usage": settings.online_usage,
+        "colocation_online_scale": settings.online_scale,
     }
 
 

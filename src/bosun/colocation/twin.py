@@ -565,6 +565,7 @@ class ReplayConfig:
         online_usage: ``nab`` (the online pods on the NAB EC2 CPU series,
             :mod:`bosun.colocation.online`) or ``model`` (the twin's usage model), as the
             co-location file's ``onlineUsage``.
+        online_scale: ``percent`` or ``peak``, as its ``onlineScale``.
     """
 
     nodes: int = 6
@@ -577,6 +578,7 @@ class ReplayConfig:
     period_s: float = 60.0
     seed: int = 0
     online_usage: str = "nab"
+    online_scale: str = "percent"
 
 
 def openb_cpu_trace(cfg: ReplayConfig) -> Trace:
@@ -661,6 +663,7 @@ def replay(cfg: ReplayConfig, trace: Trace | None = None) -> dict[str, dict[str,
             usage_seed=cfg.seed,
             source="colocation replay",
             online_usage=cfg.online_usage,
+            online_scale=cfg.online_scale,
         )
         tr, run_cfg, ctl = prepare(base, sched_cfg, settings, points)
         sim = Simulator(tr, run_cfg, usage=UsageConfig(model=model), controllers=[ctl])
@@ -673,3 +676,115 @@ def replay(cfg: ReplayConfig, trace: Trace | None = None) -> dict[str, dict[str,
         )
         out[policy] = summary
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class NabScenario:
+    """A co-location cluster with a standing BE backlog: the fluid model's scenario
+    (:mod:`bosun.colocation.sim`) in the discrete-event twin (:func:`nab_scenario_trace`).
+
+    Attributes:
+        nodes: nodes of openb's CPU-only type with 96 cores and 512 GiB.
+        services_per_node: online services per node, one pod each, bound at time 0.
+        online_fraction: their CPU requests as a fraction of the node's CPU (reserved for
+            their peaks).
+        memory_gib_per_core: their memory request per requested core (openb's LS CPU pods:
+            a median of 56 GiB for 12.5 cores, 4.5 GiB per core).
+        be_load: the offered BE work per second as a multiple of the cluster's CPU.
+        hours: the arrivals' span (the run's length).
+        be_usage: ``request`` (BE jobs CPU-bound, flat at their request, as the fluid
+            model's jobs) or ``model`` (the twin's usage model for batch pods).
+    """
+
+    nodes: int = 8
+    services_per_node: int = 4
+    online_fraction: float = 0.9
+    memory_gib_per_core: float = 4.5
+    be_load: float = 1.0
+    hours: float = 24.0
+    be_usage: str = "request"
+
+
+def nab_scenario_trace(cfg: NabScenario) -> Trace:
+    """Online services on NAB series and a BE backlog from openb (:class:`NabScenario`).
+
+    * **Online**: node ``i`` gets ``services_per_node`` LS pods (``koordinator.sh/qosClass:
+      LS``, label ``app: svc-<i>-<k>``, so each is its own service for
+      :func:`bosun.colocation.online.service_of`), bound at time 0, each requesting
+      ``online_fraction * 96 / services_per_node`` cores and ``memory_gib_per_core`` GiB
+      per core. Their CPU usage comes from the NAB series (``onlineUsage: nab``).
+    * **Offline**: the CPU-only BE pods of openb's default list (its ``qos`` column), in
+      trace order and cycled, each with its openb run time (``deletion - creation``) as
+      ``duration_s`` and no deletion: a batch job waits in the queue until it runs. They
+      arrive one every ``w / (be_load * C)`` seconds, ``w`` the mean BE work (milli-CPU
+      seconds) and ``C`` the cluster's CPU (milli-CPU), so the offered work is
+      ``be_load`` times the cluster, more than the reclaimable room: a backlog stays in
+      every arm.
+
+    Raises:
+        DataNotFoundError: the openb data is missing.
+        InputError: a setting out of range.
+    """
+    from bosun.api.build import make_node, make_pod
+    from bosun.errors import InputProblem
+    from bosun.twin.traces.openb import load_openb
+
+    bad = [
+        name
+        for name, ok in (
+            ("nodes", 1 <= cfg.nodes <= 1000),
+            ("services_per_node", 1 <= cfg.services_per_node <= 96),
+            ("online_fraction", 0 < cfg.online_fraction <= 1),
+            ("memory_gib_per_core", 0 <= cfg.memory_gib_per_core <= 5),
+            ("be_load", 0 < cfg.be_load <= 10),
+            ("hours", 0 < cfg.hours <= 24 * 14),
+            ("be_usage", cfg.be_usage in ("request", "model")),
+        )
+        if not ok
+    ]
+    if bad:
+        raise InputError(
+            [InputProblem("nab scenario", "NabScenario", b, "out of range") for b in bad]
+        )
+    cores, mem_gib = 96, 512
+    nodes = [make_node(f"n{i}", cpu=str(cores), memory=f"{mem_gib}Gi") for i in range(cfg.nodes)]
+    milli = int(cfg.online_fraction * cores * 1000 / cfg.services_per_node)
+    mem_mib = int(cfg.memory_gib_per_core * milli / 1000 * 1024)
+    bound = [
+        make_pod(
+            f"svc-{i}-{k}",
+            cpu=f"{milli}m",
+            memory=f"{mem_mib}Mi",
+            labels={QOS_LABEL: "LS", "app": f"svc-{i}-{k}"},
+            node_name=f"n{i}",
+        )
+        for i in range(cfg.nodes)
+        for k in range(cfg.services_per_node)
+    ]
+    be = [
+        a
+        for a in load_openb("default").arrivals
+        if a.pod.gpu_milli == 0
+        and a.departure_s is not None
+        and a.departure_s > a.arrival_s
+        and is_be(a.pod)
+        and a.pod.requests.get(CPU, 0) > 0
+    ]
+    work = [a.pod.requests[CPU] * (a.departure_s - a.arrival_s) for a in be if a.departure_s]
+    gap = float(np.mean(work)) / (cfg.be_load * cfg.nodes * cores * 1000)
+    usage = {USAGE_ANNOTATION: "flat base=1.0 noise=0"} if cfg.be_usage == "request" else {}
+    arrivals: list[PodArrival] = []
+    t, n = 0.0, 0
+    while t < cfg.hours * 3600.0:
+        src = be[n % len(be)]
+        assert src.departure_s is not None
+        pod = replace(
+            src.pod,
+            name=f"{src.pod.name}-{n // len(be)}" if n >= len(be) else src.pod.name,
+            annotations={**src.pod.annotations, **usage},
+        )
+        arrivals.append(PodArrival(pod, t, duration_s=src.departure_s - src.arrival_s))
+        n += 1
+        t = n * gap
+    name = f"nab-scenario/{cfg.nodes}x96c/{cfg.hours:g}h/be-{cfg.be_usage}"
+    return Trace(name, nodes, arrivals, bound=bound)
