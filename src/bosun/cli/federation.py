@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bosun.cli.common import fail
+from bosun.cli.common import ConfigOption, fail
 
 if TYPE_CHECKING:
     from bosun.federation.live import LiveHooks
@@ -296,6 +296,129 @@ def bench(
         json_out.write_text(json.dumps(result["json"], indent=2) + "\n", encoding="utf-8")
 
 
+#: ``bosun simulate`` options that ``--federation`` cannot be combined with (the flag, and
+#: why), checked by :func:`run_federation`.
+NOT_WITH_FEDERATION = {
+    "--snapshot": "the members are a trace split (give --trace, or trace: in the file)",
+    "--policy": "the federation compares its own policies (none, central, bosun)",
+    "--faults": "the overload is the scenario's fault (overload_* keys in the file)",
+    "--energy": "not modelled per member",
+    "--colocation": "not modelled per member",
+    "--until": "the file's horizon_s ends the run",
+    "--full-resolution": "federation.html draws no report.html series",
+}
+
+
+def run_federation(
+    federation: Path,
+    trace: str | None,
+    *,
+    report: Path | None,
+    json_out: Path | None = None,
+    config: Path | None = None,
+    seed: int = 0,
+    skip_bad_rows: bool = False,
+    cluster: Path | None = None,
+    sample_every: float | None = None,
+    given: dict[str, bool] | None = None,
+) -> None:
+    """The federation scenario behind ``bosun simulate --federation FILE`` and ``bosun
+    federate simulate``: read the file, the trace and the scheduler configuration, replay
+    every policy with each member cluster in the twin engine, print the comparison and
+    write ``--report`` (bosun.federation.simreport) and ``--json``.
+
+    Args:
+        given: ``bosun simulate``'s other options, flag -> whether it was given; one in
+            :data:`NOT_WITH_FEDERATION` is a problem.
+
+    Raises:
+        typer.Exit: code 2 on bad input (every problem listed, nothing written).
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from bosun.errors import BosunError, InputError, InputProblem
+    from bosun.federation.scenario import check_split, load_scenario, run_scenario
+    from bosun.federation.simreport import check_report_folder, table_rows, write_report
+    from bosun.framework.config import default_configuration, load_configuration
+    from bosun.plugins.registry import in_tree_registry, registry_points
+    from bosun.twin.traces import load_trace
+
+    problems: list[InputProblem] = []
+    for flag, on in (given or {}).items():
+        if on:
+            why = NOT_WITH_FEDERATION.get(flag, "not supported with --federation")
+            problems.append(InputProblem("command line", "options", flag, f"{why}; drop it"))
+    if sample_every is not None and not (sample_every > 0 and sample_every < float("inf")):
+        problems.append(
+            InputProblem("command line", "options", "--sample-every", "must be > 0 seconds")
+        )
+    cfg = spec = tr = sched = None
+    try:
+        cfg, spec = load_scenario(federation)
+    except InputError as e:
+        problems.extend(e.problems)
+    if report is not None:
+        problems.extend(check_report_folder(report))
+    try:
+        points = registry_points(in_tree_registry())
+        sched = load_configuration(config, points) if config else default_configuration(points)
+    except InputError as e:
+        problems.extend(e.problems)
+    if spec is not None or trace is not None:
+        source = trace or spec or ""
+        try:
+            tr = load_trace(source, seed=seed, skip_bad_rows=skip_bad_rows, cluster_path=cluster)
+        except InputError as e:
+            problems.extend(e.problems)
+        except BosunError as e:  # e.g. the shared data is not where BOSUN_DATA_DIR says
+            problems.append(InputProblem(source, "trace", "", str(e)))
+    if tr is not None and cfg is not None:
+        try:
+            check_split(tr, cfg, str(federation))
+        except InputError as e:
+            problems.extend(e.problems)
+    if problems:
+        raise fail(str(InputError(problems))) from None
+    assert cfg is not None and tr is not None and sched is not None
+
+    def note(policy: str) -> None:
+        sys.stderr.write(f"federation: replaying {tr.name} under {policy}\n")
+        sys.stderr.flush()
+
+    try:
+        outcomes = run_scenario(
+            tr, cfg, sched, seed=seed, sample_every_s=sample_every, progress=note
+        )
+    except InputError as e:  # the configuration's plugins, found when a member is built
+        raise fail(str(e)) from None
+    rows = [o.row() for o in outcomes]
+    table = Table(
+        title=f"Federation: {tr.name}, {cfg.clusters} clusters, c{cfg.overload_cluster} loses "
+        f"{100 * cfg.lost_fraction:.0f} % of its nodes at {cfg.overload_at_s:,.0f} s, "
+        f"SLO {cfg.slo_s:,.0f} s",
+        header_style="bold",
+    )
+    table.add_column("Metric", no_wrap=True)
+    for r in rows:
+        table.add_column(str(r["policy"]), justify="right")
+    for label, cell in table_rows():
+        table.add_row(label, *(cell(r) for r in rows))
+    out = Console()
+    out.print(table)
+    written: list[Path] = []
+    try:
+        if report is not None:
+            written += write_report(outcomes, cfg, tr.name, report)
+        if json_out is not None:
+            json_out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+            written.append(json_out)
+    except (BosunError, OSError) as e:
+        raise fail(f"cannot write the results: {e}") from None
+    if written:
+        out.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
+
+
 def simulate(
     federation: Annotated[
         Path, typer.Option("--federation", help="Scenario file (fed.yaml, docs/federation.md).")
@@ -303,34 +426,21 @@ def simulate(
     trace: Annotated[
         str | None, typer.Option("--trace", help="Trace spec; overrides the file's trace.")
     ] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the results here.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows here.")] = None,
+    report: Annotated[
+        Path | None,
+        typer.Option("--report", help="Write summary.json, federation.html, member files."),
+    ] = None,
+    config: ConfigOption = None,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of every member.")] = 0,
 ) -> None:
-    """Replay a trace split over several clusters with one region overloaded, under no
-    federation, a central Karmada-like placer and bosun's federation; print the comparison.
+    """Replay a trace split over several clusters (each in the twin engine) with one
+    region overloaded, under no federation, a central Karmada-like placer and bosun's
+    federation; print the comparison. The same run as ``bosun simulate --federation``.
 
-    Exit code 2, nothing written, on a bad scenario file or trace.
+    Exit code 2, nothing written, on a bad scenario file, trace or configuration.
     """
-    from rich.console import Console
-    from rich.table import Table
-
-    from bosun.errors import BosunError
-    from bosun.federation.scenario import load_scenario, run_scenario
-    from bosun.twin.traces import load_trace
-
-    try:
-        cfg, spec = load_scenario(federation)
-        tr = load_trace(trace or spec)
-    except BosunError as e:
-        raise fail(str(e)) from None
-    rows = [o.row() for o in run_scenario(tr, cfg)]
-    t = Table(title=f"federation scenario: {tr.name}, {cfg.clusters} clusters")
-    for k in rows[0]:
-        t.add_column(k, justify="right")
-    for r in rows:
-        t.add_row(*("n/a" if v is None else str(v) for v in r.values()))
-    Console().print(t)
-    if json_out is not None:
-        json_out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    run_federation(federation, trace, report=report, json_out=json_out, config=config, seed=seed)
 
 
 federate.command(name="agent")(agent)

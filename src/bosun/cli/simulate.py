@@ -1028,6 +1028,15 @@ def simulate(
             "and series, peaks kept, so that the report stays under 2 MB).",
         ),
     ] = False,
+    federation: Annotated[
+        Path | None,
+        typer.Option(
+            "--federation",
+            help="A federation scenario (YAML, docs/federation.md): the trace split over "
+            "member clusters, one region overloaded; compares no federation, a central "
+            "Karmada-like placer and bosun's federation (summary.json, federation.html).",
+        ),
+    ] = None,
 ) -> None:
     """Replay a trace through the scheduler on simulated time and measure it.
 
@@ -1044,6 +1053,25 @@ def simulate(
     simulated time reached is its end_s); exit code 130 (SIGINT) or 143 (SIGTERM). A
     second signal aborts at once and writes nothing.
     """
+    if federation is not None:  # its own replay: bosun.cli.federation.run_federation
+        from bosun.cli.federation import run_federation
+
+        given = {"--snapshot": snapshot is not None, "--policy": bool(policy)}
+        given |= {"--faults": faults is not None, "--energy": energy is not None}
+        given |= {"--colocation": colocation is not None, "--until": until is not None}
+        given["--full-resolution"] = full_resolution
+        run_federation(
+            federation,
+            trace,
+            report=report,
+            config=config,
+            seed=seed,
+            skip_bad_rows=skip_bad_rows,
+            cluster=cluster,
+            sample_every=sample_every,
+            given=given,
+        )
+        return
     err = Console(stderr=True)
     progress = Progress(
         TextColumn("[bold]simulating"),

@@ -1,44 +1,82 @@
-"""The federation in the twin: a trace split over several clusters, one region overloaded,
-three ways of running them compared (issue part 7, in its own module and command:
-``bosun federate simulate``).
+"""The federation in the twin: a trace split over several member clusters, each replayed by
+the twin engine (:class:`bosun.twin.engine.Simulator`, kube's scheduling cycle and queue per
+cluster), one region overloaded, and three ways of running the federation compared (issue
+24 part 7: ``bosun simulate --federation fed.yaml``, also ``bosun federate simulate``).
 
-Split (documented, deterministic): node ``i`` of the trace goes to cluster ``i mod K``; pod
-``j`` (in arrival order) is submitted to cluster ``j mod K``, its *home*.
+Split (documented, deterministic): node ``i`` of the trace goes to cluster ``i mod K``
+(``c0`` .. ``c{K-1}``); pod ``j`` (in arrival order) is submitted to cluster ``j mod K``, its
+*home*. A split needs at least one node per cluster.
 
-Overload: at ``overload_at_s`` the overloaded region loses ``lost_fraction`` of its nodes (the
-first ones of its share); the pods on them are evicted and must run again, and the region's
-own arrivals keep coming. Simulated time advances in ``step_s`` steps; pods end after their
-trace ``duration_s``.
+Engine coupling. Each member cluster is one :class:`Simulator` with its own scheduler
+(the ``--config`` profile, kube's defaults otherwise), queue, snapshot and clock, and no
+trace arrivals of its own. The K simulators run side by side, one thread each, in lockstep:
+a ``TIMER`` event every ``step_s`` simulated seconds (``0, s, 2s, ...`` up to
+``horizon_s``) waits on one barrier, and the barrier's action is the federation's step,
+run while every member is stopped at the same simulated time. Nothing else crosses
+clusters, so a run is deterministic. The federation's step acts on the members only
+through the engine's public API:
 
-Policies:
+* a pod arriving in ``[t, t + step)`` is handed to the cluster the policy picks with
+  ``Simulator.at`` at its exact arrival time, then ``Simulator.submit`` (a new pending
+  incarnation; its ``departure_s`` still deletes it wherever it is);
+* a move takes a pending pod out of one member (``Simulator.withdraw``, outcome
+  ``Moved``) and submits it to another at the step's time;
+* the overload, at the first step at or after ``overload_at_s``: region
+  ``overload_cluster`` loses ``lost_fraction`` of its nodes (the first ones of its share):
+  each is cordoned (``Simulator.update_node``) and its pods evicted
+  (``Simulator.remove_pod``, outcome ``Evicted``) and requeued there
+  (``Simulator.recreate``), as a node drain is; they must run again, and the region's own
+  arrivals keep coming.
 
-* ``none``: every pod runs on its home cluster only; a pod that does not fit waits there.
-* ``central`` (Karmada-like): one placer puts each pod on the cluster with the most free CPU
-  in the cluster statuses it last collected (every ``status_period_s`` = 10 s, Karmada's
-  ``--cluster-status-update-frequency``). A pod that does not fit where it was sent waits
-  there; a pod waiting longer than ``toleration_s`` (300 s, the default ``tolerationSeconds``
-  of application failover) is moved to another cluster. The cluster is never failed over as a
-  whole: it stays Ready (its heartbeat is fine), so the 40 s ``cluster-monitor-grace-period``
-  does not start; it is reported for reference.
-* ``bosun``: each pod is placed by :func:`bosun.federation.summary.score` over summaries
-  ``sync_delay_s`` old at most (1 s: the measured convergence), on the best cluster whose
-  escrow reservation and bind succeed (a cluster that cannot fit it is skipped, as a fenced
-  bind is); a pod that fits nowhere waits at home. A cluster whose pending pods stay above 0
-  for ``window_s`` (2 s) is overloaded and its waiting pods are moved away, at most
+The member's kube-scheduler binds what it can at once (a scheduling pass at each arrival);
+a pod it cannot place stays in its queue (backoff, unschedulable pool) as in kube.
+
+Policies (all on the same split):
+
+* ``none``: every pod is submitted to its home cluster and stays there.
+* ``central`` (Karmada-like): one placer sends each pod to the cluster with the most free
+  CPU in the cluster statuses it last collected (every ``status_period_s`` = 10 s,
+  Karmada's ``--cluster-status-update-frequency``). A pod pending in a cluster for
+  ``toleration_s`` (300 s, the default ``tolerationSeconds`` of application failover)
+  since it was sent there is moved to the cluster with the most free CPU among the others.
+  The overloaded cluster stays Ready (its heartbeat is fine), so the 40 s
+  ``cluster-monitor-grace-period`` never starts; ``grace_s`` is reported for reference.
+* ``bosun``: each pod goes to the best cluster by :func:`bosun.federation.summary.score`
+  over summaries at most ``sync_delay_s`` (1 s, the measured convergence) old, and only if
+  the owner's fence accepts it: some node of the owner has room now, counting what this
+  step already sent there (the escrow reservation and the fit test at bind,
+  docs/federation.md); otherwise the next cluster is tried. A pod no cluster accepts waits
+  at home. A cluster with pending pods for ``window_s`` (2 s) is overloaded: it publishes
+  ``o = 1`` (nobody places on it) and moves its pending pods away, at most
   ``evac_rate_per_s`` a second.
 
-Metrics: ``within_slo`` (share of pod starts, arrivals and evictions, that happened within
-``slo_s`` of the pod becoming ready to run), ``recovery_s`` (from the overload to the moment
-every evicted pod runs again; None when some never do), ``pending_max`` and ``bytes``:
-*modelled* from the encoded sizes of the summaries (bosun: every changed entry to every other
-cluster plus a Bloom digest per exchange; central: every cluster's full summary to the center
-each status period). The byte counts of real agents are measured by ``bosun federate bench``.
+Both federations make at most ``evac_rate_per_s * step_s`` move attempts per step.
+
+Metrics (per policy, :class:`Outcome`):
+
+* ``within_slo``: share of pod starts (arrivals and evicted pods) that began within
+  ``slo_s`` of the pod becoming ready (its arrival, or its eviction), over every start plus
+  every failure: a pod still pending at the end, or deleted by the trace while pending,
+  after waiting more than ``slo_s`` (one waiting less is not decided, and not counted);
+* ``cross_cluster_success``: the same share over the pods the overload touched (the
+  evicted pods and the pods submitted to the overloaded region's home from the overload on);
+* ``recovery_s``: from the overload until the last evicted pod runs again (None when some
+  never did; evicted pods the trace deleted meanwhile are not waited for);
+* ``failures``: why pods missed the SLO: ``too_big`` (no node of any member could hold it
+  even empty), ``no_room`` (at the time it became ready no member had a node with room for
+  it), ``room_elsewhere`` (some member had room then);
+* ``bytes``: *modelled* from the encoded sizes of the summaries (bosun: every changed entry
+  to every other cluster plus a Bloom digest per exchange; central: every cluster's full
+  summary to the center each status period). The byte counts of real agents are measured
+  by ``bosun federate bench``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import heapq
+import math
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,18 +85,30 @@ import msgpack
 import numpy as np
 import yaml
 
-from bosun.api.types import Pod
-from bosun.errors import ProblemCollector
-from bosun.federation.summary import ClusterView, TwinCluster, score
+from bosun.api.types import GPU_MILLI_PER_GPU
+from bosun.errors import InputError, InputProblem, ProblemCollector
+from bosun.federation.summary import VECTOR, ClusterView, TwinCluster, pod_vector, score
 from bosun.federation.sync import bloom_size
-from bosun.twin.trace import Trace
+from bosun.framework.config import SchedulerConfiguration
+from bosun.gpu.fragmentation import TaskClasses, with_task_classes
+from bosun.plugins.node_resources_fit import gpu_devices_fit
+from bosun.twin.engine import ControllerReport, EventKind, Simulator
+from bosun.twin.metrics import PodRecord
+from bosun.twin.results import SimulationResult
+from bosun.twin.trace import PodArrival, Trace
 
 POLICIES = ("none", "central", "bosun")
+#: bosun's overload signal: CPU usage above this for ``window_s`` turns it on (the agent's)
+OVERLOAD_ON = 0.9
+#: ... and below this turns it off
+OVERLOAD_OFF = 0.85
+#: The outcome of a member's pod incarnation that the federation moved to another member.
+MOVED = "Moved"
 
 
 @dataclass
 class ScenarioConfig:
-    """The scenario (the ``fed.yaml`` keys, same names)."""
+    """The scenario (the ``fed.yaml`` keys, same names; times in simulated seconds)."""
 
     clusters: int = 4
     overload_cluster: int = 0
@@ -74,249 +124,611 @@ class ScenarioConfig:
     status_period_s: float = 10.0
     toleration_s: float = 300.0
     grace_s: float = 40.0
-    #: trace arrival times and run times are divided by this (openb spans 149 days: 3600
-    #: replays it in about an hour; the load, run time over arrival gap, is unchanged)
+    #: trace arrival, departure and run times are divided by this (openb spans 149 days:
+    #: 3600 replays it in about an hour; the load, run time over arrival gap, is unchanged)
     time_scale: float = 1.0
 
 
 @dataclass
-class _Waiting:
-    pod: Pod
+class _Pod:
+    """The federation's view of one pod."""
+
+    arrival: PodArrival
+    home: int
     ready_s: float
-    cluster: int
+    cluster: int = -1
+    since_s: float = 0.0
+    rec: PodRecord | None = None  # its incarnation in ``cluster`` (None until submitted)
     evicted: bool = False
+    affected: bool = False  # touched by the overload (cross_cluster_success)
+    room_at_ready: bool = True
+    start_s: float | None = None
+    done: bool = False  # started, or gone
 
 
 @dataclass
 class Outcome:
-    """One policy's results."""
+    """One policy's results (times in simulated seconds)."""
 
     policy: str
     starts: int = 0
     within_slo: float = 0.0
+    cross_cluster_success: float | None = None
+    affected: int = 0
     recovery_s: float | None = None
     pending_max: int = 0
     never_ran: int = 0
+    late: int = 0
     bytes: int = 0
     moved: int = 0
+    remote_starts: int = 0
     evicted: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
     waits: list[float] = field(default_factory=list)
+    #: each member's engine result (``c0`` .. ), in cluster order
+    members: list[SimulationResult] = field(default_factory=list)
+    #: ``(time_s, pending pods over all members)`` at every step
+    pending: list[tuple[float, int]] = field(default_factory=list)
 
     def row(self) -> dict[str, Any]:
-        """The summary dict (no per-pod lists)."""
+        """The summary dict (no per-pod lists, no member results)."""
         return {
             "policy": self.policy,
             "starts": self.starts,
             "within_slo": round(self.within_slo, 4),
+            "cross_cluster_success": (
+                None if self.cross_cluster_success is None else round(self.cross_cluster_success, 4)
+            ),
+            "affected": self.affected,
             "recovery_s": None if self.recovery_s is None else round(self.recovery_s, 1),
             "evicted": self.evicted,
             "pending_max": self.pending_max,
             "never_ran": self.never_ran,
+            "late": self.late,
             "moved": self.moved,
+            "remote_starts": self.remote_starts,
             "bytes": self.bytes,
             "wait_p99_s": round(float(np.percentile(self.waits, 99)), 1) if self.waits else None,
+            "failures": dict(self.failures),
         }
 
 
+def check_split(trace: Trace, cfg: ScenarioConfig, source: str = "federation") -> None:
+    """The split needs one node per cluster at least, and the overload a node to lose.
+
+    Raises:
+        InputError: naming ``source`` (the fed.yaml file), field ``clusters``.
+    """
+    if len(trace.nodes) < cfg.clusters:
+        raise InputError(
+            [
+                InputProblem(
+                    source,
+                    "federation",
+                    "clusters",
+                    f"{cfg.clusters} clusters, but trace {trace.name} has {len(trace.nodes)} "
+                    "node(s): the split (node i to cluster i mod K) needs at least one per "
+                    "cluster",
+                )
+            ]
+        )
+
+
+def holder_columns(holder: TwinCluster) -> list[int]:
+    """The snapshot columns of :data:`bosun.federation.summary.VECTOR` in ``holder``'s
+    snapshot (looked up in that order, as :class:`TwinCluster` does)."""
+    return [holder.snapshot.resource_column(r) for r in VECTOR]
+
+
 def split(trace: Trace, k: int, group_size: int) -> list[TwinCluster]:
-    """Node ``i`` to cluster ``i mod k`` (the documented split)."""
+    """Node ``i`` to cluster ``i mod k`` (the documented split), as summary holders."""
     return [TwinCluster(f"c{c}", trace.nodes[c::k], group_size=group_size) for c in range(k)]
 
 
-def _summary_bytes(cl: TwinCluster) -> tuple[int, dict[str, bytes]]:
-    enc = {g: msgpack.packb([f"{cl.name}/{g}", 0, v]) for g, v in cl.summaries().items()}
-    return sum(len(b) for b in enc.values()), enc
-
-
-def run_policy(trace: Trace, cfg: ScenarioConfig, policy: str) -> Outcome:
-    """Replay ``trace`` under ``policy`` (module docstring)."""
-    if policy not in POLICIES:
-        raise ValueError(f"policy {policy!r}: one of {POLICIES}")
-    k = cfg.clusters
-    clusters = split(trace, k, cfg.group_size)
-    out = Outcome(policy)
-    scale = cfg.time_scale
-    arrivals = sorted(trace.arrivals, key=lambda a: a.arrival_s)
-    ai = 0
-    ends: list[tuple[float, int, str]] = []
-    waiting: list[_Waiting] = []
-    duration: dict[str, float] = {}
-    evicted_keys: set[str] = set()
-    evicted_done: set[str] = set()
-    over_since: dict[int, float] = {}
-    stale: list[ClusterView] = []
-    stale_at = -1e9
-    last_enc: list[dict[str, bytes]] = [{} for _ in range(k)]
-    budget = 0.0
-    tried_gen = [-1] * k
-    t = 0.0
-    ok = 0
-
-    def start(w: _Waiting, c: int, now: float) -> bool:
-        nonlocal ok
-        node = clusters[c].place(w.pod)
-        if node is None:
-            return False
-        if w.cluster != c:
-            out.moved += 1
-        out.starts += 1
-        wait = now - w.ready_s
-        out.waits.append(wait)
-        ok += wait <= cfg.slo_s
-        heapq.heappush(ends, (now + duration[w.pod.key], c, w.pod.key))
-        if w.evicted:
-            evicted_done.add(w.pod.key)
-        return True
-
-    def views(now: float) -> list[ClusterView]:
-        nonlocal stale, stale_at
-        period = cfg.sync_delay_s if policy == "bosun" else cfg.status_period_s
-        if now - stale_at >= period:
-            stale = []
-            for c, cl in enumerate(clusters):
-                groups = cl.summaries()
-                pend = sum(1 for w in waiting if w.cluster == c)
-                o = int(
-                    policy == "bosun" and c in over_since and now - over_since[c] >= cfg.window_s
-                )
-                stale.append(ClusterView.of(cl.name, groups, {"p": pend, "d": [0, 0, 0], "o": o}))
-            stale_at = now
-            # bytes: bosun sends what changed to every other cluster (plus digests);
-            # central pulls every cluster's full status each period
-            for c, cl in enumerate(clusters):
-                total, enc = _summary_bytes(cl)
-                if policy == "central":
-                    out.bytes += total
-                elif policy == "bosun":
-                    changed = sum(len(b) for g, b in enc.items() if last_enc[c].get(g) != b)
-                    m, _ = bloom_size(max(1, len(enc) // 10), 0.01)
-                    out.bytes += changed * (k - 1) + 2 * (m // 8) * 2
-                last_enc[c] = enc
-        return stale
-
-    def ranked(w: _Waiting, now: float, exclude: int | None) -> list[int]:
-        """The clusters to try, best first (``none``: home only)."""
-        if policy == "none":
-            return [w.cluster]
-        vs = views(now)
-        cands = [i for i in range(k) if i != exclude]
-        if policy == "central":
-            return [max(cands, key=lambda i: float(vs[i].free[:, 0].sum()))]
-        need = (
-            int(w.pod.requests.get("cpu", 0)),
-            int(w.pod.requests.get("memory", 0)),
-            int(w.pod.requests.get("nvidia.com/gpu", 0)) * w.pod.gpu_milli,
+def scaled_arrivals(trace: Trace, scale: float) -> list[PodArrival]:
+    """The trace's arrivals in arrival order, every time divided by ``scale``."""
+    out = []
+    for a in sorted(trace.arrivals, key=lambda a: a.arrival_s):
+        out.append(
+            PodArrival(
+                a.pod,
+                a.arrival_s / scale,
+                None if a.departure_s is None else a.departure_s / scale,
+                None if a.duration_s is None else a.duration_s / scale,
+            )
         )
-        whole = w.pod.gpu_count if w.pod.gpu_milli >= 1000 else 0
-        scored = []
-        for i in cands:
-            sc = score(vs[i], need, f"c{w.cluster}", whole)
-            if sc is not None:
-                scored.append((-sc, i))
-        return [i for _, i in sorted(scored)]
-
-    def place(w: _Waiting, now: float, exclude: int | None) -> bool:
-        """Try the ranked clusters; bosun goes on past a refused bind, central does not
-        (its pod waits where it was sent)."""
-        order = ranked(w, now, exclude)
-        for c in order:
-            if start(w, c, now):
-                return True
-            if policy != "bosun":
-                w.cluster = c
-                return False
-        return False
-
-    while t <= cfg.horizon_s:
-        while ends and ends[0][0] <= t:
-            _, c, key = heapq.heappop(ends)
-            clusters[c].remove(key)
-        if abs(t - cfg.overload_at_s) < cfg.step_s / 2:
-            cl = clusters[cfg.overload_cluster]
-            lost = cl.snapshot.node_names[: int(cl.snapshot.num_nodes * cfg.lost_fraction)]
-            for name in lost:
-                row = cl.snapshot.node_index[name]
-                for slot in list(cl.snapshot.pods.on_node[row]):
-                    entry = cl.snapshot.pods.entries[slot]
-                    assert entry is not None
-                    cl.remove(entry.pod.key)
-                    ends[:] = [e for e in ends if e[2] != entry.pod.key]
-                    heapq.heapify(ends)
-                    evicted_keys.add(entry.pod.key)
-                    waiting.append(_Waiting(entry.pod, t, cfg.overload_cluster, evicted=True))
-                node = cl.snapshot.nodes[row]
-                cl.snapshot.update_node(dataclasses.replace(node, unschedulable=True))
-        while ai < len(arrivals) and arrivals[ai].arrival_s / scale <= t:
-            a = arrivals[ai]
-            pod = dataclasses.replace(a.pod, name=f"p{ai}-{a.pod.name}")
-            if a.duration_s is not None:
-                duration[pod.key] = max(cfg.step_s, float(a.duration_s) / scale)
-            elif a.departure_s is not None:
-                duration[pod.key] = max(cfg.step_s, (a.departure_s - a.arrival_s) / scale)
-            else:
-                duration[pod.key] = cfg.horizon_s
-            w = _Waiting(pod, t, ai % k)
-            if not place(w, t, None):
-                waiting.append(w)
-            ai += 1
-        # retry the waiting pods where they are; then the policy's moves
-        budget = min(cfg.evac_rate_per_s, budget + cfg.evac_rate_per_s * cfg.step_s)
-        # (a cluster whose snapshot did not change since its last failed pass is skipped:
-        # nothing could fit now that did not fit then)
-        still: list[_Waiting] = []
-        pend_by = [0] * k
-        gen_before = [cl.snapshot.generation for cl in clusters]
-        for w in waiting:
-            c = w.cluster
-            if gen_before[c] != tried_gen[c] and start(w, c, t):
-                continue
-            pend_by[c] += 1
-            still.append(w)
-        for c, cl in enumerate(clusters):
-            tried_gen[c] = cl.snapshot.generation
-        waiting = still
-        for c in range(k):
-            if pend_by[c] > 0:
-                over_since.setdefault(c, t)
-            else:
-                over_since.pop(c, None)
-        out.pending_max = max(out.pending_max, len(waiting))
-        if policy != "none" and waiting:
-            still = []
-            attempts = int(cfg.evac_rate_per_s * cfg.step_s)  # a compute bound per step
-            for w in waiting:
-                move = False
-                if attempts <= 0:
-                    still.append(w)
-                    continue
-                if policy == "central":
-                    move = t - w.ready_s >= cfg.toleration_s
-                elif policy == "bosun":
-                    c = w.cluster
-                    move = c in over_since and t - over_since[c] >= cfg.window_s and budget >= 1
-                if move:
-                    attempts -= 1
-                    home = w.cluster
-                    if place(w, t, home):
-                        budget -= 1
-                        continue
-                    w.cluster = home
-                still.append(w)
-            waiting = still
-        if evicted_keys and out.recovery_s is None and evicted_keys <= evicted_done:
-            out.recovery_s = t - cfg.overload_at_s
-        t += cfg.step_s
-    out.evicted = len(evicted_keys)
-    if not evicted_keys and t > cfg.overload_at_s:
-        out.recovery_s = 0.0  # the lost nodes held no pod: nothing to recover
-    out.never_ran = len(waiting)
-    out.within_slo = ok / max(1, out.starts + out.never_ran)
     return out
 
 
-def run_scenario(trace: Trace, cfg: ScenarioConfig) -> list[Outcome]:
-    """Every policy on the same trace and split."""
-    return [run_policy(trace, cfg, p) for p in POLICIES]
+def _summary_bytes(groups: dict[str, Any], name: str) -> tuple[int, dict[str, bytes]]:
+    enc = {g: msgpack.packb([f"{name}/{g}", 0, v]) for g, v in groups.items()}
+    return sum(len(b) for b in enc.values()), enc
+
+
+class _Member:
+    """The controller one member's :class:`Simulator` runs: the lockstep tick."""
+
+    columns: tuple[str, ...] = ()
+
+    def __init__(self, fed: _Federation, index: int) -> None:
+        self.fed = fed
+        self.index = index
+
+    def start(self, sim: Simulator) -> None:
+        sim.at(0.0, self._tick, EventKind.TIMER)
+
+    def values(self, time_s: float) -> tuple[float, ...]:
+        return ()
+
+    def finish(self, sim: Simulator, end_s: float) -> ControllerReport:
+        moved = sum(1 for r in sim.records if r.outcome == MOVED)
+        return ControllerReport(
+            summary={"federation_moved_away": float(moved)},
+            meta={"federation_cluster": f"c{self.index}", "federation_policy": self.fed.policy},
+        )
+
+    def _tick(self, t: float) -> bool:
+        fed = self.fed
+        fed.barrier.wait()
+        changed = fed.changed[self.index]
+        fed.changed[self.index] = False
+        k = round(t / fed.cfg.step_s) + 1
+        nxt = k * fed.cfg.step_s
+        if nxt <= fed.cfg.horizon_s + 1e-9:
+            fed.sims[self.index].at(nxt, self._tick, EventKind.TIMER)
+        return changed
+
+
+class _Federation:
+    """The K members and the federation's step (module docstring)."""
+
+    def __init__(
+        self,
+        trace: Trace,
+        cfg: ScenarioConfig,
+        policy: str,
+        config: SchedulerConfiguration,
+        *,
+        seed: int = 0,
+        sample_every_s: float | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.policy = policy
+        k = cfg.clusters
+        self.k = k
+        self.arrivals = scaled_arrivals(trace, cfg.time_scale)
+        classes = TaskClasses.from_pods([a.pod for a in trace.arrivals]) if trace.arrivals else None
+        if classes is not None:
+            config = with_task_classes(config, classes)
+        self.holders = split(trace, k, cfg.group_size)
+        self.sims: list[Simulator] = []
+        for c in range(k):
+            member = Trace(f"{trace.name} · c{c}", list(trace.nodes[c::k]), [])
+            sim = Simulator(
+                member,
+                config,
+                seed=seed,
+                sample_every_s=sample_every_s,
+                controllers=[_Member(self, c)],
+            )
+            if classes is not None:
+                sim.task_classes = classes
+                sim.metrics.task_classes = classes
+            self.sims.append(sim)
+            # the summaries read the member's own snapshot (same nodes, same row order,
+            # the same resource columns once the vector's are looked up in the same order)
+            holder = self.holders[c]
+            own = holder_columns(holder)
+            holder.snapshot = sim.snapshot
+            if holder_columns(holder) != own:  # pragma: no cover - same nodes, same columns
+                raise AssertionError(f"member c{c}: resource columns differ from its summary's")
+        self.barrier = threading.Barrier(k, action=self._step_safely)
+        self.changed = [False] * k
+        self.error: BaseException | None = None
+        self.out = Outcome(policy)
+        self.pods: dict[str, _Pod] = {}
+        self.waiting: list[list[_Pod]] = [[] for _ in range(k)]
+        self.ai = 0
+        self.step_no = 0
+        self.overloaded = False
+        self.overload_t: float | None = None
+        self.hot_since: dict[int, float] = {}
+        self.signal: set[int] = set()
+        self.budget = 0.0
+        self.ok = 0
+        self.failed = 0
+        self.aff_ok = 0
+        self.aff_n = 0
+        self.views: list[ClusterView] = []
+        self.views_at = -math.inf
+        self.last_enc: list[dict[str, bytes]] = [{} for _ in range(k)]
+        self.summary_cache: list[tuple[int, dict[str, Any]] | None] = [None] * k
+        self.fence: list[np.ndarray | None] = [None] * k
+        self.max_alloc = [self._max_alloc(c) for c in range(k)]
+
+    # ------------------------------------------------------------------ running
+
+    def run(self) -> Outcome:
+        results: list[SimulationResult | None] = [None] * self.k
+        errors: list[BaseException] = []
+
+        def go(c: int) -> None:
+            try:
+                results[c] = self.sims[c].run(self.cfg.horizon_s)
+            except threading.BrokenBarrierError:
+                pass
+            except BaseException as e:
+                errors.append(e)
+                self.barrier.abort()
+
+        threads = [threading.Thread(target=go, args=(c,), daemon=True) for c in range(self.k)]
+        for th in threads:
+            th.start()
+        try:
+            for th in threads:
+                th.join()
+        except BaseException:
+            self.barrier.abort()
+            raise
+        if self.error is not None:
+            raise self.error
+        if errors:
+            raise errors[0]
+        self.out.members = [r for r in results if r is not None]
+        return self._finish()
+
+    def _step_safely(self) -> None:
+        try:
+            self._step()
+        except BaseException as e:
+            self.error = e
+            raise
+
+    def _step(self) -> None:
+        cfg = self.cfg
+        t = self.step_no * cfg.step_s
+        self.step_no += 1
+        self.fence = [None] * self.k
+        self._refresh(t)
+        if not self.overloaded and t >= cfg.overload_at_s:
+            self._overload(t)
+        pend = self._signals(t)
+        self._arrive(t)
+        if self.policy != "none":
+            self._moves(t)
+        self.out.pending_max = max(self.out.pending_max, pend)
+        self.out.pending.append((t, pend))
+
+    # ------------------------------------------------------------------ pod states
+
+    def _refresh(self, t: float) -> None:
+        """Pods that started (or were deleted) since the last step leave the waiting lists."""
+        for c in range(self.k):
+            still = []
+            for p in self.waiting[c]:
+                rec = p.rec
+                if rec is None or rec.outcome == "Pending":
+                    still.append(p)
+                elif not math.isnan(rec.bound_s):
+                    self._started(p, rec.bound_s)
+                else:  # deleted by the trace while pending
+                    p.done = True
+                    dep = rec.arrival.departure_s
+                    gone_at = t if dep is None else max(dep, rec.arrival_s)
+                    if gone_at - p.ready_s > self.cfg.slo_s:
+                        self._fail(p)
+            self.waiting[c] = still
+
+    def _started(self, p: _Pod, at: float) -> None:
+        out = self.out
+        p.done = True
+        p.start_s = at
+        wait = at - p.ready_s
+        out.starts += 1
+        out.waits.append(wait)
+        good = wait <= self.cfg.slo_s
+        self.ok += good
+        if p.cluster != p.home:
+            out.remote_starts += 1
+        if p.affected:
+            self.aff_n += 1
+            self.aff_ok += good
+        if not good:
+            out.late += 1
+            self._classify(p)
+
+    def _fail(self, p: _Pod) -> None:
+        self.failed += 1
+        if p.affected:
+            self.aff_n += 1
+        self._classify(p)
+
+    def _classify(self, p: _Pod) -> None:
+        need = np.array(pod_vector(p.arrival.pod), dtype=np.int64)
+        gpus = p.arrival.pod.gpu_count
+        big = not any(bool(np.all(m[0] >= need)) and m[1] >= gpus for m in self.max_alloc)
+        why = "too_big" if big else ("room_elsewhere" if p.room_at_ready else "no_room")
+        self.out.failures[why] = self.out.failures.get(why, 0) + 1
+
+    def _max_alloc(self, c: int) -> tuple[np.ndarray, int]:
+        holder = self.holders[c]
+        snap = holder.snapshot
+        n = snap.num_nodes
+        alloc = snap.allocatable[:n][:, holder_columns(holder)].copy()
+        alloc[:, 2] = snap.gpu_count[:n] * GPU_MILLI_PER_GPU
+        return alloc.max(axis=0, initial=0), int(snap.gpu_count[:n].max(initial=0))
+
+    # ------------------------------------------------------------------ the overload
+
+    def _overload(self, t: float) -> None:
+        cfg = self.cfg
+        self.overloaded = True
+        self.overload_t = t
+        c = cfg.overload_cluster
+        sim = self.sims[c]
+        names = list(sim.snapshot.node_names)
+        lost = names[: int(len(names) * cfg.lost_fraction)]
+        for name in lost:
+            node = sim.node(name)
+            assert node is not None
+            sim.update_node(dataclasses.replace(node, unschedulable=True))
+            for pod in sim.pods_on(name):
+                rec = sim.remove_pod(pod.key, "Evicted")
+                p = self.pods.get(pod.key)
+                if p is None:  # pragma: no cover - every pod comes through the federation
+                    continue
+                p.rec = sim.recreate(t, rec)
+                p.ready_s = p.since_s = t
+                p.evicted = p.affected = True
+                p.done = False
+                p.start_s = None
+                p.room_at_ready = self._room_anywhere(p)
+                self.out.evicted += 1
+                self.waiting[c].append(p)
+        self.changed[c] = True
+
+    def _signals(self, t: float) -> int:
+        """Pending pods over all members; bosun's overload signal per member: CPU usage
+        (requested / allocatable of schedulable nodes) above :data:`OVERLOAD_ON` for
+        ``window_s``, off again below :data:`OVERLOAD_OFF` (the agent's signal)."""
+        total = 0
+        for c in range(self.k):
+            total += sum(1 for p in self.waiting[c] if p.rec is not None)
+            if self.policy != "bosun":
+                continue
+            u = self.holders[c].usage()
+            if u > OVERLOAD_ON:
+                self.hot_since.setdefault(c, t)
+                if t - self.hot_since[c] >= self.cfg.window_s:
+                    self.signal.add(c)
+            elif u < OVERLOAD_OFF:
+                self.hot_since.pop(c, None)
+                self.signal.discard(c)
+        return total
+
+    def _overloaded(self, c: int, t: float) -> bool:
+        return c in self.signal
+
+    # ------------------------------------------------------------------ placement
+
+    def _view(self, t: float) -> list[ClusterView]:
+        cfg = self.cfg
+        period = cfg.sync_delay_s if self.policy == "bosun" else cfg.status_period_s
+        if t - self.views_at < period - 1e-9:
+            return self.views
+        views = []
+        for c, holder in enumerate(self.holders):
+            gen = holder.snapshot.generation
+            cached = self.summary_cache[c]
+            if cached is None or cached[0] != gen:
+                cached = (gen, holder.summaries())
+                self.summary_cache[c] = cached
+            groups = cached[1]
+            pend = [p for p in self.waiting[c] if p.rec is not None]
+            demand = [0, 0, 0]
+            for p in pend:
+                for i, v in enumerate(pod_vector(p.arrival.pod)):
+                    demand[i] += v
+            o = int(self._overloaded(c, t))
+            views.append(ClusterView.of(holder.name, groups, {"p": len(pend), "d": demand, "o": o}))
+            total, enc = _summary_bytes(groups, holder.name)
+            if self.policy == "central":
+                self.out.bytes += total
+            elif self.policy == "bosun":
+                changed = sum(len(b) for g, b in enc.items() if self.last_enc[c].get(g) != b)
+                m, _ = bloom_size(max(1, len(enc) // 10), 0.01)
+                self.out.bytes += changed * (self.k - 1) + 2 * (m // 8) * 2
+            self.last_enc[c] = enc
+        self.views, self.views_at = views, t
+        return views
+
+    def _fence_rows(self, c: int, p: _Pod) -> tuple[np.ndarray, np.ndarray]:
+        free = self.fence[c]
+        holder = self.holders[c]
+        if free is None:
+            free = self.fence[c] = holder.free_matrix()
+        pod = p.arrival.pod
+        need = np.array(pod_vector(pod), dtype=np.int64)
+        ok = np.all(free >= need, axis=1) & gpu_devices_fit(
+            holder.snapshot, pod.gpu_count, pod.gpu_milli
+        )
+        return np.flatnonzero(ok), need
+
+    def _take(self, c: int, p: _Pod) -> bool:
+        """The owner's fence: some node of ``c`` has room for ``p`` counting this step's
+        reservations; if so, reserve it on the fullest such node (least free CPU)."""
+        rows, need = self._fence_rows(c, p)
+        if len(rows) == 0:
+            return False
+        free = self.fence[c]
+        assert free is not None
+        row = int(rows[np.argmin(free[rows, 0])])
+        free[row] -= need
+        return True
+
+    def _room_anywhere(self, p: _Pod) -> bool:
+        return any(len(self._fence_rows(c, p)[0]) > 0 for c in range(self.k))
+
+    def _choose(self, p: _Pod, t: float, exclude: int | None) -> int | None:
+        """The member ``p`` goes to (None: bosun found no member whose fence accepts it)."""
+        if self.policy == "none":
+            return p.home
+        views = self._view(t)
+        cands = [i for i in range(self.k) if i != exclude]
+        if not cands:
+            return None
+        if self.policy == "central":
+            return max(cands, key=lambda i: float(views[i].free[:, 0].sum()))
+        pod = p.arrival.pod
+        need = pod_vector(pod)
+        whole = pod.gpu_count if pod.gpu_milli >= 1000 else 0
+        scored = []
+        for i in cands:
+            if self._overloaded(i, t):
+                continue
+            sc = score(views[i], need, f"c{p.home}", whole)
+            if sc is not None:
+                scored.append((-sc, i))
+        for _, i in sorted(scored):
+            if self._take(i, p):
+                return i
+        return None
+
+    def _arrive(self, t: float) -> None:
+        cfg = self.cfg
+        end = min(t + cfg.step_s, cfg.horizon_s + 1e-9)
+        last = t + cfg.step_s > cfg.horizon_s  # the last step takes arrivals at horizon_s too
+        while self.ai < len(self.arrivals):
+            a = self.arrivals[self.ai]
+            if a.arrival_s >= end and not (last and a.arrival_s <= cfg.horizon_s):
+                break
+            home = self.ai % self.k
+            self.ai += 1
+            p = _Pod(a, home, a.arrival_s)
+            p.affected = self.overloaded and home == cfg.overload_cluster
+            self.pods[a.pod.key] = p
+            p.room_at_ready = self._room_anywhere(p)
+            target = self._choose(p, t, None)
+            c = home if target is None else target
+            p.cluster, p.since_s = c, a.arrival_s
+            self.waiting[c].append(p)
+            self.sims[c].at(max(t, a.arrival_s), self._submitter(p, c), EventKind.CONTROL_UP)
+
+    def _submitter(self, p: _Pod, c: int) -> Callable[[float], bool]:
+        def submit(time_s: float) -> bool:
+            p.rec = self.sims[c].submit(time_s, p.arrival)
+            return True
+
+        return submit
+
+    # ------------------------------------------------------------------ moves
+
+    def _moves(self, t: float) -> None:
+        cfg = self.cfg
+        self.budget = min(cfg.evac_rate_per_s, self.budget + cfg.evac_rate_per_s * cfg.step_s)
+        attempts = int(cfg.evac_rate_per_s * cfg.step_s)
+        for c in range(self.k):
+            still = []
+            for p in self.waiting[c]:
+                move = p.rec is not None and attempts > 0
+                if move and self.policy == "central":
+                    move = t - p.since_s >= cfg.toleration_s
+                elif move:  # bosun: pending for the window, and no node here fits it
+                    move = (
+                        self.budget >= 1
+                        and t - p.since_s >= cfg.window_s
+                        and len(self._fence_rows(c, p)[0]) == 0
+                    )
+                if not move:
+                    still.append(p)
+                    continue
+                attempts -= 1
+                target = self._choose(p, t, c)
+                if target is None or target == c:
+                    still.append(p)
+                    continue
+                self.sims[c].withdraw(p.arrival.pod.key, MOVED)
+                p.rec = self.sims[target].submit(t, p.arrival)
+                p.cluster, p.since_s = target, t
+                self.out.moved += 1
+                self.budget -= 1
+                self.changed[c] = self.changed[target] = True
+                self.waiting[target].append(p)
+            self.waiting[c] = still
+
+    # ------------------------------------------------------------------ the end
+
+    def _finish(self) -> Outcome:
+        out = self.out
+        cfg = self.cfg
+        end = cfg.horizon_s
+        self._refresh(end)
+        for c in range(self.k):
+            for p in self.waiting[c]:
+                if end - p.ready_s > cfg.slo_s:
+                    out.never_ran += 1
+                    self._fail(p)
+        out.within_slo = self.ok / max(1, out.starts + self.failed)
+        out.affected = self.aff_n
+        out.cross_cluster_success = self.aff_ok / self.aff_n if self.aff_n else None
+        evicted = [p for p in self.pods.values() if p.evicted]
+        if self.overload_t is not None:
+            waited = [p for p in evicted if p.start_s is not None or not p.done]
+            if all(p.start_s is not None for p in waited):
+                starts = [p.start_s for p in waited if p.start_s is not None]
+                out.recovery_s = max([0.0, *(s - self.overload_t for s in starts)])
+        return out
+
+
+def run_policy(
+    trace: Trace,
+    cfg: ScenarioConfig,
+    policy: str,
+    config: SchedulerConfiguration | None = None,
+    *,
+    seed: int = 0,
+    sample_every_s: float | None = None,
+) -> Outcome:
+    """Replay ``trace`` split over ``cfg.clusters`` engine members under ``policy``
+    (module docstring).
+
+    Args:
+        config: every member's scheduler configuration (kube's default profile: None).
+
+    Raises:
+        ValueError: an unknown policy.
+        InputError: the split has fewer nodes than clusters (:func:`check_split`), or the
+            configuration's plugins are bad.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"policy {policy!r}: one of {POLICIES}")
+    check_split(trace, cfg)
+    if config is None:
+        from bosun.framework.config import default_configuration
+        from bosun.plugins.registry import in_tree_registry, registry_points
+
+        config = default_configuration(registry_points(in_tree_registry()))
+    fed = _Federation(trace, cfg, policy, config, seed=seed, sample_every_s=sample_every_s)
+    return fed.run()
+
+
+def run_scenario(
+    trace: Trace,
+    cfg: ScenarioConfig,
+    config: SchedulerConfiguration | None = None,
+    *,
+    seed: int = 0,
+    sample_every_s: float | None = None,
+    policies: Sequence[str] = POLICIES,
+    progress: Callable[[str], None] | None = None,
+) -> list[Outcome]:
+    """Every policy on the same trace and split (``progress(policy)`` before each)."""
+    out = []
+    for p in policies:
+        if progress is not None:
+            progress(p)
+        out.append(run_policy(trace, cfg, p, config, seed=seed, sample_every_s=sample_every_s))
+    return out
 
 
 #: ``fed.yaml`` keys besides the :class:`ScenarioConfig` fields.
@@ -370,6 +782,9 @@ def load_scenario(path: Path) -> tuple[ScenarioConfig, str]:
                 src, "federation", str(key), f"must be {'an integer' if want_int else 'a number'}"
             )
             continue
+        if not want_int and not math.isfinite(float(value)):
+            problems.add(src, "federation", str(key), "must be a finite number")
+            continue
         kw[str(key)] = value
     cfg = ScenarioConfig(**kw)
     if cfg.clusters < 2:
@@ -394,5 +809,9 @@ def load_scenario(path: Path) -> tuple[ScenarioConfig, str]:
             problems.add(src, "federation", name, "must be >= 0")
     if cfg.group_size < 1:
         problems.add(src, "federation", "group_size", "must be >= 1")
+    if cfg.step_s > 0 and cfg.horizon_s / cfg.step_s > 1_000_000:
+        problems.add(
+            src, "federation", "step_s", "more than 1,000,000 steps to horizon_s: raise step_s"
+        )
     problems.raise_if_any()
     return cfg, trace
