@@ -329,7 +329,20 @@ class CacheSqueezer:
         return self.writer.apply(self.group, l3_percent=l3, mb=mb)
 
     def start(self, be_groups: Sequence[str], now: float = 0.0) -> None:
-        """Create the group with the wide schemata and move the BE tasks into it."""
+        """Check both ranges against the tree (so a range it cannot take fails here, not
+        at the first load step), create the group with the wide schemata and move the BE
+        tasks into it.
+
+        Raises:
+            ResctrlError: a range or percent the tree cannot take (nothing written).
+        """
+        info = self.writer.info
+        if info.cbm_len:
+            for lo, hi in (self.narrow_l3, self.wide_l3):
+                l3_mask(lo, hi, info)
+        if info.bandwidth_gran > 0:
+            for pct in (self.narrow_mb, self.wide_mb):
+                mb_percent(pct, info)
         self.writes.append((now, "widen", self._schemata(False)))
         self.narrow = False
         self.sync_tasks(be_groups)
