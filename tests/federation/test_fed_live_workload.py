@@ -1,0 +1,306 @@
+"""Workload moves of the live backend without an API server (the fake of
+test_fed_live_unit): the copy's manifest, the source's scale-down with its resourceVersion
+precondition, the owner's all-or-nothing bind of a workload reservation, the binding of the
+copy's pods into the rooms it took, and the per-replica release of its rights. The moves on
+two real kube-apiservers are in test_fed_live.py
+(``test_deployment_share_moves_copy_first_then_source_scales_down``)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from test_fed_live_unit import FakeApi, feed, hooks, node, pod
+
+from bosun.api.types import CPU
+from bosun.federation.agent import AgentConfig
+from bosun.federation.escrow import Ledger
+from bosun.federation.live import (
+    SHARE_SEP,
+    HeldWorkload,
+    LiveAgent,
+    LiveCluster,
+    LiveSettings,
+)
+from bosun.federation.summary import VECTOR, pod_vector
+from bosun.federation.workload import (
+    ANN_HOLDER,
+    ANN_RESERVATION,
+    ANN_SOURCE,
+    FED_SCHEDULER,
+    WorkloadError,
+    WorkloadRef,
+    controller_of,
+    copy_workload,
+    replicas_of,
+    template_pod,
+)
+
+Obj = dict[str, Any]
+
+
+def deployment(replicas: int = 4, cpu: str = "1", kind: str = "Deployment") -> Obj:
+    labels = {"app": "web"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {
+            "name": "web", "namespace": "default", "uid": "d-uid", "resourceVersion": "41",
+            "generation": 3, "creationTimestamp": "2026-12-02T00:00:00Z",
+            "annotations": {"deployment.kubernetes.io/revision": "2", "team": "x"},
+            "labels": labels,
+            "ownerReferences": [{"kind": "Thing", "name": "t", "uid": "t", "controller": True}],
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                {"name": "c", "image": "pause",
+                 "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]}},
+        },
+        "status": {"replicas": replicas, "readyReplicas": 2},
+    }  # fmt: skip
+
+
+def test_copy_workload_keeps_the_template_and_marks_it_for_the_federation() -> None:
+    """The copy: the source's labels, non-controller annotations and spec; replicas set to
+    the moved share; server-set metadata, ownerReferences, the revision annotation and
+    status dropped; the federation's annotations on the object and the pod template; the
+    template's schedulerName set so only the owner's agent binds its pods."""
+    src = deployment()
+    before = copy.deepcopy(src)
+    out = copy_workload(src, 2, holder="A", source="A", rid="A/7")
+    assert src == before  # not modified
+    meta = out["metadata"]
+    assert set(meta) == {"name", "namespace", "annotations", "labels"}
+    assert meta["annotations"] == {"team": "x", ANN_SOURCE: "A", ANN_HOLDER: "A",
+                                   ANN_RESERVATION: "A/7"}  # fmt: skip
+    assert out["spec"]["replicas"] == 2 and "status" not in out
+    tpl = out["spec"]["template"]
+    assert tpl["metadata"]["annotations"][ANN_RESERVATION] == "A/7"
+    assert tpl["metadata"]["labels"] == {"app": "web"}
+    assert tpl["spec"]["schedulerName"] == FED_SCHEDULER
+    assert tpl["spec"]["containers"] == src["spec"]["template"]["spec"]["containers"]
+
+
+@pytest.mark.parametrize(
+    ("change", "replicas", "match"),
+    [
+        (lambda o: o.update(kind="StatefulSet"), 1, "field kind"),
+        (lambda o: o["metadata"].pop("name"), 1, "field metadata.name"),
+        (lambda o: o["spec"].pop("template"), 1, "field spec.template.spec"),
+        (lambda o: None, 0, "at least 1"),
+    ],
+    ids=["other-kind", "no-name", "no-template", "zero-replicas"],
+)
+def test_copy_workload_refuses_what_it_cannot_copy(
+    change: Callable[[Obj], object], replicas: int, match: str
+) -> None:
+    src = deployment()
+    change(src)
+    with pytest.raises(WorkloadError, match=match):
+        copy_workload(src, replicas, "A", "A", "A/1")
+
+
+@pytest.mark.parametrize(
+    ("obj", "expect"),
+    [
+        ({"metadata": {}}, None),
+        ({"metadata": {"ownerReferences": [{"kind": "ReplicaSet", "name": "r"}]}}, None),
+        ({"metadata": {"ownerReferences": [{"kind": "ReplicaSet", "name": "r",
+                                            "controller": True}]}}, ("ReplicaSet", "r")),
+        ({"metadata": {"ownerReferences": "bad"}}, None),
+    ],
+    ids=["none", "not-controller", "controller", "malformed"],
+)  # fmt: skip
+def test_controller_of(obj: Obj, expect: tuple[str, str] | None) -> None:
+    assert controller_of(obj) == expect
+
+
+def test_replicas_default_to_one() -> None:
+    assert replicas_of({"spec": {}}) == 1 and replicas_of({"spec": {"replicas": 0}}) == 0
+
+
+REF = WorkloadRef("Deployment", "default", "web")
+SCALE = ("PUT", REF.path("scale"))
+WGET = ("GET", REF.path())
+
+
+def agent_on(api: FakeApi, name: str = "a", nodes: int = 1, cpu: str = "2",
+             bind: Callable[[Any, str], None] | None = None) -> LiveAgent:  # fmt: skip
+    c = LiveCluster(name, hooks(api, bind), group_size=1)
+    feed(c, [("ADDED", "Node", node(f"{name}{i + 1}", cpu)) for i in range(nodes)])
+    agent = LiveAgent(AgentConfig(cluster=name), c, LiveSettings(pending_window_s=0),
+                      emit=lambda ev: None)  # fmt: skip
+    agent.publish(force=True)
+    return agent
+
+
+@pytest.mark.parametrize(
+    ("answers", "current", "moved", "ok", "why", "sent"),
+    [
+        ({SCALE: [(200, {})]}, 4, 2, True, "", [("41", 2)]),
+        ({SCALE: [(409, {}), (200, {})],
+          WGET: [(200, {"metadata": {"resourceVersion": "42"}, "spec": {"replicas": 4}})]},
+         4, 2, True, "", [("41", 2), ("42", 2)]),
+        ({SCALE: [(409, {})],
+          WGET: [(200, {"metadata": {"resourceVersion": "42"}, "spec": {"replicas": 6}})]},
+         4, 2, False, "scaled here meanwhile (4 -> 6", [("41", 2)]),
+        ({SCALE: [(404, {})]}, 4, 2, False, "deleted here meanwhile", [("41", 2)]),
+        ({SCALE: [(200, {})]}, 1, 3, True, "", [("41", 0)]),
+    ],
+    ids=["scaled", "status-update-then-scaled", "scaled-by-someone-else", "gone",
+         "never-below-zero"],
+)  # fmt: skip
+def test_source_scale_down_is_preconditioned_on_its_resource_version(
+    answers: dict[tuple[str, str], list[tuple[int, Obj]]],
+    current: int, moved: int, ok: bool, why: str, sent: list[tuple[str, int]],
+) -> None:  # fmt: skip
+    """The scale-down is a PUT of ``scale`` carrying the resourceVersion the move read: a
+    concurrent change answers 409. The same replicas again (a status update by the
+    controller) -> once more with the new resourceVersion; other replicas (someone scaled
+    it) -> a conflict, not a lost update: nothing is scaled and the move is undone."""
+    api = FakeApi(answers)
+    agent = agent_on(api)
+    got_ok, got_why = agent._scale_source(REF, "41", current, moved)
+    assert got_ok == ok and why in got_why
+    puts = [c[2] for c in api.calls if c[0] == "PUT"]
+    assert [(b["metadata"]["resourceVersion"], b["spec"]["replicas"]) for b in puts] == sent
+
+
+def wbind_msg(owner: LiveAgent, holder: str, replicas: int, cpu: str, rid: str,
+              amounts_cpu: int | None = None) -> Obj:  # fmt: skip
+    """A ``wbind`` from ``holder`` for ``replicas`` of ``cpu`` and 100Mi each; the holder
+    holds and spends that much of the owner's pools (granted by the owner first, as the
+    grant RPC does), or ``amounts_cpu`` of CPU when given."""
+    wl = copy_workload(deployment(replicas, cpu), replicas, holder, holder, rid)
+    tpl = owner.cluster.hooks.pod_from_api(template_pod(wl))
+    assert tpl is not None
+    amounts = {r: a * replicas for r, a in zip(VECTOR, pod_vector(tpl), strict=True)}
+    if amounts_cpu is not None:
+        amounts[CPU] = amounts_cpu
+    owner.ledger.grant(owner.name, holder, amounts)
+    led = Ledger(holder)
+    led.merge_wire(owner.ledger.to_wire([owner.name]), peer=owner.name)
+    assert led.reserve(owner.name, amounts)
+    res = {"rid": rid, "holder": holder, "owner": owner.name, "epoch": owner.fence.epoch,
+           "amounts": amounts, "deadline": 1e12}  # fmt: skip
+    return {"res": res, "workload": wl, "ledger": led.to_wire([owner.name])}
+
+
+DEPLOY = ("POST", "/apis/apps/v1/namespaces/default/deployments")
+
+
+def copy_pod(name: str, rid: str) -> Obj:
+    return pod(name, "1", metadata={
+        "annotations": {ANN_RESERVATION: rid},
+        "ownerReferences": [{"kind": "ReplicaSet", "name": "web-x", "controller": True}],
+    }, spec={"schedulerName": FED_SCHEDULER})  # fmt: skip
+
+
+def test_owner_binds_a_workload_reservation_and_its_pods_into_the_rooms_taken() -> None:
+    """b has two nodes of 2 CPUs. A wbind of 3 replicas of 1 CPU (one reservation of 3000
+    milli-CPU) takes 3 rooms in the snapshot and creates the Deployment. The copy's 3 pods
+    (made by b's controller) take those rooms: 3 Bindings, and no placeholder left. A 4th
+    pod of the copy (a replacement) is placed on b's own rights (1 CPU left, by hand 4000 -
+    3000); a 5th finds no room and stays pending. One replica leaving shrinks the fence's
+    entry to 2000 and queues a ``gone`` notice for its share."""
+    api = FakeApi({DEPLOY: [(201, {"metadata": {"uid": "w"}})]})
+    bound: list[tuple[str, str]] = []
+    b = agent_on(api, "b", nodes=2, bind=lambda p, n: bound.append((p.name, n)))
+
+    async def main() -> None:
+        got = await b._bind_workload("a", wbind_msg(b, "a", 3, "1", "a/1"))
+        assert got["ok"], got
+        assert len(got["nodes"]) == 3
+        assert [c[:2] for c in api.calls] == [DEPLOY]
+        assert b.fence.bound["a/1"].amounts[CPU] == 3000
+        assert b.cluster.total_free()[CPU] == 1000  # the rooms are taken
+        b.apply(feed(b.cluster, [("ADDED", "Pod", copy_pod(f"w{i}", "a/1")) for i in range(5)]))
+        assert b.bind_copy_pods() == 4
+        await asyncio.sleep(0.05)
+        assert sorted(n for n, _ in bound) == ["w0", "w1", "w2", "w3"]
+        assert sorted(b.cluster.snapshot.pods.by_key) == [f"default/w{i}" for i in range(4)]
+        assert list(b.cluster.pending) == ["default/w4"]
+        shares = {b.local_pods[f"default/w{i}"][1].rid for i in range(3)}
+        assert shares == {f"a/1{SHARE_SEP}{i}" for i in range(3)}
+        assert b.local_pods["default/w3"][1].holder == "b"  # on b's own rights
+        assert b.cluster.total_free()[CPU] == 0
+        b.apply(feed(b.cluster, [("DELETED", "Pod", copy_pod("w0", "a/1"))]))
+        assert b.fence.bound["a/1"].amounts[CPU] == 2000
+        assert b.fence.active["a"][CPU] == 2000
+        assert list(b.gone_notices) == [f"a/1{SHARE_SEP}0"]
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("cpu", "amounts_cpu", "why"),
+    [
+        # 3 x 1200 = 3600 <= 4000 in all, but one 1200 fits per node of 2000: 2 rooms
+        ("1200m", None, "no room for 3 replicas here"),
+        ("1", 2000, "amounts differ from 3 replicas"),
+    ],
+    ids=["all-or-nothing", "amounts-not-replicas-times-requests"],
+)
+def test_owner_refuses_a_workload_bind_whole(
+    cpu: str, amounts_cpu: int | None, why: str
+) -> None:
+    """A workload reservation binds all its replicas or none: no room is left taken, no
+    API write is made, and the id is refused from then on."""
+    api = FakeApi({DEPLOY: [(201, {"metadata": {"uid": "w"}})]})
+    b = agent_on(api, "b", nodes=2)
+    msg = wbind_msg(b, "a", 3, cpu, "a/2", amounts_cpu)
+    got = asyncio.run(b._bind_workload("a", msg))
+    assert not got["ok"] and why in got["why"]
+    assert not b.cluster.snapshot.pods.by_key and not api.calls
+    assert "a/2" in b.fence.refused and "a/2" not in b.fence.bound
+
+
+def test_holder_releases_each_replica_share_once() -> None:
+    """The holder of a 2-replica reservation on b releases 1000 milli-CPU per ``gone``
+    share, ignores a repeated notice, and forgets the workload after the last share."""
+    a = agent_on(FakeApi({}), "a")
+    owner = Ledger("b")
+    owner.grow({CPU: 4000})
+    owner.grant("b", "a", {CPU: 2000})
+    a.ledger.merge_wire(owner.to_wire(["b"]), peer="b")
+    assert a.ledger.reserve("b", {CPU: 2000})
+    from bosun.federation.escrow import Reservation
+
+    res = Reservation("a/9", "a", "b", {CPU: 2000}, 1, 1e12)
+    a.held_workloads["a/9"] = HeldWorkload("b", res, {CPU: 1000}, 2, REF)
+    share0 = {"rid": f"a/9{SHARE_SEP}0", "pod": "default/w0"}
+    assert a._released("b", share0) == {"ok": True, "known": True}
+    assert a._released("b", share0) == {"ok": True, "known": False}
+    assert a.ledger.rights("b")[CPU] == 1000
+    a._released("b", {"rid": f"a/9{SHARE_SEP}1", "pod": "default/w1"})
+    assert a.ledger.rights("b")[CPU] == 2000 and not a.held_workloads
+
+
+def rs_pod(name: str, rs: str, cpu: str = "3", owner_kind: str = "ReplicaSet") -> Obj:
+    return pod(name, cpu, metadata={
+        "ownerReferences": [{"kind": owner_kind, "name": rs, "controller": True}]})  # fmt: skip
+
+
+def test_movable_workloads_groups_pending_replicas_that_fit_no_node() -> None:
+    """a has one node of 2 CPUs. Pending pods of ReplicaSet r1 asking 3 CPUs fit no node
+    (moved, grouped); r2's 1-CPU pod fits (stays); a StatefulSet's pod is not a ReplicaSet's
+    (not moved); after a move r1 settles until its controller deleted as many of the pods
+    pending then as replicas moved."""
+    a = agent_on(FakeApi({}), "a")
+    feed(a.cluster, [("ADDED", "Pod", rs_pod("p1", "r1")), ("ADDED", "Pod", rs_pod("p2", "r1")),
+                     ("ADDED", "Pod", rs_pod("q1", "r2", "1")),
+                     ("ADDED", "Pod", rs_pod("s1", "db", owner_kind="StatefulSet"))])  # fmt: skip
+    got = a.movable_workloads(now=1e12)
+    assert [(rs.key, keys) for rs, keys in got] == [
+        ("ReplicaSet/default/r1", ["default/p1", "default/p2"])
+    ]
+    a.workload_settle["ReplicaSet/default/r1"] = (2e12, frozenset(["default/p1",
+                                                                   "default/p2"]), 1)  # fmt: skip
+    assert a.movable_workloads(now=1e12) == []
+    feed(a.cluster, [("DELETED", "Pod", rs_pod("p2", "r1"))])  # the controller deleted one
+    assert [rs.key for rs, _ in a.movable_workloads(now=1e12)] == ["ReplicaSet/default/r1"]
