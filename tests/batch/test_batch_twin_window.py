@@ -107,12 +107,21 @@ def test_joint_placement_finds_room_one_at_a_time_misses(
     assert got["b"][0] == b_bound or (math.isnan(b_bound) and math.isnan(got["b"][0]))
 
 
-def test_gang_split_over_two_windows_binds_at_the_second() -> None:
+@pytest.mark.parametrize(
+    ("requeued", "placed", "requeued_pods"),
+    [("single", 1, 0), ("batch", 2, 1)],
+    ids=["single", "batch"],
+)
+def test_gang_split_over_two_windows_binds_at_the_second(
+    requeued: str, placed: int, requeued_pods: int
+) -> None:
     # g-0 arrives at 10, g-1 at 70 (minMember 2, Coscheduling). Window 60: g-0 alone fails
     # Coscheduling's sibling count (1 of 2), so it is left out to the ordinary cycle,
-    # where it fails again. 70: g-1's arrival (UnscheduledPodAdd) requeues g-0, which now
-    # passes and waits at Permit on one node. Window 120: g-1 is placed on the other node,
-    # its Permit completes the gang: both bind at 120, gang wait 110 s.
+    # where it fails again. 70: g-1's arrival (UnscheduledPodAdd) requeues g-0.
+    # single: g-0 now passes and waits at Permit on one node; window 120 places g-1 on the
+    # other node, its Permit completes the gang. batch: kube's requeue of g-0 lands it in
+    # the gate, so window 120 places g-0 and g-1 together. Both bind at 120 either way,
+    # gang wait 110 s; the windows saw 1 + 1 pods (single) or 1 + 2 (batch).
     nodes = [make_node("n0", cpu="1500m"), make_node("n1", cpu="1500m")]
     label = {POD_GROUP_LABEL: "g"}
     arrivals = [
@@ -120,28 +129,48 @@ def test_gang_split_over_two_windows_binds_at_the_second() -> None:
         PodArrival(make_pod("g-1", cpu="1", labels=label), 70.0),
     ]
     cfg = coscheduling_configuration(POINTS)
-    res = batched(trace(nodes, arrivals, [PodGroup("g", min_member=2)]), cfg)
+    res = simulate_batched(
+        trace(nodes, arrivals, [PodGroup("g", min_member=2)]),
+        cfg,
+        window_s=60,
+        solver=make_solver("cpsat"),
+        requeued=requeued,
+    )
     got = bound(res)
     assert got["g-0"][0] == got["g-1"][0] == 120.0
     assert got["g-0"][1] != got["g-1"][1]
     assert res.summary["gang_wait_max_s"] == 110.0
-    assert res.summary["batch_placed"] == 1 and res.summary["batch_left_out"] == 1
+    assert res.summary["batch_placed"] == placed and res.summary["batch_left_out"] == 1
+    assert res.summary["batch_requeued"] == requeued_pods
 
 
-def test_example_gangs_under_batch_windows() -> None:
+@pytest.mark.parametrize(
+    ("requeued", "train_b", "wait_max"),
+    [("single", 660.0, 630.0), ("batch", 720.0, 690.0)],
+    ids=["single", "batch"],
+)
+def test_example_gangs_under_batch_windows(requeued: str, train_b: float, wait_max: float) -> None:
     # examples/gangs: train-a (0 s) and eval (40 s) share the window ending at 60 and fit
-    # together (6 + 2 GPUs); train-b (30 s) does not fit beside them and binds whole at
-    # 660 s, when train-a (60 + 600 s) ends.
+    # together (6 + 2 GPUs); train-b (30 s) does not fit beside them. train-a (60 + 600 s)
+    # ends at 660. single: train-b, left out to the ordinary cycle, binds whole at 660.
+    # batch: train-a's end requeues train-b into the gate, and the window at 720 places
+    # its 4 workers together (wait 720 - 30 = 690 s).
     from bosun.framework.config import load_configuration
     from bosun.twin.traces import load_trace
 
     tr = load_trace(EXAMPLES / "gangs")
-    res = batched(tr, load_configuration(EXAMPLES / "coscheduling.yaml", POINTS))
+    res = simulate_batched(
+        tr,
+        load_configuration(EXAMPLES / "coscheduling.yaml", POINTS),
+        window_s=60,
+        solver=make_solver("cpsat"),
+        requeued=requeued,
+    )
     got = bound(res)
     times = {name.rsplit("-", 1)[0]: t for name, (t, _) in got.items()}
-    assert times == {"train-a": 60.0, "train-b": 660.0, "eval": 60.0}
+    assert times == {"train-a": 60.0, "train-b": train_b, "eval": 60.0}
     assert res.summary["gangs_placed"] == 2
-    assert res.summary["gang_wait_max_s"] == 630.0  # train-b: 30 -> 660
+    assert res.summary["gang_wait_max_s"] == wait_max  # train-b: 30 -> its bind
 
 
 def test_gating_leaves_the_trace_untouched() -> None:
@@ -181,11 +210,13 @@ def test_profile_without_scheduling_gates_is_refused() -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--window", "0"], "window_s"),
+        (["--window", "0"], "--window"),
         (["--solvers", "quantum"], "unknown solver 'quantum'"),
-        (["--time-limit", "-1"], "time_limit"),
+        (["--time-limit", "-1"], "--time-limit"),
+        (["--top-k", "0"], "--top-k"),
+        (["--requeued", "later"], "--requeued"),
     ],
-    ids=["window", "solver", "time-limit"],
+    ids=["window", "solver", "time-limit", "top-k", "requeued"],
 )
 def test_cli_bad_input_exits_2_and_writes_nothing(
     tmp_path: Path, args: list[str], needle: str
@@ -225,6 +256,8 @@ def test_cli_compares_and_writes_each_run(tmp_path: Path) -> None:
     runs = sorted(p.name for p in report.iterdir())
     assert runs == ["batch-cpsat", "batch-greedy", "one-at-a-time"]
     doc = json.loads((report / "batch-cpsat" / "summary.json").read_text())
-    assert doc["summary"]["gang_wait_max_s"] == 630.0
+    # requeued pods join a later window by default: train-b binds at 720 (see above)
+    assert doc["summary"]["gang_wait_max_s"] == 690.0
     assert doc["meta"]["batch_solver"] == "cpsat"
+    assert doc["meta"]["batch_requeued"] == "batch"
     assert (report / "one-at-a-time" / "gangs.csv").is_file()

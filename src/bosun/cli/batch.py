@@ -357,6 +357,7 @@ _SIM_ROWS: tuple[tuple[str, str, str], ...] = (
     ("Decision p50 per attempt (ms)", "decision_p50_ms", "ms"),
     ("Batch wall per pod (ms)", "batch_ms_per_pod", "ms"),
     ("Batch: placed / left out", "batch_placed", "batch"),
+    ("Batch: requeued pods batched", "batch_requeued", "int"),
     ("Wall time (s)", "wall_s", "num"),
 )
 
@@ -383,6 +384,21 @@ def _cell(summary: dict[str, float], key: str, kind: str) -> str:
     return num(key, 3 if kind == "ms" else 2)
 
 
+#: ``bosun batch simulate``'s flags for the batch file's fields (its messages name the flag)
+_SIM_FLAGS = {
+    "window": "--window",
+    "timeLimit": "--time-limit",
+    "topK": "--top-k",
+    "seed": "--seed",
+    "solvers": "--solvers",
+    "requeued": "--requeued",
+}
+
+
+def _flag(field: str) -> str:
+    return _SIM_FLAGS.get(field.split("[", 1)[0], field)
+
+
 def simulate(
     trace: Annotated[
         str,
@@ -402,8 +418,16 @@ def simulate(
     time_limit: Annotated[
         float, typer.Option("--time-limit", help="Solver seconds per window (> 0).")
     ] = 1.0,
-    top_k: Annotated[int, typer.Option("--top-k", min=1, help="Candidates per pod.")] = 8,
+    top_k: Annotated[int, typer.Option("--top-k", help="Candidates per pod (>= 1).")] = 8,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed for ties and solvers.")] = 0,
+    requeued: Annotated[
+        str,
+        typer.Option(
+            "--requeued",
+            help="Where a requeued pod (left out, released from Permit, evicted) goes: "
+            "batch (a later window) or single (kube's one-at-a-time cycle).",
+        ),
+    ] = "batch",
     until: Annotated[
         float | None, typer.Option("--until", help="Stop at this simulated second.")
     ] = None,
@@ -425,33 +449,38 @@ def simulate(
     Each window's arrivals are placed jointly by each solver (docs/batch.md, "Batch
     windows in the twin"); pods the batch leaves out go through the ordinary cycle. The
     table compares GPU allocation, fragmentation, gang wait time and decision time.
+    The runs are those of `bosun simulate --batch FILE` with the solvers none plus these.
     Exit 2 on bad input, nothing written.
     """
-    from bosun.batch.solvers import check_time_limit, make_solver
-    from bosun.batch.twin_batch import check_window, simulate_batched
+    from bosun.batch.settings import NONE, parse_batch, prepare
     from bosun.framework.config import default_configuration, load_configuration
     from bosun.plugins.registry import in_tree_registry, registry_points
-    from bosun.twin.engine import simulate as twin_simulate
+    from bosun.twin.engine import Simulator
     from bosun.twin.traces import load_trace
 
     problems: list[InputProblem] = []
     names = [n.strip() for n in solvers.split(",") if n.strip()]
-    built = []
-    try:
-        check_window(window)
-    except InputError as e:
-        problems.extend(e.problems)
-    try:
-        check_time_limit(time_limit)
-    except InputError as e:
-        problems.extend(e.problems)
+    settings = None
     if not names:
-        problems.append(InputProblem("<arguments>", "batch solver", "solver", "no solver named"))
-    for name in names:
+        problems.append(InputProblem("command line", "options", "--solvers", "no solver named"))
+    else:
         try:
-            built.append(make_solver(name))
+            settings = parse_batch(
+                {
+                    "window": window,
+                    "timeLimit": time_limit,
+                    "topK": top_k,
+                    "seed": seed,
+                    "solvers": [NONE, *(n for n in names if n != NONE)],
+                    "requeued": requeued,
+                },
+                "command line",
+            )
         except InputError as e:
-            problems.extend(e.problems)
+            problems.extend(
+                InputProblem("command line", "options", _flag(p.field), p.message)
+                for p in e.problems
+            )
     if config is not None and policy is not None:
         problems.append(
             InputProblem("<arguments>", "options", "--config/--policy", "give at most one")
@@ -481,7 +510,7 @@ def simulate(
             problems.extend(e.problems)
         else:
             problems.append(InputProblem(trace, "trace", "--trace", str(e)))
-    if problems or cfg is None or loaded is None:
+    if problems or cfg is None or loaded is None or settings is None:
         raise fail(str(InputError(problems)))
     if keep_pods:
         import dataclasses
@@ -492,24 +521,14 @@ def simulate(
         loaded = dataclasses.replace(loaded, arrivals=arrivals, name=f"{loaded.name} (kept)")
     runs: list[tuple[str, Any]] = []
     try:
-        runs.append(("one-at-a-time", twin_simulate(loaded, cfg, seed=seed, until_s=until)))
-        for solver in built:
-            res = simulate_batched(
-                loaded,
-                cfg,
-                window_s=window,
-                solver=solver,
-                time_limit_s=time_limit,
-                top_k=top_k,
-                seed=seed,
-                until_s=until,
-            )
-            runs.append((f"batch-{solver.name}", res))
+        for name in settings.solvers:
+            run_trace, controller = prepare(loaded, settings, name)
+            sim = Simulator(run_trace, cfg, seed=seed, controllers=[controller])
+            label = "one-at-a-time" if name == NONE else f"batch-{name}"
+            runs.append((label, sim.run(until)))
     except InputError as e:
         raise fail(str(e)) from None
-    gpus = loaded.gpu_capacity
     for _, res in runs:
-        res.summary["unallocated_gpus_mean"] = gpus * (1.0 - res.summary["gpu_alloc_ratio_mean"])
         res.summary["deleted_unbound"] = float((res.pods["outcome"] == "Deleted").sum())
     table = Table(title=f"{loaded.name}: one pod at a time vs batch windows of {window:g} s")
     table.add_column("Metric", no_wrap=True)

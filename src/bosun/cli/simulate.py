@@ -69,6 +69,7 @@ from bosun.twin.trace import Trace
 from bosun.twin.traces import load_snapshot, load_trace
 
 if TYPE_CHECKING:
+    from bosun.batch.settings import BatchSettings
     from bosun.colocation.profile import ColocationSettings
 
 #: Bad rows listed after the count with ``--skip-bad-rows`` (all of them go to skipped.csv).
@@ -83,6 +84,8 @@ RESULT_FILES = (
     "skipped.csv",
     "faults.csv",
     "plotly.min.js",  # bosun.twin.report.PLOTLY_JS, the script report.html loads
+    "gangs.csv",  # bosun.batch.gang_metrics (a trace with gangs)
+    "batch_windows.csv",  # bosun.batch.twin_batch (--batch)
 )
 #: ``--policy`` names beyond the fragmentation experiment's table
 #: (:data:`bosun.twin.experiments.fragmentation.POLICIES`), run the same way
@@ -342,6 +345,7 @@ def load_simulation(
     energy: Path | None = None,
     colocation: Path | None = None,
     cluster: Path | None = None,
+    batch: Path | None = None,
 ) -> list[tuple[str, Simulator]]:
     """Read the trace and the configuration (or the policies to compare) and build one
     simulator per run, or report everything that is wrong with them at once.
@@ -362,6 +366,10 @@ def load_simulation(
         cluster: a cluster file (node groups, :func:`bosun.twin.traces.cluster.load_cluster`)
             for a CSV/Parquet trace without a node table; with a node table too, or with
             ``snapshot``, it is a problem.
+        batch: a batch file (:func:`bosun.batch.settings.load_batch`): every run is one run
+            per solver of the file (``none``: kube's one-at-a-time cycle), each with its
+            batch windows (:func:`bosun.batch.settings.prepare`), labelled by the solver
+            when the file names several.
 
     Returns:
         ``(label, simulator)`` per run: the policy's label, or ``""`` for the one run of
@@ -397,8 +405,18 @@ def load_simulation(
             coloc_runs = load_colocation_runs(colocation)
         except InputError as e:
             problems.extend(e.problems)
+    batch_cfg: BatchSettings | None = None
+    if batch is not None:
+        from bosun.batch.settings import load_batch, run_label
+        from bosun.batch.settings import prepare as batch_prepare
+
+        try:
+            batch_cfg = load_batch(batch)
+        except InputError as e:
+            problems.extend(e.problems)
     if report is not None:
         several = bool(policies) or len(coloc_runs) > 1
+        several = several or (batch_cfg is not None and len(batch_cfg.solvers) > 1)
         problems.extend(check_report_folder(report, replace_folder=several))
     if any(not name.strip() for name in policies):
         problems.append(InputProblem("command line", "options", "--policy", "empty policy name"))
@@ -456,6 +474,17 @@ def load_simulation(
                 expanded.append((lab, cfg))
                 coloc_for[lab] = run
         configs = expanded
+    batch_for: dict[str, str] = {}  # run label -> its batch solver (bosun.batch.settings)
+    if batch_cfg is not None:
+        expanded = []
+        for label, cfg in configs:
+            for solver in batch_cfg.solvers:
+                lab = run_label(label, solver, batch_cfg)
+                expanded.append((lab, cfg))
+                batch_for[lab] = solver
+                if label in coloc_for:
+                    coloc_for[lab] = coloc_for[label]
+        configs = expanded
     sims: list[tuple[str, Simulator]] = []
     if trace is not None and energy_cfg is not None:
         problems.extend(check_nodes(energy_cfg, trace.nodes))
@@ -483,6 +512,10 @@ def load_simulation(
                 coloc_ctl.meta.update(describe(coloc))
                 controllers.append(coloc_ctl)
                 coloc_usage = UsageConfig(model=coloc_ctl.model)  # the controller's shapes
+            batch_solver = batch_for.get(label)
+            if batch_cfg is not None and batch_solver is not None:  # last: gates final pods
+                run_trace, batch_ctl = batch_prepare(run_trace, batch_cfg, batch_solver)
+                controllers.append(batch_ctl)
             sim = Simulator(
                 run_trace,
                 cfg,
@@ -662,6 +695,10 @@ def summary_table(result: SimulationResult) -> Table:
             _num(s["nodes_on_mean"], 1),
             f"{int(s['power_ons'])} / {int(s['power_offs'])}",
         )
+    from bosun.batch.settings import summary_rows
+
+    for label, value in summary_rows(result):  # a --batch file's one run
+        table.add_row(label, "", value)
     return table
 
 
@@ -740,6 +777,9 @@ def comparison_table(results: Sequence[SimulationResult]) -> Table:
             ("PUE", lambda s: _num(s["pue"], 3)),
             ("kWh per completed pod", lambda s: _num(s["energy_per_completed_pod_kwh"], 4)),
         ]
+    from bosun.batch.settings import comparison_rows
+
+    rows += comparison_rows(results)  # a --batch file's runs: windows, solver time, GPUs
     for label, cell in rows:
         table.add_row(label, *(cell(r.summary) for r in results))
     return table
@@ -1028,6 +1068,15 @@ def simulate(
             "and series, peaks kept, so that the report stays under 2 MB).",
         ),
     ] = False,
+    batch: Annotated[
+        Path | None,
+        typer.Option(
+            "--batch",
+            help="A batch file (YAML: window, topK, timeLimit, seed, solvers none/greedy/"
+            "cpsat/sa/sqa/ga, requeued): pods placed jointly per window, one run per solver, "
+            "compared (docs/batch.md).",
+        ),
+    ] = None,
     federation: Annotated[
         Path | None,
         typer.Option(
@@ -1060,6 +1109,7 @@ def simulate(
         given |= {"--faults": faults is not None, "--energy": energy is not None}
         given |= {"--colocation": colocation is not None, "--until": until is not None}
         given["--full-resolution"] = full_resolution
+        given["--batch"] = batch is not None
         run_federation(
             federation,
             trace,
@@ -1120,6 +1170,7 @@ def simulate(
                     energy=energy,
                     colocation=colocation,
                     cluster=cluster,
+                    batch=batch,
                 ),
                 progress_every=progress_every,
                 until=until,

@@ -896,6 +896,18 @@ class Simulator:
                 partial = True
                 break
             head = heap.peek()
+            if (
+                (head is None or head[0] > heap.now)
+                and self.on_settle
+                and self._settled_at != heap.now
+            ):
+                # every event of heap.now is done: controllers react to that state, also
+                # after the last event, before the end checks (they may schedule events,
+                # even before the next one, and so keep the run going: look again)
+                self._settled_at = heap.now
+                for settle in self.on_settle:
+                    settle(heap.now)
+                continue
             if head is None:
                 break
             t, event = head
@@ -903,14 +915,7 @@ class Simulator:
                 break
             if until_s is None and t > heap.now and self._driving == 0 and self._settled():
                 break
-            if t > heap.now and (self.on_settle or self.on_advance):
-                if self._settled_at != heap.now:
-                    # every event of heap.now is done: controllers react to that state
-                    # (they may schedule events before t: look at the heap again)
-                    self._settled_at = heap.now
-                    for settle in self.on_settle:
-                        settle(heap.now)
-                    continue
+            if t > heap.now:
                 for hook in self.on_advance:
                     hook(heap.now, t)
             heap.pop()
