@@ -428,3 +428,13 @@ def test_nab_scenario_bad_settings() -> None:
     with pytest.raises(InputError) as exc:
         nab_scenario_trace(NabScenario(nodes=0, be_usage="full"))
     assert {p.field for p in exc.value.problems} == {"nodes", "be_usage"}
+
+
+def test_example_file_parses() -> None:
+    from bosun.colocation.profile import load_colocation_runs
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "colocation-nab.yaml"
+    runs = load_colocation_runs(path)
+    assert [r.policy for r in runs] == ["none", "koordinator", "bosun"]
+    assert {(r.online_usage, r.online_scale) for r in runs} == {("nab", "percent")}
+    assert {r.reclaim.cpu_threshold_percent for r in runs} == {90}
