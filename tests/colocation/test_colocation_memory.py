@@ -94,7 +94,8 @@ def test_signals_from_files(tmp_path: Path) -> None:
     sig = MemorySignals(ex, psi_paths=[psi], meminfo_path=meminfo(tmp_path / "mi", 1000, 200))
     first = sig.read(0.0, ["ls"])
     # no stall before a second reading; 95/100 of the limit; 1 - 200/1000 used
-    assert first == MemoryReading(None, 0.95, pytest.approx(0.8))
+    assert (first.stall, first.ls_ratio) == (None, 0.95)
+    assert first.node_used == pytest.approx(0.8)
     psi.write_text("some avg10=0 avg60=0 avg300=0 total=2000\n")
     (ls / "memory.pressure").write_text("some avg10=0 avg60=0 avg300=0 total=21000\n")
     # over 0.1 s: the system file stalled 2 ms (0.02), the LS group 20 ms (0.2): the max

@@ -118,6 +118,7 @@ def test_agent_finds_a_pod_bound_after_it_started(plane: Any, tmp_path: Path) ->
         core = client.CoreV1Api(api)
         made = core.create_namespaced_pod("default", _be_pod("late", "n1"))
         core.create_namespaced_pod("default", _be_pod("elsewhere", "n2"))
+        assert made.metadata is not None
         uid = str(made.metadata.uid)
         group = f"kubepods/besteffort/pod{uid}"
         # seen through the watch, no cgroup yet: pending, not in the loop
@@ -196,7 +197,9 @@ def test_cli_agent_run_watches(plane: Any, tmp_path: Path) -> None:
     try:
         wait_line("watching the pods of node n1")
         core = client.CoreV1Api(api)
-        uid = str(core.create_namespaced_pod("default", _be_pod("cli-job", "n1")).metadata.uid)
+        made = core.create_namespaced_pod("default", _be_pod("cli-job", "n1"))
+        assert made.metadata is not None
+        uid = str(made.metadata.uid)
         group = f"kubepods/besteffort/pod{uid}"
         wait_line("pending default/cli-job")
         make_v2(root, group)

@@ -36,7 +36,8 @@ RootOption = Annotated[str, typer.Option("--root", help="cgroup root (v1 mounts 
 def probe(root: RootOption = "/sys/fs/cgroup") -> None:
     """Print what this node offers: cgroup version and roots, cpu.idle, PSI, resctrl."""
     from bosun.colocation.agent import PROC_PRESSURE_CPU, pressure_available
-    from bosun.colocation.cgroups import CgroupError, detect
+    from bosun.colocation.cgroups import CgroupError, Version, detect
+    from bosun.colocation.memory import PROC_PRESSURE_MEMORY
     from bosun.colocation.resctrl import ResctrlError, read_info
 
     console = Console()
@@ -47,6 +48,19 @@ def probe(root: RootOption = "/sys/fs/cgroup") -> None:
     console.print(f"cgroup {layout.version.value}: cpu {layout.cpu}, memory {layout.memory}")
     console.print(f"cpu.idle: {'yes' if (layout.cpu / 'cpu.idle').exists() else 'no'}")
     console.print(f"PSI {PROC_PRESSURE_CPU}: {'yes' if pressure_available() else 'no'}")
+    mem_psi = pressure_available(PROC_PRESSURE_MEMORY)
+    console.print(f"PSI {PROC_PRESSURE_MEMORY}: {'yes' if mem_psi else 'no'}")
+    if layout.version is Version.V2:
+        console.print(
+            "memory squeeze: memory.high on BE groups; signal: LS groups' memory.pressure, "
+            "usage/limit, node MemAvailable"
+        )
+    else:
+        console.print(
+            "memory squeeze: cgroup v1 has no memory.high: memory.limit_in_bytes, never "
+            "below usage; signal: LS usage/limit and node MemAvailable (system PSI counts "
+            "BE's own stalls: --memory-psi to use it)"
+        )
     try:
         info = read_info()
         console.print(f"resctrl: L3 {info.cbm_len} ways, MB gran {info.bandwidth_gran} %")
@@ -301,7 +315,7 @@ def _squeezers(
         if signals.meminfo_path is not None:
             used.append("node MemAvailable")
         knob = "memory.high" if v2 else "memory.limit_in_bytes (never below usage)"
-        notes.append(f"memory squeeze: {knob} on {', '.join(used)}")
+        notes.append(f"memory squeeze: BE {knob}; signals: {', '.join(used)}")
     cache: CacheSqueezer | None = None
     if use_resctrl:
         why = resctrl_available(resctrl_root)

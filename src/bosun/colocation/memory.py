@@ -275,6 +275,7 @@ class MemorySqueezer:
     _last_step_t: float = -1e18
     _last_pressure_t: float = -1e18
     _signal: str = ""
+    _errors: dict[str, tuple[str, str]] = field(default_factory=dict)
     last: MemoryReading | None = None
 
     @property
@@ -338,6 +339,12 @@ class MemorySqueezer:
         self._target.pop(group, None)
 
     def _record(self, now: float, action: str, group: str, value: int, detail: str = "") -> None:
+        if action in ("gone", "refused"):
+            if self._errors.get(group) == (action, detail):
+                return  # the same failure again: recorded once
+            self._errors[group] = (action, detail)
+        else:
+            self._errors.pop(group, None)
         self.events.append(MemoryEvent(now, action, self._signal, group, value, detail))
 
     def _squeeze(self, now: float, group: str, action: str) -> None:
