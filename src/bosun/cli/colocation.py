@@ -677,6 +677,7 @@ def memory_step(
         "round",
         "reaction ms",
         "LS alloc ms",
+        "after alloc ms",
         "BE usage MiB",
         "BE limit MiB",
         "release ms",
@@ -688,6 +689,7 @@ def memory_step(
             str(i + 1),
             f"{r.reaction_s * 1000:.0f}",
             f"{r.alloc_s * 1000:.0f}",
+            f"{(r.reaction_s - r.alloc_s) * 1000:.0f}",
             f"{r.be_usage_bytes / 2**20:.1f}",
             f"{r.be_limit_bytes / 2**20:.1f}",
             "-" if r.release_s is None else f"{r.release_s * 1000:.0f}",
@@ -695,7 +697,11 @@ def memory_step(
         )
     Console().print(table)
     reac = np.array([r.reaction_s for r in out]) * 1000
-    typer.echo(f"reaction ms: median {np.median(reac):.0f}, max {reac.max():.0f}")
+    after = reac - np.array([r.alloc_s for r in out]) * 1000
+    typer.echo(
+        f"reaction ms: median {np.median(reac):.0f}, max {reac.max():.0f}; after the LS "
+        f"allocation returned: median {np.median(after):.0f}, max {after.max():.0f}"
+    )
 
 
 def _reclaim_flags(threshold: int, quantile: float, horizon: str) -> float:
