@@ -19,7 +19,19 @@ Objective (maximised): ``sum over placed pods of (bonus + score[p, j])``, where
 normalized 0..100 score times its weight) and ``bonus`` defaults to the largest total one
 pod can get plus one, so that placing a pod is worth more than any score difference of a
 single pod. Scores are those of the snapshot at batch time (a pod placed earlier in the
-batch does not change another's scores: the objective is static, as a joint model needs).
+batch does not change another's scores: this part of the objective is static).
+
+Objective ``score+fgd`` (:data:`OBJECTIVES`, ``build_problem(objective=...)``) subtracts
+``frag_weight`` objective units per GPU of FGD's expected fragmentation that the whole
+batch adds (:class:`FragmentationTerm`): ``sum over the nodes of F_n(M) after every pod
+of the batch assigned to the node, minus F_n(M) before`` (Weng et al., "Beware of
+Fragmentation", USENIX ATC '23, section 3.2: ``F_n(M) = sum_m p_m F_n(m)`` over the target
+workload's task classes ``m``, the same measure as :mod:`bosun.gpu.fragmentation`), rounded
+to an integer objective unit. Unlike the static score it is recomputed from each node's
+state after all its batch pods, GPU devices included, so it is not linear in the
+assignment. The bonus then grows by ``frag_weight`` times the most GPUs a candidate node
+has, since one pod changes its node's fragmentation by at most the node's free GPUs:
+placing a pod still beats leaving it out.
 
 Every placement is checked again by the real Filters before it is assumed
 (:func:`verify_placement`, :func:`bosun.batch.place.place_batch`): the model covers
@@ -36,18 +48,165 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bosun.api.types import GPU, GPU_MILLI_PER_GPU, POD_GROUP_LABEL, Pod
+from bosun.api.types import CPU, GPU, GPU_MILLI_PER_GPU, MEMORY, POD_GROUP_LABEL, Pod
+from bosun.errors import InputError, InputProblem
 from bosun.framework.interface import MAX_NODE_SCORE, CycleState
 from bosun.framework.runtime import Framework
 from bosun.framework.snapshot import Snapshot
+from bosun.gpu.fragmentation import FGD_PLUGIN, TaskClasses
+from bosun.gpu.share import GPU_MODEL_LABEL, is_gpu_share
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 #: The aggregate resources of the model, in this column order.
 RESOURCES = ("cpu", "memory", "pods", GPU)
 _MIB = 1 << 20
 #: Default number of candidates per pod.
 DEFAULT_TOP_K = 8
+#: The objective settings: the profile's score alone, or with FGD's fragmentation after
+#: the batch (module docstring).
+OBJECTIVES = ("score", "score+fgd")
+#: Default objective units per GPU of expected fragmentation added by the batch: one GPU
+#: costs as much as the whole 0..100 range of a weight-1 Score plugin.
+DEFAULT_FRAG_WEIGHT = 100
+
+
+class FragmentationTerm:
+    """FGD's expected fragmentation ``F_n(M)`` of the candidate nodes in any packing state.
+
+    The formula is Weng et al. (ATC '23) section 3.2 as :mod:`bosun.gpu.fragmentation`
+    computes it: with ``R_g`` the free milli-GPU of device ``g``, ``T = sum_g R_g``,
+    ``U_d = sum_g R_g 1(R_g >= d)`` and ``C_d = sum_g 1(R_g >= d)``,
+    ``F_n(M) = T - sum_{GPU classes k} p_k fit_k U_{d_k}``, where ``fit_k`` needs the
+    node's free CPU and memory to hold the class, its GPU model to be one the class accepts,
+    and ``C_{d_k} >= gpu_count_k``. Values are milli-GPU.
+
+    Args:
+        classes: the target workload (FGD's task classes).
+        cpu_free: int64 (M,) free milli-CPU of each candidate node.
+        mem_free: int64 (M,) free memory bytes.
+        dev_free: int64 (M, G) free milli-GPU per device, ``-1`` for no device.
+        access: bool (M, K) whether each node's GPU model is one each GPU class accepts.
+        pod_cpu, pod_mem: int64 (P,) the batch pods' milli-CPU and memory bytes.
+    """
+
+    def __init__(
+        self,
+        classes: TaskClasses,
+        cpu_free: IntArray,
+        mem_free: IntArray,
+        dev_free: IntArray,
+        access: BoolArray,
+        pod_cpu: IntArray,
+        pod_mem: IntArray,
+    ) -> None:
+        self.classes = classes
+        gpu = np.flatnonzero(classes.gpu_count > 0)
+        #: the GPU classes: milli-CPU, bytes, GPU count, milli-GPU per GPU, popularity
+        self.k_cpu: IntArray = classes.milli_cpu[gpu].astype(np.int64)
+        self.k_mem: IntArray = classes.memory_bytes[gpu].astype(np.int64)
+        self.k_cnt: IntArray = classes.gpu_count[gpu].astype(np.int64)
+        self.k_milli: IntArray = classes.gpu_milli[gpu].astype(np.int64)
+        self.k_pop: FloatArray = classes.popularity[gpu].astype(np.float64)
+        self.cpu_free = np.asarray(cpu_free, dtype=np.int64)
+        self.mem_free = np.asarray(mem_free, dtype=np.int64)
+        self.dev_free = np.asarray(dev_free, dtype=np.int64)
+        self.access = np.asarray(access, dtype=bool).reshape(len(self.cpu_free), len(gpu))
+        self.pod_cpu = np.asarray(pod_cpu, dtype=np.int64)
+        self.pod_mem = np.asarray(pod_mem, dtype=np.int64)
+        self._memo: dict[tuple[int, int, int, tuple[int, ...]], float] = {}
+        #: float64 (M,): ``F_n(M)`` of each candidate node before the batch, milli-GPU
+        self.before: FloatArray = np.array(
+            [
+                self.node_frag(n, int(self.cpu_free[n]), int(self.mem_free[n]), self.dev_free[n])
+                for n in range(len(self.cpu_free))
+            ],
+            dtype=np.float64,
+        )
+
+    def node_frag(self, n: int, cpu: int, mem: int, dev: Sequence[int] | IntArray) -> float:
+        """``F_n(M)`` in milli-GPU of node ``n`` with ``cpu`` milli-CPU and ``mem`` bytes
+        free and ``dev`` milli-GPU free per device (``-1``: no device)."""
+        key = (n, cpu, mem, tuple(int(v) for v in dev))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        r = np.maximum(np.asarray(key[3], dtype=np.int64), 0)
+        total = float(r.sum())
+        if len(self.k_pop) and total > 0:
+            ge = r[:, None] >= self.k_milli[None, :]
+            usable = (r[:, None] * ge).sum(axis=0)
+            fit = (cpu >= self.k_cpu) & (mem >= self.k_mem) & self.access[n]
+            fit &= ge.sum(axis=0) >= self.k_cnt
+            total -= float((self.k_pop * fit * usable).sum())
+        self._memo[key] = total
+        return total
+
+    def after_milli(
+        self,
+        problem: BatchProblem,
+        assign: npt.NDArray[Any],
+        devices: Sequence[tuple[int, ...] | None],
+    ) -> dict[int, float]:
+        """Local node -> ``F_n(M)`` (milli-GPU) after every placed pod of ``assign`` (on
+        the given GPU ``devices``), for the nodes the assignment touches."""
+        state: dict[int, tuple[int, int, list[int]]] = {}
+        for pi in np.flatnonzero(np.asarray(assign) >= 0):
+            p = int(pi)
+            n = int(problem.cand[p, int(assign[p])])
+            cpu, mem, dev = state.get(n) or (
+                int(self.cpu_free[n]),
+                int(self.mem_free[n]),
+                self.dev_free[n].tolist(),
+            )
+            for d in devices[p] or ():
+                dev[d] -= int(problem.gpu_milli[p])
+            state[n] = (cpu - int(self.pod_cpu[p]), mem - int(self.pod_mem[p]), dev)
+        return {n: self.node_frag(n, cpu, mem, dev) for n, (cpu, mem, dev) in state.items()}
+
+    def delta_milli(
+        self,
+        problem: BatchProblem,
+        assign: npt.NDArray[Any],
+        devices: Sequence[tuple[int, ...] | None],
+    ) -> float:
+        """The expected fragmentation the placement adds over the candidate nodes:
+        ``sum_n F_n(after) - F_n(before)``, milli-GPU (negative when it fills fragments)."""
+        after = self.after_milli(problem, assign, devices)
+        return float(sum(v - self.before[n] for n, v in after.items()))
+
+
+def _frag_classes(fwk: Framework, task_classes: TaskClasses | None) -> TaskClasses | None:
+    """The task classes the fragmentation term uses: the given ones, else those of the
+    profile's FGD plugin, else None."""
+    if task_classes is not None:
+        return task_classes
+    plugin = fwk.instances.get(FGD_PLUGIN)
+    classes = getattr(plugin, "classes", None)
+    return classes if isinstance(classes, TaskClasses) else None
+
+
+def check_objective(objective: str, frag_weight: int, field_prefix: str = "") -> list[InputProblem]:
+    """Problems with an objective setting: not one of :data:`OBJECTIVES`, or a
+    ``frag_weight`` that is not a non-negative integer."""
+    out: list[InputProblem] = []
+    if objective not in OBJECTIVES:
+        out.append(
+            InputProblem(
+                "<arguments>", "batch problem", f"{field_prefix}objective",
+                f"unknown objective {objective!r}: one of {', '.join(OBJECTIVES)}",
+            )
+        )  # fmt: skip
+    if isinstance(frag_weight, bool) or not isinstance(frag_weight, int) or frag_weight < 0:
+        out.append(
+            InputProblem(
+                "<arguments>", "batch problem", f"{field_prefix}frag_weight",
+                f"must be a non-negative integer (objective units per GPU), got {frag_weight!r}",
+            )
+        )  # fmt: skip
+    return out
 
 
 @dataclass
@@ -67,6 +226,10 @@ class BatchProblem:
         gangs: each gang as an int array of pod indexes (all placed or none).
         filtered_out: pods with no feasible node at all (their ``cand`` row is all -1),
             with the profile's FitError message.
+        frag: FGD's fragmentation of the candidate nodes (None when no task classes are
+            known: no FGD plugin in the profile and none given).
+        frag_weight: objective units per GPU of fragmentation the batch adds; 0 for the
+            ``score`` objective.
     """
 
     pods: list[Pod]
@@ -82,6 +245,8 @@ class BatchProblem:
     gpu_milli: IntArray
     gangs: list[IntArray] = field(default_factory=list)
     filtered_out: dict[str, str] = field(default_factory=dict)
+    frag: FragmentationTerm | None = None
+    frag_weight: int = 0
 
     def __post_init__(self) -> None:
         self.value: IntArray = np.where(self.cand >= 0, self.bonus + self.score, 0).astype(np.int64)
@@ -100,14 +265,74 @@ class BatchProblem:
         """Binary pod-candidate pairs (the x variables of every formulation)."""
         return int(self.num_candidates.sum())
 
-    def objective(self, assign: npt.NDArray[Any]) -> int:
-        """``sum(value[p, assign[p]])`` over placed pods (``assign[p] >= 0``)."""
+    @property
+    def objective_name(self) -> str:
+        """``score`` or ``score+fgd``."""
+        return "score+fgd" if self.uses_frag else "score"
+
+    @property
+    def uses_frag(self) -> bool:
+        """The objective has the fragmentation term."""
+        return self.frag is not None and self.frag_weight > 0
+
+    def objective(
+        self,
+        assign: npt.NDArray[Any],
+        devices: Sequence[tuple[int, ...] | None] | None = None,
+    ) -> int:
+        """``sum(value[p, assign[p]])`` over placed pods (``assign[p] >= 0``), minus, for
+        the ``score+fgd`` objective, ``round(frag_weight * added fragmentation in GPUs)``.
+
+        ``devices`` are the placed pods' GPU devices; without them (and with the
+        fragmentation term) the pods are packed in index order, devices best-fit."""
         placed = np.flatnonzero(assign >= 0)
-        return int(self.value[placed, assign[placed]].sum())
+        total = int(self.value[placed, assign[placed]].sum())
+        if not self.uses_frag:
+            return total
+        return total - self.frag_penalty(assign, devices)
+
+    def frag_penalty(
+        self,
+        assign: npt.NDArray[Any],
+        devices: Sequence[tuple[int, ...] | None] | None = None,
+    ) -> int:
+        """``round(frag_weight * delta / 1000)``: the fragmentation term in objective units
+        (``delta`` from :meth:`FragmentationTerm.delta_milli`); 0 without the term."""
+        if not self.uses_frag:
+            return 0
+        assert self.frag is not None
+        if devices is None:
+            devices = self._devices_of(assign)
+        return round(self.frag_weight * self.frag.delta_milli(self, assign, devices) / 1000)
+
+    def fragmentation_added_gpus(
+        self,
+        assign: npt.NDArray[Any],
+        devices: Sequence[tuple[int, ...] | None] | None = None,
+    ) -> float:
+        """GPUs of expected fragmentation the placement adds (measured whenever task
+        classes are known, whatever the objective). Raises ValueError without them."""
+        if self.frag is None:
+            raise ValueError("no task classes: the problem has no fragmentation term")
+        if devices is None:
+            devices = self._devices_of(assign)
+        return self.frag.delta_milli(self, assign, devices) / GPU_MILLI_PER_GPU
+
+    def _devices_of(self, assign: npt.NDArray[Any]) -> list[tuple[int, ...] | None]:
+        st = self.new_state()
+        out: list[tuple[int, ...] | None] = [None] * self.num_pods
+        for p in np.flatnonzero(assign >= 0):
+            out[int(p)] = st.place(int(p), int(self.cand[p, assign[p]]))
+        return out
 
     def upper_bound(self) -> int:
-        """Every pod on its best candidate, room ignored (a trivial bound)."""
-        return int(self.value.max(axis=1, initial=0).sum())
+        """Every pod on its best candidate, room ignored (a trivial bound; with the
+        fragmentation term, each pod's best fragmentation change counts too)."""
+        bound = int(self.value.max(axis=1, initial=0).sum())
+        if self.uses_frag:  # the batch can at most remove the fragmentation there is
+            assert self.frag is not None
+            bound += int(np.ceil(self.frag_weight * float(self.frag.before.sum()) / 1000))
+        return bound
 
     # --------------------------------------------------------------- exact model
 
@@ -190,11 +415,34 @@ class BatchProblem:
         devices: list[tuple[int, ...] | None],
         order: Sequence[int],
     ) -> None:
+        """Place each unplaced pod of ``order`` on its best candidate that still fits: the
+        highest static value, or, with the fragmentation term, the highest marginal
+        objective ``value - frag_weight * (F after - F now) / 1000`` on the current packing
+        (FGD's one-at-a-time step; ties: the higher static value, then candidate order)."""
         for p in order:
             if assign[p] >= 0:
                 continue
             k = int(self.num_candidates[p])
             if not k:
+                continue
+            if self.uses_frag:
+                best: tuple[float, int, tuple[int, ...]] | None = None
+                for j in np.argsort(-self.value[p, :k], kind="stable"):
+                    n = int(self.cand[p, j])
+                    got = st.choose(p, n)
+                    if got is None:
+                        continue
+                    gain = (
+                        float(self.value[p, j])
+                        - self.frag_weight * st.frag_delta(p, n, got) / GPU_MILLI_PER_GPU
+                    )
+                    if best is None or gain > best[0]:
+                        best = (gain, int(j), got)
+                if best is not None:
+                    _, j_best, got = best
+                    st.take(p, int(self.cand[p, j_best]), got)
+                    assign[p] = j_best
+                    devices[p] = got
                 continue
             for j in np.argsort(-self.value[p, :k], kind="stable"):
                 got = st.place(p, int(self.cand[p, j]))
@@ -231,6 +479,28 @@ class PackState:
         self._dem: list[list[int]] = problem.demand.tolist()
         self._gc: list[int] = problem.gpu_count.tolist()
         self._gm: list[int] = problem.gpu_milli.tolist()
+        self._frag = problem.frag if problem.uses_frag else None
+        # exact free bytes and milli-CPU for the fragmentation term (cap holds MiB)
+        self.mem_bytes: list[int] = problem.frag.mem_free.tolist() if problem.frag else []
+        self.cpu_exact: list[int] = problem.frag.cpu_free.tolist() if problem.frag else []
+        self._pmem: list[int] = problem.frag.pod_mem.tolist() if problem.frag else []
+        self._pcpu: list[int] = problem.frag.pod_cpu.tolist() if problem.frag else []
+
+    def frag_now(self, n: int) -> float:
+        """``F_n(M)`` (milli-GPU) of node ``n`` in the current packing."""
+        assert self._p.frag is not None
+        return self._p.frag.node_frag(n, self.cpu_exact[n], self.mem_bytes[n], self.dev[n])
+
+    def frag_delta(self, p: int, n: int, devices: tuple[int, ...]) -> float:
+        """How much ``F_n(M)`` (milli-GPU) grows if ``p`` goes on ``n`` on ``devices``."""
+        assert self._p.frag is not None
+        dev = list(self.dev[n])
+        for d in devices:
+            dev[d] -= self._gm[p]
+        after = self._p.frag.node_frag(
+            n, self.cpu_exact[n] - self._pcpu[p], self.mem_bytes[n] - self._pmem[p], dev
+        )
+        return after - self.frag_now(n)
 
     def _room(self, p: int, n: int) -> bool:
         cap = self.cap[n]
@@ -242,23 +512,38 @@ class PackState:
         dem = self._dem[p]
         for r in range(4):
             cap[r] -= sign * dem[r]
+        if self.mem_bytes:
+            self.mem_bytes[n] -= sign * self._pmem[p]
+            self.cpu_exact[n] -= sign * self._pcpu[p]
 
-    def place(self, p: int, n: int) -> tuple[int, ...] | None:
-        """Best-fit placement of pod ``p`` on node ``n``; its devices, or None."""
+    def choose(self, p: int, n: int) -> tuple[int, ...] | None:
+        """The devices pod ``p`` would take on node ``n`` (``()`` without GPUs), or None
+        when it does not fit; nothing changes. Best fit (fullest first, lowest index on
+        ties); with the fragmentation term a GPU-sharing pod takes the device with the
+        smallest fragmentation increase instead (FGD's ``gpuSelection: FGD``)."""
         if not self._room(p, n):
             return None
         k = self._gc[p]
         if not k:
-            self._consume(p, n, 1)
             return ()
         milli = self._gm[p]
         dev = self.dev[n]
         fits = sorted((free, d) for d, free in enumerate(dev) if free >= milli)
         if len(fits) < k:
             return None
-        chosen = tuple(d for _, d in fits[:k])
+        if self._frag is not None and k == 1 and len(fits) > 1 and is_gpu_share(k, milli):
+            return min(((d,) for _, d in fits), key=lambda c: (self.frag_delta(p, n, c), c))
+        return tuple(d for _, d in fits[:k])
+
+    def place(self, p: int, n: int) -> tuple[int, ...] | None:
+        """Place pod ``p`` on node ``n`` on the devices :meth:`choose` picks; its
+        devices, or None (nothing changed) when it does not fit."""
+        chosen = self.choose(p, n)
+        if chosen is None:
+            return None
+        milli = self._gm[p]
         for d in chosen:
-            dev[d] -= milli
+            self.dev[n][d] -= milli
         self._consume(p, n, 1)
         return chosen
 
@@ -307,6 +592,9 @@ def build_problem(
     top_k: int = DEFAULT_TOP_K,
     bonus: int | None = None,
     gangs: bool = True,
+    objective: str = "score",
+    frag_weight: int = DEFAULT_FRAG_WEIGHT,
+    task_classes: TaskClasses | None = None,
 ) -> BatchProblem:
     """The batch problem of ``pods`` on the profile ``fwk``'s current snapshot.
 
@@ -316,14 +604,34 @@ def build_problem(
         pods: pending pods (not in the snapshot), in queue order.
         top_k: candidates kept per pod (the best totals; ties: node order). At least 1.
         bonus: the value of placing a pod (default: the largest total one pod can score,
-            ``100 * sum(score weights)``, plus one).
+            ``100 * sum(score weights)``, plus one; with ``score+fgd`` plus
+            ``frag_weight`` times the most GPUs a candidate node has).
         gangs: treat pods labelled with a PodGroup as all-or-nothing gangs.
+        objective: ``score`` or ``score+fgd`` (:data:`OBJECTIVES`, module docstring).
+        frag_weight: objective units per GPU of added fragmentation (``score+fgd``).
+        task_classes: FGD's target workload for the fragmentation term (default: the
+            task classes of the profile's FGD plugin). With them the problem measures the
+            fragmentation a placement adds whatever the objective.
 
     Raises:
         ValueError: ``top_k < 1``.
+        InputError: an unknown objective or a bad ``frag_weight``; ``score+fgd`` without
+            task classes (field ``objective``).
     """
     if top_k < 1:
         raise ValueError(f"top_k must be at least 1, got {top_k}")
+    problems = check_objective(objective, frag_weight)
+    classes = _frag_classes(fwk, task_classes)
+    if not problems and objective == "score+fgd" and classes is None:
+        problems.append(
+            InputProblem(
+                "<arguments>", "batch problem", "objective",
+                "score+fgd needs FGD's task classes: enable the FGD plugin in the profile "
+                "(with taskClasses) or pass task_classes",
+            )
+        )  # fmt: skip
+    if problems:
+        raise InputError(problems)
     snap = fwk.snapshot
     p_count = len(pods)
     rows_per_pod: list[IntArray] = []
@@ -350,6 +658,7 @@ def build_problem(
     for p, (rows, sc) in enumerate(zip(rows_per_pod, scores_per_pod, strict=True)):
         cand[p, : len(rows)] = [local[int(r)] for r in rows]
         score[p, : len(sc)] = sc
+    auto_bonus = bonus is None
     if bonus is None:
         bonus = MAX_NODE_SCORE * max(sum(fwk.score_weights.values()), 1) + 1
     demand = np.zeros((p_count, 4), dtype=np.int64)
@@ -372,6 +681,13 @@ def build_problem(
         exists = np.arange(g) < np.asarray(snap.gpu_count)[used][:, None]
         room = GPU_MILLI_PER_GPU - snap.gpu_used_milli[used]
         dev_free[exists] = room[exists]
+    frag: FragmentationTerm | None = None
+    weight = frag_weight if objective == "score+fgd" else 0
+    if classes is not None:
+        frag = _fragmentation_term(snap, classes, used, free, dev_free, pods)
+        if weight and auto_bonus:
+            most_gpus = int((dev_free >= 0).sum(axis=1).max(initial=0))
+            bonus += weight * most_gpus
     return BatchProblem(
         pods=list(pods),
         node_names=[snap.node_names[int(r)] for r in used],
@@ -386,7 +702,40 @@ def build_problem(
         gpu_milli=gpu_milli,
         gangs=_gang_index(pods) if gangs else [],
         filtered_out=filtered_out,
+        frag=frag,
+        frag_weight=weight,
     )
+
+
+def _fragmentation_term(
+    snap: Snapshot,
+    classes: TaskClasses,
+    used: IntArray,
+    free: npt.NDArray[Any],
+    dev_free: IntArray,
+    pods: Sequence[Pod],
+) -> FragmentationTerm:
+    """The :class:`FragmentationTerm` of the candidate node rows ``used`` (free room
+    ``free`` in snapshot columns) for the batch ``pods``."""
+    ci, mi = snap.resource_index[CPU], snap.resource_index[MEMORY]
+    cpu_free = free[:, ci].astype(np.int64) if len(used) else np.zeros(0, np.int64)
+    mem_free = free[:, mi].astype(np.int64) if len(used) else np.zeros(0, np.int64)
+    gpu = np.flatnonzero(classes.gpu_count > 0)
+    access = np.ones((len(used), len(gpu)), dtype=bool)
+    codes = snap.node_labels.column(GPU_MODEL_LABEL)
+    for pos, k in enumerate(gpu):
+        models = classes.models_of(int(k))
+        if not models:
+            continue
+        for n, row in enumerate(used):
+            code = int(codes[int(row)])
+            model = snap.node_labels.value(GPU_MODEL_LABEL, code) if code >= 0 else None
+            access[n, pos] = model in models
+    # what the snapshot will account for each pod once bound (its request vector)
+    vecs = [snap.request_vector(p) for p in pods]
+    pod_cpu = np.array([int(v[ci]) if ci < len(v) else 0 for v in vecs], dtype=np.int64)
+    pod_mem = np.array([int(v[mi]) if mi < len(v) else 0 for v in vecs], dtype=np.int64)
+    return FragmentationTerm(classes, cpu_free, mem_free, dev_free, access, pod_cpu, pod_mem)
 
 
 def _units(snap: Snapshot, vec: npt.NDArray[Any], *, room: bool = False) -> IntArray:

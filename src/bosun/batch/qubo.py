@@ -15,6 +15,19 @@ binary slack bits of the capacity constraints. Energy (minimised):
   exactly; ``lambda = 1.2``, so one unit over costs more than any pod gains.
   Pairs that can never exceed their room add nothing, which keeps the model sparse.
 
+FGD's fragmentation after the batch (objective ``score+fgd``,
+:class:`bosun.batch.problem.FragmentationTerm`) is not quadratic: ``F_n`` is a step function
+of everything on the node. The QUBO takes its second-order expansion per node, around the
+room the other blocks leave (``state``): with ``D1[p] = F_n(p alone) - F_n`` and
+``D2[p, q] = F_n(p and q) - F_n`` (devices chosen as the repair chooses them),
+
+    ``w * (sum_p D1[p] x[p, n] + sum_{p < q} (D2[p, q] - D1[p] - D1[q]) x[p, n] x[q, n])``
+
+with ``w = frag_weight / 1000 / max(value)``. This is exact when at most two pods of the
+block land on a node and an approximation beyond (the interactions of three or more pods
+are dropped); the block coordinate descent accepts a sub-QUBO's answer only when the
+exact objective does not drop, so the approximation steers the sampler, never the result.
+
 GPU devices and memory are modelled in aggregate here (GPU milli per node); the exact
 per-device check is the repair (:meth:`bosun.batch.problem.BatchProblem.repair`) that every
 decoded sample goes through, then the Filters.
@@ -205,6 +218,8 @@ def build_qubo(
         for j, v in enumerate(vs.tolist()):
             per_node.setdefault(int(problem.cand[p, j]), []).append((p, v))
     num_x = len(b.lin)
+    if problem.uses_frag:
+        _add_fragmentation(problem, b, per_node, state, vmax)
     for n, items in per_node.items():
         room = cap[n].astype(np.float64).copy()
         room[3] = min(room[3], float(gpu_room[n]))
@@ -263,6 +278,46 @@ def build_qubo(
         var_cand=np.asarray(var_cand, dtype=np.int64),
         num_x=num_x,
     )
+
+
+def _add_fragmentation(
+    problem: BatchProblem,
+    b: _Builder,
+    per_node: dict[int, list[tuple[int, int]]],
+    state: PackState | None,
+    vmax: float,
+) -> None:
+    """The second-order expansion of the fragmentation term (module docstring)."""
+    st = state if state is not None else problem.new_state()
+    w = problem.frag_weight / 1000.0 / vmax
+    for n, items in per_node.items():
+        singles: list[tuple[int, int, tuple[int, ...], float]] = []
+        for p, v in items:
+            got = st.choose(p, n)
+            if got is None:
+                continue
+            d1 = st.frag_delta(p, n, got)
+            b.lin[v] += w * d1
+            singles.append((p, v, got, d1))
+        rows: list[int] = []
+        cols: list[int] = []
+        coefs: list[float] = []
+        for i, (p, v, got_p, _) in enumerate(singles):
+            st.take(p, n, got_p)
+            for q, u, _, d1q in singles[i + 1 :]:
+                got_q = st.choose(q, n)
+                if got_q is None:
+                    continue  # p and q never fit together: the capacity terms say so
+                coef = w * (st.frag_delta(q, n, got_q) - d1q)  # D2 - D1p - D1q
+                if abs(coef) > 1e-12:
+                    rows.append(min(v, u))
+                    cols.append(max(v, u))
+                    coefs.append(coef)
+            st.release(p, n, got_p)
+        if rows:
+            b.r.append(np.asarray(rows, dtype=np.int64))
+            b.c.append(np.asarray(cols, dtype=np.int64))
+            b.q.append(np.asarray(coefs, dtype=np.float64))
 
 
 def _slack_weights(c: int) -> list[int]:

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from bosun.api.types import GPU_MILLI_PER_GPU
 from bosun.batch.problem import BatchProblem
 from bosun.batch.qubo import (
     DEFAULT_LEVELS,
@@ -126,7 +127,7 @@ class _Tracker:
         return time.perf_counter() - self.start
 
     def offer(self, problem: BatchProblem, assign: IntArray, devices: Devices) -> bool:
-        obj = problem.objective(assign)
+        obj = problem.objective(assign, devices)
         if obj > self.best:
             self.best = obj
             self.assign = assign.copy()
@@ -209,7 +210,13 @@ class CpSatSolver:
                 ]
                 if sum(w for w, _ in terms) > int(problem.dev_free[n, d]):
                     m.add(sum(w * v for w, v in terms) <= int(problem.dev_free[n, d]))
-        m.maximize(sum(int(problem.value[p, j]) * v for (p, j), v in x.items()))
+        linear = sum(int(problem.value[p, j]) * v for (p, j), v in x.items())
+        frag_scale = 1
+        if problem.uses_frag:
+            frag_scale, frag_after = _add_fragmentation(m, problem, x, y, by_node)
+            m.maximize(frag_scale * linear - problem.frag_weight * frag_after)
+        else:
+            m.maximize(linear)
         if self.hint_greedy:
             g_assign, g_dev = problem.greedy()
             for (p, j), v in x.items():
@@ -251,6 +258,12 @@ class CpSatSolver:
             if status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
             else None
         )
+        if bound is not None and problem.uses_frag:
+            # back to objective units: F was scaled by frag_scale / 1000 and counted
+            # after the batch, the objective counts what the batch adds
+            assert problem.frag is not None
+            before = float(problem.frag.before[sorted(by_node)].sum()) if by_node else 0.0
+            bound = bound / frag_scale + problem.frag_weight * before / GPU_MILLI_PER_GPU
         return SolveResult(
             self.name,
             tr.assign,
@@ -261,6 +274,143 @@ class CpSatSolver:
             bound=bound,
             optimal=status == cp_model.OPTIMAL,
         )
+
+
+#: CP-SAT's integer popularity scale: class popularities are rounded to 1 / this
+FRAG_POPULARITY_SCALE = 100_000
+
+
+def _add_fragmentation(
+    m: Any,
+    problem: BatchProblem,
+    x: dict[tuple[int, int], Any],
+    y: dict[tuple[int, int, int], Any],
+    by_node: dict[int, list[tuple[int, int]]],
+) -> tuple[int, Any]:
+    """Add FGD's fragmentation after the batch to the CP-SAT model ``m``, exactly up to
+    the popularities' rounding (to 1 / :data:`FRAG_POPULARITY_SCALE`).
+
+    Per candidate node with GPUs (the formula of :class:`bosun.batch.problem.FragmentationTerm`):
+
+    * ``R_d = free_d - sum milli_p y[p, j, d]``, an integer variable per device a GPU
+      candidate may use (a constant otherwise);
+    * classes whose CPU and memory needs the node meets whatever the batch puts there
+      (or never meets) are constants; for the others a boolean ``ok_k`` is reified on the
+      node's free CPU and memory after the batch (linear in ``x``);
+    * the single-GPU classes that always fit are summed into one table per device,
+      ``f(R) = R * sum_{k: d_k <= R} P_k`` (an element constraint indexed by ``R_d``);
+    * every other class needs ``Phi = U_d * 1(C_d >= count)``: ``U_d`` and ``C_d`` are sums
+      of per-device tables ``R 1(R >= d)`` and ``1(R >= d)``, the count condition a
+      reified boolean, the product an enforced equality (and ``ok_k * Phi`` likewise);
+    * ``F_n = S T - sum P_k Phi_k`` with ``S = sum P_k`` the rounded popularities' sum.
+
+    Returns:
+        ``(scale, F)``: ``F`` is the sum over the nodes of ``F_n`` after the batch in
+        milli-GPU times ``S``; maximise ``scale * value - frag_weight * F`` with
+        ``scale = 1000 S``.
+    """
+    frag = problem.frag
+    assert frag is not None
+    pop = np.rint(frag.k_pop * FRAG_POPULARITY_SCALE).astype(np.int64)
+    s_pop = max(int(pop.sum()), 1)
+    f_terms: list[Any] = []
+    y_at: dict[tuple[int, int], list[tuple[int, Any]]] = {}
+    for (p, j, d), v in y.items():
+        y_at.setdefault((int(problem.cand[p, j]), d), []).append((int(problem.gpu_milli[p]), v))
+    for n, items in by_node.items():
+        devs = [d for d in range(problem.dev_free.shape[1]) if problem.dev_free[n, d] >= 0]
+        if not devs:
+            continue  # no GPU: F_n = 0 always
+        free = {d: int(problem.dev_free[n, d]) for d in devs}
+        r_var: dict[int, Any] = {}
+        for d in devs:
+            terms = y_at.get((n, d), [])
+            if terms and free[d] > 0:
+                r = m.new_int_var(0, free[d], f"R{n}_{d}")
+                m.add(r == free[d] - sum(w * v for w, v in terms))
+                r_var[d] = r
+        cpu_after = int(frag.cpu_free[n]) - sum(int(frag.pod_cpu[p]) * x[p, j] for p, j in items)
+        mem_after = int(frag.mem_free[n]) - sum(int(frag.pod_mem[p]) * x[p, j] for p, j in items)
+        cpu_lo = int(frag.cpu_free[n]) - sum(int(frag.pod_cpu[p]) for p, _ in items)
+        mem_lo = int(frag.mem_free[n]) - sum(int(frag.pod_mem[p]) for p, _ in items)
+        total = sum(r_var.get(d, free[d]) for d in devs)
+        single_w: dict[int, int] = {}  # threshold -> popularity of always-fitting 1-GPU classes
+        rest: list[tuple[int, int, int, Any]] = []  # (threshold, count, popularity, ok or None)
+        for k in range(len(pop)):
+            if not frag.access[n, k] or pop[k] == 0:
+                continue
+            c_k, m_k = int(frag.k_cpu[k]), int(frag.k_mem[k])
+            if int(frag.cpu_free[n]) < c_k or int(frag.mem_free[n]) < m_k:
+                continue  # never fits: its popularity counts all of T
+            t, cnt = int(frag.k_milli[k]), int(frag.k_cnt[k])
+            ok: Any = None
+            if cpu_lo < c_k or mem_lo < m_k:
+                ok = m.new_bool_var(f"ok{n}_{k}")
+                a = m.new_bool_var(f"cpu{n}_{k}")
+                b = m.new_bool_var(f"mem{n}_{k}")
+                m.add(cpu_after >= c_k).only_enforce_if(a)
+                m.add(cpu_after <= c_k - 1).only_enforce_if(~a)
+                m.add(mem_after >= m_k).only_enforce_if(b)
+                m.add(mem_after <= m_k - 1).only_enforce_if(~b)
+                m.add_bool_and([a, b]).only_enforce_if(ok)
+                m.add_bool_or([~a, ~b]).only_enforce_if(~ok)
+            if ok is None and cnt == 1:
+                single_w[t] = single_w.get(t, 0) + int(pop[k])
+            else:
+                rest.append((t, cnt, int(pop[k]), ok))
+        used_terms: list[Any] = []
+        if single_w:
+            for d in devs:
+                table = [
+                    v * sum(w for t, w in single_w.items() if t <= v) for v in range(free[d] + 1)
+                ]
+                if d in r_var:
+                    f = m.new_int_var(min(table), max(table), f"f{n}_{d}")
+                    m.add_element(r_var[d], table, f)
+                    used_terms.append(f)
+                else:
+                    used_terms.append(table[free[d]])
+        phi_cache: dict[tuple[int, int], tuple[Any, int]] = {}
+        for t, cnt, w, ok in rest:
+            cached = phi_cache.get((t, cnt))
+            if cached is not None:
+                phi, u_max = cached
+            else:
+                u_parts: list[Any] = []
+                c_parts: list[Any] = []
+                for d in devs:
+                    if d in r_var:
+                        hu = [v if v >= t else 0 for v in range(free[d] + 1)]
+                        hc = [1 if v >= t else 0 for v in range(free[d] + 1)]
+                        uv = m.new_int_var(0, max(hu), f"U{n}_{d}_{t}")
+                        cv = m.new_int_var(0, 1, f"C{n}_{d}_{t}")
+                        m.add_element(r_var[d], hu, uv)
+                        m.add_element(r_var[d], hc, cv)
+                        u_parts.append(uv)
+                        c_parts.append(cv)
+                    elif free[d] >= t:
+                        u_parts.append(free[d])
+                        c_parts.append(1)
+                u_max = sum(free[d] for d in devs if free[d] >= t)
+                phi = m.new_int_var(0, max(u_max, 0), f"phi{n}_{t}_{cnt}")
+                if cnt <= 1:
+                    m.add(phi == sum(u_parts))
+                else:
+                    e = m.new_bool_var(f"e{n}_{t}_{cnt}")
+                    m.add(sum(c_parts) >= cnt).only_enforce_if(e)
+                    m.add(sum(c_parts) <= cnt - 1).only_enforce_if(~e)
+                    m.add(phi == sum(u_parts)).only_enforce_if(e)
+                    m.add(phi == 0).only_enforce_if(~e)
+                phi_cache[t, cnt] = (phi, u_max)
+            if ok is None:
+                used_terms.append(w * phi)
+            else:
+                v = m.new_int_var(0, max(u_max, 0), f"v{n}_{t}_{cnt}_{w}")
+                m.add(v == phi).only_enforce_if(ok)
+                m.add(v == 0).only_enforce_if(~ok)
+                used_terms.append(w * v)
+        f_terms.append(s_pop * total - sum(used_terms))
+    return GPU_MILLI_PER_GPU * s_pop, sum(f_terms)
 
 
 class QuboSolver:
@@ -388,7 +538,7 @@ class QuboSolver:
                 trial = base.copy()
                 trial[part] = choice[part]
                 new_assign, new_devices = problem.repair(trial)
-                if problem.objective(new_assign) >= problem.objective(assign):
+                if problem.objective(new_assign, new_devices) >= problem.objective(assign, devices):
                     assign, devices = new_assign, new_devices
                     tr.offer(problem, assign, devices)
                 took = time.perf_counter() - t0
@@ -457,7 +607,7 @@ class GeneticSolver:
         def fitness(ga: Any, solution: npt.NDArray[Any], idx: Any) -> float:
             assign, devices = problem.repair(np.asarray(solution, dtype=np.int64))
             tr.offer(problem, assign, devices)
-            return float(problem.objective(assign))
+            return float(problem.objective(assign, devices))
 
         def on_generation(ga: Any) -> str | None:
             return "stop" if time.perf_counter() >= deadline else None
