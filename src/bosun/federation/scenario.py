@@ -64,7 +64,8 @@ Metrics (per policy, :class:`Outcome`):
   never did; evicted pods the trace deleted meanwhile are not waited for);
 * ``failures``: why pods missed the SLO: ``too_big`` (no node of any member could hold it
   even empty), ``no_room`` (at the time it became ready no member had a node with room for
-  it), ``room_elsewhere`` (some member had room then);
+  it), ``room_only_overloaded`` (only members with bosun's overload signal on had room:
+  bosun places nothing there), ``room_elsewhere`` (some other member had room then);
 * ``bytes``: *modelled* from the encoded sizes of the summaries (bosun: every changed entry
   to every other cluster plus a Bloom digest per exchange; central: every cluster's full
   summary to the center each status period). The byte counts of real agents are measured
@@ -87,9 +88,11 @@ import yaml
 
 from bosun.api.types import GPU_MILLI_PER_GPU
 from bosun.errors import InputError, InputProblem, ProblemCollector
+from bosun.federation.summary import DEFAULT_CLASSES as DEFAULT
 from bosun.federation.summary import VECTOR, ClusterView, TwinCluster, pod_vector, score
 from bosun.federation.sync import bloom_size
 from bosun.framework.config import SchedulerConfiguration
+from bosun.framework.interface import Code
 from bosun.gpu.fragmentation import TaskClasses, with_task_classes
 from bosun.plugins.node_resources_fit import gpu_devices_fit
 from bosun.twin.engine import ControllerReport, EventKind, Simulator
@@ -141,7 +144,7 @@ class _Pod:
     rec: PodRecord | None = None  # its incarnation in ``cluster`` (None until submitted)
     evicted: bool = False
     affected: bool = False  # touched by the overload (cross_cluster_success)
-    room_at_ready: bool = True
+    room_at_ready: str = "free"  # :meth:`_Federation._room_anywhere` when it became ready
     start_s: float | None = None
     done: bool = False  # started, or gone
 
@@ -222,7 +225,12 @@ def holder_columns(holder: TwinCluster) -> list[int]:
 
 def split(trace: Trace, k: int, group_size: int) -> list[TwinCluster]:
     """Node ``i`` to cluster ``i mod k`` (the documented split), as summary holders."""
-    return [TwinCluster(f"c{c}", trace.nodes[c::k], group_size=group_size) for c in range(k)]
+    return [
+        TwinCluster(
+            f"c{c}", trace.nodes[c::k], group_size=group_size, classes=dataclasses.replace(DEFAULT)
+        )
+        for c in range(k)
+    ]
 
 
 def scaled_arrivals(trace: Trace, scale: float) -> list[PodArrival]:
@@ -298,22 +306,23 @@ class _Federation:
         self.k = k
         self.arrivals = scaled_arrivals(trace, cfg.time_scale)
         classes = TaskClasses.from_pods([a.pod for a in trace.arrivals]) if trace.arrivals else None
-        if classes is not None:
-            config = with_task_classes(config, classes)
         self.holders = split(trace, k, cfg.group_size)
         self.sims: list[Simulator] = []
         for c in range(k):
             member = Trace(f"{trace.name} · c{c}", list(trace.nodes[c::k]), [])
+            # each member its own task classes: their fragmentation tracker keeps one
+            # snapshot's state and the members run in their own threads
+            mine = None if classes is None else dataclasses.replace(classes)
             sim = Simulator(
                 member,
-                config,
+                config if mine is None else with_task_classes(config, mine),
                 seed=seed,
                 sample_every_s=sample_every_s,
                 controllers=[_Member(self, c)],
             )
-            if classes is not None:
-                sim.task_classes = classes
-                sim.metrics.task_classes = classes
+            if mine is not None:
+                sim.task_classes = mine
+                sim.metrics.task_classes = mine
             self.sims.append(sim)
             # the summaries read the member's own snapshot (same nodes, same row order,
             # the same resource columns once the vector's are looked up in the same order)
@@ -447,7 +456,8 @@ class _Federation:
         need = np.array(pod_vector(p.arrival.pod), dtype=np.int64)
         gpus = p.arrival.pod.gpu_count
         big = not any(bool(np.all(m[0] >= need)) and m[1] >= gpus for m in self.max_alloc)
-        why = "too_big" if big else ("room_elsewhere" if p.room_at_ready else "no_room")
+        room = {"free": "room_elsewhere", "signalled": "room_only_overloaded", "none": "no_room"}
+        why = "too_big" if big else room[p.room_at_ready]
         self.out.failures[why] = self.out.failures.get(why, 0) + 1
 
     def _max_alloc(self, c: int) -> tuple[np.ndarray, int]:
@@ -554,31 +564,41 @@ class _Federation:
         )
         return np.flatnonzero(ok), need
 
-    def _take(self, c: int, p: _Pod) -> bool:
+    def _take(self, c: int, p: _Pod) -> str | None:
         """The owner's fence: some node of ``c`` has room for ``p`` counting this step's
-        reservations; if so, reserve it on the fullest such node (least free CPU)."""
+        reservations; if so, reserve it on the fullest such node (least free CPU) and
+        return that node's name."""
         rows, need = self._fence_rows(c, p)
         if len(rows) == 0:
-            return False
+            return None
         free = self.fence[c]
         assert free is not None
         row = int(rows[np.argmin(free[rows, 0])])
         free[row] -= need
-        return True
+        return str(self.holders[c].snapshot.node_names[row])
 
-    def _room_anywhere(self, p: _Pod) -> bool:
-        return any(len(self._fence_rows(c, p)[0]) > 0 for c in range(self.k))
+    def _room_anywhere(self, p: _Pod) -> str:
+        """Where ``p`` would fit now: ``free`` (some member without bosun's overload signal
+        has a node with room), ``signalled`` (only members with the signal on do), or
+        ``none``."""
+        room = [c for c in range(self.k) if len(self._fence_rows(c, p)[0]) > 0]
+        if not room:
+            return "none"
+        return "signalled" if all(c in self.signal for c in room) else "free"
 
-    def _choose(self, p: _Pod, t: float, exclude: int | None) -> int | None:
-        """The member ``p`` goes to (None: bosun found no member whose fence accepts it)."""
+    def _choose(
+        self, p: _Pod, t: float, exclude: int | None, skip: Sequence[int] = ()
+    ) -> tuple[int, str | None] | None:
+        """The member ``p`` goes to and, for bosun, the node its fence reserved (None:
+        no member accepts it; ``skip``: members that refused it already)."""
         if self.policy == "none":
-            return p.home
+            return p.home, None
         views = self._view(t)
-        cands = [i for i in range(self.k) if i != exclude]
+        cands = [i for i in range(self.k) if i != exclude and i not in skip]
         if not cands:
             return None
         if self.policy == "central":
-            return max(cands, key=lambda i: float(views[i].free[:, 0].sum()))
+            return max(cands, key=lambda i: float(views[i].free[:, 0].sum())), None
         pod = p.arrival.pod
         need = pod_vector(pod)
         whole = pod.gpu_count if pod.gpu_milli >= 1000 else 0
@@ -590,9 +610,28 @@ class _Federation:
             if sc is not None:
                 scored.append((-sc, i))
         for _, i in sorted(scored):
-            if self._take(i, p):
-                return i
+            node = self._take(i, p)
+            if node is not None:
+                return i, node
         return None
+
+    def _bind(self, c: int, p: _Pod, node: str | None, t: float) -> bool:
+        """Hand ``p`` to member ``c`` at ``t``. With ``node`` (bosun on another member than
+        the one the pod is in): the owner binds the copy itself on the node its fence
+        chose, after its profile's PreFilter and Filter plugins (``Scheduler.place``, as the
+        live backend binds through kube's Filters); returns False when they refuse it, the
+        copy then left pending in ``c``'s queue. Without: ``c``'s own scheduler takes it."""
+        sim = self.sims[c]
+        p.rec = sim.submit(t, p.arrival)
+        if node is None:
+            return True
+        res = sim.scheduler.place(p.arrival.pod, node)
+        sim.record_results(t, [res])
+        if res.code == Code.SUCCESS:
+            return True
+        if p.rec.outcome == "Pending":
+            sim.scheduler.add_pod(p.arrival.pod)  # a refused copy waits in the queue
+        return False
 
     def _arrive(self, t: float) -> None:
         cfg = self.cfg
@@ -608,15 +647,17 @@ class _Federation:
             p.affected = self.overloaded and home == cfg.overload_cluster
             self.pods[a.pod.key] = p
             p.room_at_ready = self._room_anywhere(p)
-            target = self._choose(p, t, None)
-            c = home if target is None else target
+            choice = self._choose(p, t, None)
+            c, node = (home, None) if choice is None else choice
+            if c == home:
+                node = None  # the home cluster's own scheduler takes its pods
             p.cluster, p.since_s = c, a.arrival_s
             self.waiting[c].append(p)
-            self.sims[c].at(max(t, a.arrival_s), self._submitter(p, c), EventKind.CONTROL_UP)
+            self.sims[c].at(max(t, a.arrival_s), self._submitter(p, c, node), EventKind.CONTROL_UP)
 
-    def _submitter(self, p: _Pod, c: int) -> Callable[[float], bool]:
+    def _submitter(self, p: _Pod, c: int, node: str | None) -> Callable[[float], bool]:
         def submit(time_s: float) -> bool:
-            p.rec = self.sims[c].submit(time_s, p.arrival)
+            self._bind(c, p, node, time_s)
             return True
 
         return submit
@@ -643,18 +684,33 @@ class _Federation:
                     still.append(p)
                     continue
                 attempts -= 1
-                target = self._choose(p, t, c)
-                if target is None or target == c:
+                if not self._move(p, c, t):
                     still.append(p)
-                    continue
-                self.sims[c].withdraw(p.arrival.pod.key, MOVED)
-                p.rec = self.sims[target].submit(t, p.arrival)
-                p.cluster, p.since_s = target, t
-                self.out.moved += 1
-                self.budget -= 1
-                self.changed[c] = self.changed[target] = True
-                self.waiting[target].append(p)
             self.waiting[c] = still
+
+    def _move(self, p: _Pod, c: int, t: float) -> bool:
+        """Move pending ``p`` out of member ``c``: the copy first (bosun: bound by its
+        owner; a refused copy is withdrawn and the next member tried), then the pod in
+        ``c`` withdrawn. Whether it moved."""
+        refused: list[int] = []
+        while True:
+            choice = self._choose(p, t, c, refused)
+            if choice is None or choice[0] == c:
+                return False
+            target, node = choice
+            self.budget -= 1
+            self.changed[target] = self.changed[c] = True
+            old = p.rec
+            if self._bind(target, p, node, t) or node is None:
+                break
+            self.sims[target].withdraw(p.arrival.pod.key, MOVED)  # refused: undo the copy
+            p.rec = old
+            refused.append(target)
+        self.sims[c].withdraw(p.arrival.pod.key, MOVED)
+        self.out.moved += 1
+        p.cluster, p.since_s = target, t
+        self.waiting[target].append(p)
+        return True
 
     # ------------------------------------------------------------------ the end
 

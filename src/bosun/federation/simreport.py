@@ -72,6 +72,7 @@ def table_rows() -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
         ("Missed SLO: too big for any node", fail("too_big")),
         ("Missed SLO: no room anywhere when ready", fail("no_room")),
         ("Missed SLO: room elsewhere when ready", fail("room_elsewhere")),
+        ("Missed SLO: room only on overloaded members", fail("room_only_overloaded")),
         ("Pending pods (max)", lambda r: f"{r['pending_max']:,}"),
         ("Wait p99 (sim s)", lambda r: _fmt_s(r["wait_p99_s"])),
         ("Bytes exchanged (modelled)", lambda r: f"{r['bytes']:,}"),
