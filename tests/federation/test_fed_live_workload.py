@@ -246,9 +246,7 @@ def test_owner_binds_a_workload_reservation_and_its_pods_into_the_rooms_taken() 
     ],
     ids=["all-or-nothing", "amounts-not-replicas-times-requests"],
 )
-def test_owner_refuses_a_workload_bind_whole(
-    cpu: str, amounts_cpu: int | None, why: str
-) -> None:
+def test_owner_refuses_a_workload_bind_whole(cpu: str, amounts_cpu: int | None, why: str) -> None:
     """A workload reservation binds all its replicas or none: no room is left taken, no
     API write is made, and the id is refused from then on."""
     api = FakeApi({DEPLOY: [(201, {"metadata": {"uid": "w"}})]})

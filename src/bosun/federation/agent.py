@@ -43,6 +43,7 @@ from bosun.federation.escrow import EscrowError, Fence, Ledger, Reservation
 from bosun.federation.summary import (
     VECTOR,
     ClusterView,
+    PodConstraints,
     TwinCluster,
     make_pod,
     pod_vector,
@@ -670,9 +671,10 @@ class Agent:
         """Member names by descending :func:`~bosun.federation.summary.score` for ``pod``."""
         need = pod_vector(pod)
         whole = pod.gpu_count if pod.gpu_milli >= 1000 else 0
+        cons = PodConstraints.of(pod)  # nodeSelector, node affinity, tolerations vs facts
         scored = []
         for v in self.views(exclude):
-            s = score(v, need, self.name, whole)
+            s = score(v, need, self.name, whole, cons)
             if s is not None:
                 scored.append((s, random.random(), v.name))
         return [n for _, _, n in sorted(scored, reverse=True)]

@@ -20,6 +20,23 @@ Summary entry of a group (the value of ``<cluster>/<group>``), units as in the s
 * ``fr``: GPU fragmentation ``sum F_n(M)`` of the group's nodes, in GPUs (Weng et al., ATC
   '23, §3.2, computed by :func:`bosun.gpu.fragmentation.node_fragmentation`), 3 decimals.
 * ``n``: nodes in the group.
+* ``l`` (placement facts, labels): ``{"key=value": nodes}``, how many of the group's nodes
+  carry each label pair, at most :data:`MAX_LABEL_PAIRS` pairs (``{}`` when none; an entry
+  without ``l``, from an agent that does not publish facts, counts as not known). Per-node
+  identity labels (``kubernetes.io/hostname``, and any label whose value is the node's
+  name) are left out: they would make every group's set grow with its nodes.
+  When the group has more pairs than the bound, ``l`` is omitted and ``lx: 1`` says the
+  labels are not known (the placer then does not filter this group by labels).
+* ``t`` (placement facts, taints): ``{"key=value:Effect": nodes}`` for the ``NoSchedule``
+  and ``NoExecute`` taints (the ones TaintToleration filters on), at most
+  :data:`MAX_TAINTS`, the most common kept; omitted when none.
+
+Label keys and values cannot contain ``=`` and taint values no ``:`` (Kubernetes' label
+syntax), so the strings split unambiguously. The facts are part of the group's value, so a
+label or taint change republishes the entry with a new version and the Bloom digest sync
+carries it as any other change. With the counts and ``n`` the placer can tell "some node
+has it" (``In``, ``Exists``) from "every node has it" (``NotIn``, ``DoesNotExist``, a taint
+on every node): see :func:`group_admits`.
 
 The cluster entry (``<cluster>/_``): ``p`` pending pods, ``d`` their demand vector, ``u`` CPU
 usage ratio (requested over allocatable of schedulable nodes, times the load factor that a
@@ -35,13 +52,27 @@ from typing import Any
 
 import numpy as np
 
-from bosun.api.types import CPU, GPU, GPU_MILLI_PER_GPU, MEMORY, Node, Pod
+from bosun.api.types import (
+    CPU,
+    GPU,
+    GPU_MILLI_PER_GPU,
+    MEMORY,
+    Node,
+    Pod,
+    Requirement,
+    Taint,
+    TaintEffect,
+    Toleration,
+)
 from bosun.framework.snapshot import Snapshot
 from bosun.gpu.fragmentation import TaskClasses, node_fragmentation
 from bosun.gpu.share import GPU_MODEL_LABEL, device_free_milli
 from bosun.plugins.node_resources_fit import gpu_devices_fit
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: Bounds of a group's placement facts (see the module docstring).
+MAX_LABEL_PAIRS, MAX_TAINTS = 32, 16
 #: The federation's resource vector, in this order (the ledger's pools use these names).
 VECTOR = (CPU, MEMORY, GPU)
 
@@ -118,6 +149,14 @@ class TwinCluster:
                 self.group_of[rows[i : i + self.group_size]] = len(self.groups)
                 self.groups.append(f"g{len(self.groups):04d}")
         self._published: dict[str, dict[str, Any]] = {}
+        self._facts = self._group_facts()
+
+    def _group_facts(self) -> list[dict[str, Any]]:
+        """Each group's ``l``/``lx``/``t`` fields (static for a node set)."""
+        members: list[list[Node]] = [[] for _ in self.groups]
+        for row, node in enumerate(self.snapshot.nodes):
+            members[int(self.group_of[row])].append(node)
+        return [group_facts(nodes) for nodes in members]
 
     # ------------------------------------------------------------------ capacity
 
@@ -218,6 +257,7 @@ class TwinCluster:
                 "w": int(w_max[i]),
                 "fr": round(float(fr[i]), 3),
                 "n": int(cnt[i]),
+                **self._facts[i],
             }
         return out
 
@@ -227,6 +267,153 @@ class TwinCluster:
         changed = {k: v for k, v in now.items() if self._published.get(k) != v}
         self._published.update(changed)
         return changed
+
+
+# ---------------------------------------------------------------------- placement facts
+
+_FILTERED_EFFECTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
+
+
+def group_facts(nodes: Sequence[Node]) -> dict[str, Any]:
+    """The ``l``/``lx``/``t`` fields of a group of ``nodes`` (module docstring): label
+    pairs and NoSchedule/NoExecute taints with how many nodes carry each (``t`` left out
+    when there are none)."""
+    labels: dict[str, int] = {}
+    taints: dict[str, int] = {}
+    for node in nodes:
+        for k, v in node.labels.items():
+            if k == HOSTNAME_LABEL or v == node.name:
+                continue
+            pair = f"{k}={v}"
+            labels[pair] = labels.get(pair, 0) + 1
+        for t in {t for t in node.taints if t.effect in _FILTERED_EFFECTS}:
+            txt = f"{t.key}={t.value}:{t.effect.value}"
+            taints[txt] = taints.get(txt, 0) + 1
+    out: dict[str, Any] = {}
+    if len(labels) > MAX_LABEL_PAIRS:
+        out["lx"] = 1
+    else:
+        out["l"] = dict(sorted(labels.items()))
+    if taints:
+        kept = sorted(taints.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_TAINTS]
+        out["t"] = dict(sorted(kept))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PodConstraints:
+    """What of a pod the placer checks against the groups' facts.
+
+    Attributes:
+        selector: ``spec.nodeSelector`` as ``In`` requirements (all must hold).
+        terms: required node affinity (``requiredDuringSchedulingIgnoredDuringExecution``)
+            as the ``matchExpressions`` of each term (ORed), or None without one; a term's
+            ``matchFields`` (the node's name) is not known from a summary and counts as
+            met.
+        tolerations: the pod's tolerations.
+    """
+
+    selector: tuple[Requirement, ...] = ()
+    terms: tuple[tuple[Requirement, ...], ...] | None = None
+    empty_terms: tuple[bool, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+    @classmethod
+    def of(cls, pod: Pod) -> PodConstraints:
+        """The constraints of ``pod``."""
+        sel = tuple(Requirement(k, "In", (v,)) for k, v in sorted(pod.node_selector.items()))
+        na = pod.affinity.node_affinity if pod.affinity else None
+        terms = None
+        empty: tuple[bool, ...] = ()
+        if na is not None and na.required is not None:
+            terms = tuple(t.match_expressions for t in na.required)
+            empty = tuple(not t.match_expressions and not t.match_fields for t in na.required)
+        return cls(sel, terms, empty, tuple(pod.tolerations))
+
+    @property
+    def on_labels(self) -> bool:
+        """Whether the pod constrains node labels at all."""
+        return bool(self.selector) or self.terms is not None
+
+
+def _requirement_met(labels: Mapping[str, int], n: int, r: Requirement) -> bool:
+    """Whether some node of a group of ``n`` nodes with label counts ``labels`` can meet
+    ``r`` (kube's node selector operators, ``v1.NodeSelectorRequirement``)."""
+    if r.key == HOSTNAME_LABEL:
+        return True  # per-node labels are not summarised: not known, so not refused
+    prefix = f"{r.key}="
+    counts = {k[len(prefix) :]: c for k, c in labels.items() if k.startswith(prefix)}
+    have = sum(counts.values())
+    chosen = sum(counts.get(v, 0) for v in r.values)
+    op = r.operator
+    if op == "In":
+        return chosen > 0
+    if op == "NotIn":
+        return chosen < n  # unless every node has the key with one of the values
+    if op == "Exists":
+        return have > 0
+    if op == "DoesNotExist":
+        return have < n
+    if op in ("Gt", "Lt") and len(r.values) == 1:
+        try:
+            bound = int(r.values[0])
+        except ValueError:
+            return False  # kube: a bad Gt/Lt value matches no node
+        for v in counts:
+            try:
+                x = int(v)
+            except ValueError:
+                continue
+            if (x > bound) if op == "Gt" else (x < bound):
+                return True
+        return False
+    return False
+
+
+def _parse_taint(txt: str) -> Taint | None:
+    kv, _, effect = txt.rpartition(":")
+    key, _, value = kv.partition("=")
+    try:
+        return Taint(key, value, TaintEffect(effect))
+    except ValueError:
+        return None
+
+
+def group_admits(
+    labels: Mapping[str, int] | None,
+    taints: Mapping[str, int],
+    n: int,
+    cons: PodConstraints,
+) -> bool:
+    """Whether a group (its label counts, None when not known; its taint counts; ``n``
+    nodes) could hold a pod with ``cons``: optimistic, as the resource test is (the owner's
+    Filters decide at bind), so it refuses only what no node of the group can take:
+
+    * a taint on every node of the group that the pod does not tolerate (TaintToleration:
+      NoSchedule and NoExecute);
+    * a nodeSelector pair or a required node affinity (every term) that no node can meet:
+      ``In``/``Exists`` need one node with the label; ``NotIn``/``DoesNotExist`` fail only
+      when every node has the key (with one of the values); ``Gt``/``Lt`` need one node's
+      integer value beyond the bound (NodeAffinity; Kubernetes docs, "Assigning Pods to
+      Nodes"). Each requirement is checked on its own, so two requirements met by
+      different nodes pass here and are refused at bind.
+    """
+    for txt, c in taints.items():
+        if c < n:
+            continue
+        t = _parse_taint(txt)
+        if t is not None and not any(tol.tolerates(t) for tol in cons.tolerations):
+            return False
+    if labels is None or not cons.on_labels:
+        return True
+    if not all(_requirement_met(labels, n, r) for r in cons.selector):
+        return False
+    if cons.terms is None:
+        return True
+    return any(
+        not empty and all(_requirement_met(labels, n, r) for r in term)
+        for term, empty in zip(cons.terms, cons.empty_terms, strict=True)
+    )
 
 
 # ---------------------------------------------------------------------- the score
@@ -241,6 +428,9 @@ class ClusterView:
         alloc, free, max_free: int64 ``(G, 3)`` (the summaries' ``a``, ``f``, ``x``).
         whole: int64 ``(G,)`` (``w``); frag: float64 ``(G,)`` (``fr``, GPUs).
         cluster: the member's cluster entry (``p``, ``d``, ``u``, ``o``, ``e``).
+        labels: per group, the label counts (``l``), or None when not known (``lx``, or
+            missing/malformed); taints: per group, the taint counts (``t``); count: int64
+            ``(G,)`` nodes per group (``n``).
     """
 
     name: str
@@ -250,6 +440,22 @@ class ClusterView:
     whole: np.ndarray
     frag: np.ndarray
     cluster: Mapping[str, Any]
+    labels: tuple[Mapping[str, int] | None, ...] = ()
+    taints: tuple[Mapping[str, int], ...] = ()
+    count: np.ndarray | None = None
+
+    def admits(self, cons: PodConstraints) -> np.ndarray:
+        """bool ``(G,)``: the groups whose placement facts could hold a pod with ``cons``
+        (:func:`group_admits`); all True when the pod constrains nothing the facts show."""
+        g = len(self.free)
+        ok = np.ones(g, dtype=bool)
+        if len(self.labels) != g or len(self.taints) != g or self.count is None:
+            return ok
+        if not cons.on_labels and not any(self.taints):
+            return ok
+        for i in range(g):
+            ok[i] = group_admits(self.labels[i], self.taints[i], int(self.count[i]), cons)
+        return ok
 
     @classmethod
     def of(
@@ -270,7 +476,22 @@ class ClusterView:
             np.array([_num(g.get("w")) for g in vals], dtype=np.int64),
             np.array([float(_num(g.get("fr"))) for g in vals], dtype=np.float64),
             cluster,
+            tuple(None if g.get("lx") or "l" not in g else _counts(g["l"], None) for g in vals),
+            tuple(_counts(g.get("t"), {}) or {} for g in vals),
+            np.array([_num(g.get("n")) for g in vals], dtype=np.int64),
         )
+
+
+def _counts(x: Any, bad: dict[str, int] | None) -> dict[str, int] | None:
+    """A ``{str: int}`` facts map from the wire; ``bad`` when it is not one."""
+    if not isinstance(x, Mapping):
+        return bad
+    out: dict[str, int] = {}
+    for k, v in x.items():
+        if not isinstance(k, str) or not isinstance(v, int) or isinstance(v, bool):
+            return bad
+        out[k] = v
+    return out
 
 
 def _num(x: Any) -> int | float:
@@ -287,13 +508,21 @@ def _vec3(x: Any) -> list[int]:
 W_HEADROOM, W_FRAG, W_PENDING, W_LOCAL = 40.0, 20.0, 25.0, 15.0
 
 
-def score(view: ClusterView, need: Sequence[int], local: str, gpu_whole: int = 0) -> float | None:
+def score(
+    view: ClusterView,
+    need: Sequence[int],
+    local: str,
+    gpu_whole: int = 0,
+    cons: PodConstraints | None = None,
+) -> float | None:
     """The placement score of ``view`` for a pod asking ``need`` (0..100), or None when no
     group fits or the cluster is overloaded.
 
     A group *fits* when its largest free node could hold ``need`` (``x >= need`` on every
-    resource, and ``w >= gpu_whole`` whole free GPUs for a multi-GPU pod); optimistic, the
-    owner checks for real at bind.
+    resource, and ``w >= gpu_whole`` whole free GPUs for a multi-GPU pod) and, with
+    ``cons`` (the pod's nodeSelector, required node affinity and tolerations), its placement
+    facts admit the pod (:meth:`ClusterView.admits`); optimistic, the owner checks for real
+    at bind.
 
     ``score = 40 h + 20 (1 - f) + 25 (1 - q) + 15 l`` where
 
@@ -309,6 +538,8 @@ def score(view: ClusterView, need: Sequence[int], local: str, gpu_whole: int = 0
         return None
     req = np.asarray(need, dtype=np.int64)
     ok = np.all(view.max_free >= req, axis=1) & (view.whole >= gpu_whole)
+    if cons is not None and ok.any():
+        ok &= view.admits(cons)
     if not ok.any():
         return None
     alloc = view.alloc[ok].sum(axis=0).astype(float)
