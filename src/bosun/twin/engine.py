@@ -622,7 +622,8 @@ class Simulator:
         #: called with ``(pod, time_s)`` after every unschedulable attempt
         self.on_unschedulable: list[Callable[[Pod, float], None]] = []
         #: ``on_settle(time_s)``: every event at ``time_s`` has been processed (called once
-        #: per time; may schedule events, even before the next one)
+        #: per time, also after the last event, before the run's end checks; may schedule
+        #: events, even before the next one, and so keep the run going)
         self.on_settle: list[Callable[[float], None]] = []
         #: ``on_advance(from_s, to_s)``: simulated time is about to move on to the next
         #: event (the state of ``from_s`` held until ``to_s``); schedules nothing
