@@ -94,7 +94,7 @@ def main() -> None:
                 f"{s['colocation_preemptions']:.0f}",
                 f"{s['be_completed']:.0f}",
             )
-        Console().print(table)
+        Console(width=150).print(table)
         print("targets: cluster CPU >= 80 %, p99 within 100 ms in >= 99 %, BE lost < 5 %")
         dump[name] = {"label": label, "wall_s": wall, "summary": out}
     if args.json is not None:

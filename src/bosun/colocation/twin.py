@@ -9,9 +9,12 @@ controller API (``controllers=[...]``), with BatchResourceFit in the scheduler.
   ``kubernetes.io/batch-cpu`` / ``batch-memory``.
 * :class:`ReclaimController` runs every ``period_s`` (default 60 s) of simulated time:
 
-  1. the CPU usage of each node's high-priority pods, from the twin's usage model
+  1. the CPU usage of each node's high-priority pods, from the online pods' real series
+     (:class:`bosun.colocation.online.OnlineSeries`, the NAB EC2 CPU series, when given)
+     and the twin's usage model for the rest
      (:meth:`bosun.twin.usage.UsageModel.shape_of`, :func:`bosun.twin.usage.cpu_fraction`;
-     memory at ``request * memory_fraction``), appended to a per-node history;
+     memory at ``request * memory_fraction``), appended to a per-node history: the
+     forecast sees the samples up to now, never a later one;
   2. the batch room by Koordinator's formula, with the usage term of
      :class:`bosun.colocation.batch.ForecastReclaimer` (the forecast peak, or the last
      sample with ``forecast=False``), written with :meth:`Simulator.update_node`, which
@@ -25,7 +28,8 @@ controller API (``controllers=[...]``), with BatchResourceFit in the scheduler.
      (:meth:`Simulator.recreate`), losing their run so far.
 
   It adds the time-series columns ``batch_cpu_milli`` (the cluster's batch-cpu),
-  ``be_preempted`` (so far) and ``colocation_cpu_util`` (the last tick's cluster CPU use),
+  ``be_preempted`` (so far), ``colocation_cpu_util`` (the last tick's cluster CPU use)
+  and the others :class:`ReclaimController` lists,
   the pod-table columns ``qos_class``, ``batch_cpu_milli`` and ``colocation_evicted``, and
   the summary keys ``colocation_preemptions``, ``colocation_lost_milli_s`` (the BE work
   lost to preemption, milli-CPU seconds) and ``colocation_cpu_util_mean``: the mean over
