@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from bosun.api.build import make_node, make_pod
@@ -397,3 +399,40 @@ def test_cli_batch_with_federation_is_refused(tmp_path: Path) -> None:
     assert res.exit_code == 2, res.output
     assert "--batch" in res.output
     assert not report.exists()
+
+
+# ---------------------------------------------------------------------------- property
+
+
+@st.composite
+def small_traces(draw: st.DrawFn) -> Trace:
+    """2 to 4 nodes of 1 to 4 CPU, 1 to 8 pods of 1 to 3 CPU arriving over 300 s, some
+    running a while, and maybe one node failing (its pods are re-created)."""
+    n = draw(st.integers(2, 4))
+    nodes = [make_node(f"n{i}", cpu=str(draw(st.integers(1, 4)))) for i in range(n)]
+    arrivals = []
+    for i in range(draw(st.integers(1, 8))):
+        pod = make_pod(f"p{i}", cpu=str(draw(st.integers(1, 3))))
+        t = float(draw(st.integers(0, 300)))
+        run = draw(st.one_of(st.none(), st.integers(1, 400)))
+        arrivals.append(PodArrival(pod, t, duration_s=None if run is None else float(run)))
+    events = []
+    if draw(st.booleans()):
+        events.append(NodeEvent(float(draw(st.integers(1, 400))), NodeEventKind.FAIL, "n0"))
+    return Trace("random", nodes, sorted(arrivals, key=lambda a: a.arrival_s), node_events=events)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(small_traces(), st.sampled_from(["greedy", "cpsat"]))
+def test_requeued_batch_binds_only_at_window_times(trace: Trace, solver: str) -> None:
+    # Under requeued: batch, every pod is held by the gate until a window: on arrival, on
+    # re-creation, and whenever kube requeues it after a failed attempt. A window binds
+    # (or its left-out pod binds in the ordinary attempt right after it, at the same
+    # time), so every bind lands at a multiple of the 60 s window. The run ends by itself.
+    res = replay(trace, solver)
+    bound_s = res.pods["bound_s"].dropna().to_numpy()
+    assert all(t % 60.0 == 0.0 and t > 0 for t in bound_s), bound_s
+    times = (
+        res.tables["batch_windows"]["time_s"].to_numpy() if "batch_windows" in res.tables else []
+    )
+    assert len(set(times)) == len(times)  # one window per time
