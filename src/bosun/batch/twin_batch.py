@@ -406,9 +406,11 @@ class BatchWindow(_UnallocatedGpus):
             )
             keys = {pod.key for pod in members}
             ok = [r for r in out.results.values() if r.code in (Code.SUCCESS, Code.WAIT)]
-            # the batch's own pods, then pods held at Permit before it that it completed
+            # the batch's own pods, then the pods held at Permit before it that left Permit
+            # during it: bound (their gang completed) or released (a rejection)
             sim.record_results(time_s, [r for r in ok if r.pod.key in keys])
-            sim.record_results(time_s, [r for r in ok if r.pod.key not in keys], permit=True)
+            earlier = [r for r in out.results.values() if r.pod.key not in keys]
+            sim.record_results(time_s, earlier, permit=True)
             done = {r.pod.key for r in ok} & keys
             for pod in members:
                 if self.requeued == "batch":
