@@ -93,6 +93,21 @@ def test_cpu_pressure_narrows_even_at_low_ls_use(tmp_path: Path) -> None:
     assert loop.decisions[-1].reason == "pressure"
 
 
+def test_ls_groups_own_cpu_pressure(tmp_path: Path) -> None:
+    # v2 per-group PSI (ls_pressure): the LS group's cpu.pressure, no system file
+    loop, _cache, clock, cg, _rd = _setup(tmp_path)
+    loop.pressure_path = None
+    loop.ls_pressure = True
+    loop.start()
+    drive = _Driver(loop, clock, cg)
+    assert drive.tick(100, stall=0.2) == "hold"  # 20 % < 0.5: LS use decides (100m: cut)
+    assert loop.decisions[-1].reason == "cut"
+    assert drive.tick(100, stall=0.6) == "narrow"
+    assert loop.decisions[-1].reason == "pressure" and loop.decisions[-1].stall == pytest.approx(
+        0.6
+    )
+
+
 @pytest.mark.parametrize(
     ("cbm", "min_bits", "l3"),
     [

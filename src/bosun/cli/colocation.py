@@ -370,7 +370,7 @@ def run(
     import os
     import time
 
-    from bosun.colocation.agent import PROC_PRESSURE_CPU, AgentConfig, FeedbackLoop
+    from bosun.colocation.agent import AgentConfig, FeedbackLoop
     from bosun.colocation.cgroups import CgroupError, CgroupExecutor, Version, detect
     from bosun.colocation.reconcile import pod_resources, reconcile_one
     from bosun.colocation.resctrl import ResctrlError
@@ -430,11 +430,15 @@ def run(
             if not ex.path("cpu", g).is_dir():
                 raise CgroupError(f"{ex.path('cpu', g)}: cgroup path does not exist")
         cfg = AgentConfig(node_milli=1000 * (os.cpu_count() or 1), interval_s=tick, target=target)
-        psi = None if layout.version is Version.V1 else PROC_PRESSURE_CPU
+        # v2: the LS groups' own cpu.pressure (only LS waits); v1 has no per-group PSI and
+        # the system file counts BE's and the neighbours' waits: no PSI there
+        v2 = layout.version is Version.V2
         mem, cache, notes = _squeezers(ex, memory, memory_psi, resctrl_root, use_resctrl)
         for line in notes:
             typer.echo(line)
-        loop = FeedbackLoop(ex, ls, [], cfg, psi, allow_empty=True, memory=mem, cache=cache)
+        loop = FeedbackLoop(
+            ex, ls, [], cfg, None, allow_empty=True, ls_pressure=v2, memory=mem, cache=cache
+        )
         for g in be:
             loop.add_be(g, caps.get(g, 0))
         if watch:

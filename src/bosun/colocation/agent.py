@@ -178,6 +178,8 @@ class FeedbackLoop:
             changed only through :meth:`add_ls`, :meth:`add_be` and :meth:`remove`.
         config: :class:`AgentConfig`.
         pressure_path: a PSI file (None: no pressure signal, e.g. where PSI is absent).
+        ls_pressure: also read each LS group's own ``cpu.pressure`` (cgroup v2), which
+            counts only the LS tasks' waits; the stall is the largest of all sources.
         clock: seconds, monotonic.
         allow_empty: whether the loop may run with no BE group (a watching agent waits for
             BE pods to arrive); without it an empty ``be_groups`` is an error.
@@ -196,6 +198,7 @@ class FeedbackLoop:
     clock: Callable[[], float] = time.monotonic
     decisions: list[Decision] = field(default_factory=list)
     allow_empty: bool = False
+    ls_pressure: bool = False
     memory: MemorySqueezer | None = None
     cache: CacheSqueezer | None = None
     #: groups dropped because their directory disappeared: (time, group)
@@ -204,6 +207,7 @@ class FeedbackLoop:
     _ls_last: dict[str, int] = field(default_factory=dict)
     _be_cap: dict[str, int] = field(default_factory=dict)
     _last_psi_us: int = 0
+    _ls_psi_last: dict[str, int] = field(default_factory=dict)
     _quota: int = 0
     _last_cut_t: float = -1e18
 
@@ -292,6 +296,26 @@ class FeedbackLoop:
             self._ls_last[g] = ns
         return total
 
+    def _ls_stall(self, dt: float | None) -> float:
+        """The largest stall fraction over the LS groups' ``cpu.pressure`` since the last
+        reading (0 without ``ls_pressure``, or on a group's first reading)."""
+        if not self.ls_pressure:
+            return 0.0
+        out = 0.0
+        seen: dict[str, int] = {}
+        for g in self.ls_groups:
+            f = self.executor.path("cpu", g) / "cpu.pressure"
+            try:
+                total = read_pressure(f).some_total_us
+            except CgroupError:
+                continue  # no PSI for this group (or it has gone)
+            seen[g] = total
+            last = self._ls_psi_last.get(g)
+            if dt is not None and last is not None:
+                out = max(out, (total - last) / (dt * 1e6))
+        self._ls_psi_last = seen
+        return out
+
     def _psi_us(self) -> int:
         if self.pressure_path is None:
             return 0
@@ -302,6 +326,7 @@ class FeedbackLoop:
         wide schemata)."""
         self._last_t = self.clock()
         self._ls_delta_ns()
+        self._ls_stall(None)
         self._last_psi_us = self._psi_us()
         self._write(self._quota)
         if self.cache is not None:
@@ -340,7 +365,7 @@ class FeedbackLoop:
         ls_ns = self._ls_delta_ns()
         psi_us = self._psi_us()
         ls_milli = ls_ns / (dt * 1e9) * 1000.0
-        stall = (psi_us - self._last_psi_us) / (dt * 1e6)
+        stall = max(self._ls_stall(dt), (psi_us - self._last_psi_us) / (dt * 1e6))
         self._last_t, self._last_psi_us = now, psi_us
         c = self.config
         budget = int(max(c.be_min_milli, c.node_milli * c.target - ls_milli * (1 + c.headroom)))
