@@ -56,8 +56,9 @@ Metrics (per policy, :class:`Outcome`):
 
 * ``within_slo``: share of pod starts (arrivals and evicted pods) that began within
   ``slo_s`` of the pod becoming ready (its arrival, or its eviction), over every start plus
-  every failure: a pod still pending at the end, or deleted by the trace while pending,
-  after waiting more than ``slo_s`` (one waiting less is not decided, and not counted);
+  every failure: a pod deleted by the trace while still pending (it never ran in its
+  life), or still pending at the end after waiting more than ``slo_s`` (one waiting less
+  is not decided, and not counted); ``never_ran`` counts both;
 * ``cross_cluster_success``: the same share over the pods the overload touched (the
   evicted pods and the pods submitted to the overloaded region's home from the overload on);
 * ``recovery_s``: from the overload until the last evicted pod runs again (None when some
@@ -421,10 +422,12 @@ class _Federation:
                 elif not math.isnan(rec.bound_s):
                     self._started(p, rec.bound_s)
                 else:  # deleted by the trace while pending
+                    # it never ran in its life: a failure, unless its life was empty
                     p.done = True
                     dep = rec.arrival.departure_s
                     gone_at = t if dep is None else max(dep, rec.arrival_s)
-                    if gone_at - p.ready_s > self.cfg.slo_s:
+                    if gone_at > p.ready_s:
+                        self.out.never_ran += 1
                         self._fail(p)
             self.waiting[c] = still
 
