@@ -280,6 +280,40 @@ def test_group_that_disappears_is_dropped_by_the_loop(tmp_path: Path) -> None:
     assert sorted(g for _, g in loop.dropped) == sorted([ls, be])
 
 
+def test_class_change_and_resize_are_written_again(tmp_path: Path) -> None:
+    agent, loop, _ = setup(tmp_path)
+    group = pod_group("cgroupfs", "burstable", U_WEB)
+    make_v2(tmp_path, group)
+    loop.start()
+    agent.deliver(("ADDED", "Pod", web()))
+    agent.step()
+    assert loop.ls_groups == [group]
+    # a status-only update writes nothing
+    agent.deliver(("MODIFIED", "Pod", web()))
+    agent.step()
+    assert [e.action for e in agent.events] == ["managed"]
+    # the label says BE now (a Burstable pod, kept in kubelet's burstable group): BE
+    # settings (weight 1, idle 1) and it moves to the loop's BE set, at the full 1900m
+    # share (no CPU limit) = 190000 us
+    be = web()
+    be["metadata"]["labels"] = {"koordinator.sh/qosClass": "BE"}
+    agent.deliver(("MODIFIED", "Pod", be))
+    agent.step()
+    d = tmp_path / group
+    assert agent.events[-1].action == "rewritten"
+    assert loop.ls_groups == [] and loop.be_groups == [group]
+    assert (d / "cpu.weight").read_text() == "1" and (d / "cpu.idle").read_text() == "1"
+    assert (d / "cpu.max").read_text() == "190000 100000"
+    # an in-place resize back as LS with a 1-CPU limit: LS again, quota 100000 us
+    ls = web()
+    ls["spec"]["containers"][0]["resources"]["limits"] = {"cpu": "1"}
+    agent.deliver(("MODIFIED", "Pod", ls))
+    agent.step()
+    assert loop.ls_groups == [group] and loop.be_groups == []
+    assert (d / "cpu.idle").read_text() == "0" and (d / "cpu.weight").read_text() == "20"
+    assert (d / "cpu.max").read_text() == "100000 100000"
+
+
 def test_watch_config_bounds() -> None:
     with pytest.raises(InputError, match="max_attempts"):
         WatchConfig(max_attempts=0)

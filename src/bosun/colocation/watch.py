@@ -29,8 +29,10 @@ LS) as LS groups, BE pods as BE groups, capped at their pod's CPU limit.
 loop at once (:meth:`bosun.colocation.agent.FeedbackLoop.remove`): the BE quota is split
 again over the remaining groups, and the memory squeezer forgets the group.
 
-Class changes of a running pod (its QoS label edited) are not followed: the pod keeps the
-role it was first managed with until it is deleted.
+**A changed pod** (``MODIFIED`` of a managed pod whose Koordinator class or applied
+resources changed: its QoS label edited, an in-place resize) is written again as one step
+per group, and its group moves to the other set of the loop when its role changed
+(``rewritten``). Status-only updates, the common ``MODIFIED``, write nothing.
 """
 
 from __future__ import annotations
@@ -133,8 +135,8 @@ class Tracked:
 @dataclass(frozen=True, slots=True)
 class AgentEvent:
     """What the agent did: time (its clock, s), action (``managed``, ``pending``,
-    ``gave-up``, ``removed``, ``rejected``, ``failed``), the pod (``namespace/name``), its
-    group and a detail (the settings written, or the reason)."""
+    ``gave-up``, ``removed``, ``rejected``, ``failed``, ``rewritten``), the pod
+    (``namespace/name``), its group and a detail (the settings written, or the reason)."""
 
     time_s: float
     action: str
@@ -292,11 +294,14 @@ class NodeAgent:
         now = self.clock()
         t = self.tracked.get(pod.uid)
         if t is not None:
+            old = t.pod
             t.pod = pod
             if t.state == "gave-up":  # kubelet updated it: a new bounded wait
                 t.state, t.attempts, t.first_seen, t.next_try = "pending", 0, now, now
             elif t.state == "pending":
                 t.next_try = now
+            elif t.state == "managed":
+                self._changed(t, old, key)
             return
         if not pod.uid:
             self._reject("", key, f"Pod {key}: metadata.uid: missing")
@@ -310,6 +315,43 @@ class NodeAgent:
         t = Tracked(pod, qos, "pending", now, next_try=now)
         self.tracked[pod.uid] = t
         self._try(t, now, self._scan())
+
+    def _changed(self, t: Tracked, old: Pod, key: str) -> None:
+        """A managed pod was updated: when its class or the resources the agent applies
+        changed (its QoS label edited, an in-place resize), write its settings again and,
+        if its role changed, move its group to the other set of the loop."""
+        try:
+            qos = check_pod(t.pod, f"api:Pod/{key}")
+        except InputError as exc:
+            self._reject(t.pod.uid, key, str(exc))
+            return
+        if qos is t.qos and pod_resources(t.pod, qos) == pod_resources(old, t.qos):
+            return
+        was_role = t.role
+        try:
+            applied = reconcile_one(
+                t.pod,
+                qos,
+                t.group,
+                self.executor,
+                self.driver,
+                self.cgroup_root,
+                self._burstable_milli(t.pod),
+            )
+        except CgroupError as exc:
+            t.error = str(exc)
+            self._emit("failed", key, t.group, f"rewrite failed: {exc}")
+            return
+        t.qos, t.error = qos, ""
+        limit = pod_resources(t.pod, qos).cpu_limit_milli
+        if t.role != was_role:
+            self.loop.remove(t.group)
+        if t.role == "online":
+            self.loop.add_ls(t.group)
+        else:
+            self.loop.add_be(t.group, limit)
+        values = ", ".join(f"{f}={v}" for (_, f), v in applied[-1].settings.items())
+        self._emit("rewritten", key, t.group, f"{qos.value} ({t.role}): {values}")
 
     def _reject(self, uid: str, key: str, why: str) -> None:
         if uid and uid in self._rejected:
