@@ -124,6 +124,9 @@ def test_koordinator_reclaim_places_then_preempts(tmp_path: Path) -> None:
     s = _summary(doc)
     assert s["colocation_preemptions"] == 1
     assert s["colocation_lost_milli_s"] == pytest.approx(3000 * 170)
+    # all BE work done is that one run (its re-created pod never binds): lost share 1
+    assert s["colocation_be_work_milli_s"] == pytest.approx(3000 * 170)
+    assert s["colocation_lost_fraction"] == pytest.approx(1.0)
     assert s["colocation_cpu_util_mean"] == pytest.approx(0.525)
     rows = [
         (p["pod"], p["outcome"], p["qos_class"], p["batch_cpu_milli"], p["colocation_evicted"])
@@ -146,6 +149,11 @@ def test_koordinator_reclaim_places_then_preempts(tmp_path: Path) -> None:
     assert float(ts[-1]["batch_cpu_milli"]) == 2000
     assert float(ts[-1]["be_preempted"]) == 1
     assert float(ts[-1]["colocation_cpu_util"]) == pytest.approx(0.7)
+    # its split at the last tick (180): online web + ls2 = 4000m, job-a 3000m, of 10000m;
+    # the room published then is 2000m
+    assert float(ts[-1]["colocation_online_util"]) == pytest.approx(0.4)
+    assert float(ts[-1]["colocation_be_util"]) == pytest.approx(0.3)
+    assert float(ts[-1]["colocation_room_util"]) == pytest.approx(0.2)
 
 
 def test_none_policy_blocks_online(tmp_path: Path) -> None:

@@ -177,9 +177,10 @@ class ReclaimController:
         online_series: real CPU series for the online pods
             (:class:`bosun.colocation.online.OnlineSeries`, the NAB EC2 series): every
             online pod (high priority, not BE) without a ``bosun.io/cpu-usage`` annotation
-            uses ``request * v(t) / 100`` of its service's series instead of the usage
-            model's shape, in the reclaim's history (so in its forecast), the market's
-            room, the latency model and the measure. None: the usage model for every pod.
+            uses ``request * v(t) / ref`` of its service's series (``ref`` 100, or the
+            series' peak: :meth:`OnlineSeries.fraction`) instead of the usage model's
+            shape, in the reclaim's history (so in its forecast), the market's room, the
+            latency model and the measure. None: the usage model for every pod.
             The twin's own usage tracker (hot spots, ``sla_violation_pod_minutes``) keeps
             the usage model: :mod:`bosun.twin.usage` has no per-pod series.
 
@@ -286,7 +287,7 @@ class ReclaimController:
             summary={
                 "colocation_preemptions": float(self.preemptions),
                 "colocation_lost_milli_s": self.lost_milli_s,
-                "colocation_be_work_milli_s": work,
+                "colocation_be_work_milli_s": float(work),
                 "colocation_lost_fraction": self.lost_milli_s / work if work > 0 else 0.0,
                 "colocation_cpu_util_mean": float(np.mean(self._util)) if self._util else 0.0,
                 "colocation_slo_ok_fraction": (
