@@ -161,6 +161,11 @@ def test_online_pod_joins_ls_and_sets_the_burstable_root(tmp_path: Path) -> None
     assert (d / "memory.low").read_text() == str(256 * Mi)
     # the burstable root gets the shares of its pods' requests: 500m -> weight 20
     assert (tmp_path / "kubepods/burstable/cpu.weight").read_text() == "20"
+    # deleted: no Burstable pod left -> the minimum shares 2 -> weight 1
+    agent.deliver(("DELETED", "Pod", web()))
+    agent.step()
+    assert loop.ls_groups == []
+    assert (tmp_path / "kubepods/burstable/cpu.weight").read_text() == "1"
 
 
 def test_quota_is_split_again_when_a_be_pod_leaves(tmp_path: Path) -> None:

@@ -27,7 +27,9 @@ LS) as LS groups, BE pods as BE groups, capped at their pod's CPU limit.
 
 **A deleted pod** (``DELETED``, or one that finished or moved off the node) leaves the
 loop at once (:meth:`bosun.colocation.agent.FeedbackLoop.remove`): the BE quota is split
-again over the remaining groups, and the memory squeezer forgets the group.
+again over the remaining groups, and the memory squeezer forgets the group. When it was
+Burstable, the ``burstable`` root's weight is set to the remaining Burstable pods'
+requests, as kubelet does.
 
 **A changed pod** (``MODIFIED`` of a managed pod whose Koordinator class or applied
 resources changed: its QoS label edited, an in-place resize) is written again as one step
@@ -46,9 +48,9 @@ from typing import Any
 
 from bosun.api.types import CPU, Pod
 from bosun.colocation.agent import FeedbackLoop
-from bosun.colocation.cgroups import CgroupError, CgroupExecutor
+from bosun.colocation.cgroups import CgroupError, CgroupExecutor, Level, qos_root_settings
 from bosun.colocation.discover import ONLINE, detect_driver, scan_pod_groups
-from bosun.colocation.reconcile import check_driver, pod_resources, reconcile_one
+from bosun.colocation.reconcile import check_driver, pod_resources, qos_root, reconcile_one
 from bosun.errors import InputError, InputProblem
 from bosun.plugins.batch_resources import KubeQoS, QoSClass, check_pod, kube_qos_class
 
@@ -366,7 +368,24 @@ class NodeAgent:
             return
         if t.state == "managed":
             self.loop.remove(t.group)
+            if kube_qos_class(t.pod) is KubeQoS.BURSTABLE:
+                self._resize_burstable_root()
         self._emit("removed", key, t.group, why)
+
+    def _resize_burstable_root(self) -> None:
+        """kubelet's rule after a Burstable pod left: the ``burstable`` root's shares are
+        those of the remaining Burstable pods' CPU requests."""
+        milli = sum(
+            int(t.pod.requests.get(CPU, 0))
+            for t in self.managed()
+            if kube_qos_class(t.pod) is KubeQoS.BURSTABLE
+        )
+        root = qos_root(KubeQoS.BURSTABLE, self.driver, self.cgroup_root)
+        settings = qos_root_settings(QoSClass.LS, milli, self.executor.layout.version)
+        try:
+            self.executor.apply(root, settings, level=Level.QOS)
+        except CgroupError as exc:
+            self._emit("failed", "(QoS root)", root, str(exc))
 
     def _scan(self) -> dict[str, str]:
         return {
