@@ -15,6 +15,7 @@ fails, as tests/live does (``tests/live/controlplane.py``'s ``require_k8s``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import sys
 import threading
@@ -661,3 +662,85 @@ def test_deployment_share_moves_copy_first_then_source_scales_down(
         for apps in (apps_a, apps_b):
             apps.delete_collection_namespaced_deployment("default")
             apps.delete_collection_namespaced_replica_set("default")
+
+
+# ---------------------------------------------------------------------- placement facts
+
+
+def make_labelled_node(core: client.CoreV1Api, name: str, cpu: str, labels: dict[str, str]) -> None:
+    """:func:`make_node` with extra labels."""
+    make_node(core, name, cpu)
+    core.patch_node(name, {"metadata": {"labels": labels}})
+
+
+@pytest.mark.slow
+def test_pod_with_a_node_selector_goes_first_time_to_the_only_cluster_that_has_the_label(
+    planes: tuple[Any, Any],
+    cores: tuple[client.CoreV1Api, client.CoreV1Api],
+    tmp_path: Path,
+) -> None:
+    """Three clusters: A (the source, 1 CPU), B (one empty node of 16 CPUs, zone z1) and C
+    (one node of 4 CPUs, zone z2; a third control plane started here). A pod asking 3 CPUs
+    with ``nodeSelector zone=z2`` is pending in A. On resources alone B ranks first (by
+    hand: headroom (16000-3000)/16000 = 0.81 against (4000-3000)/4000 = 0.25; the test
+    checks the score says so), and B's Filters would refuse it at bind. With the labels in
+    the summaries A's placer skips B: the copy is bound in C the first time, B never sees
+    a bind (no fence entry, no refusal)."""
+    core_a, core_b = cores
+    (port_api, port_etcd, port_sched) = cp.free_ports(3)
+    third = cp.ControlPlane(tmp_path / "k8s-c", port_api, port_etcd, port_sched).start()
+    api_c = third.api_client()
+    core_c = client.CoreV1Api(api_c)
+    try:
+        make_node(core_a, "a1", "1")
+        make_labelled_node(core_b, "b1", "16", {"zone": "z1"})
+        make_labelled_node(core_c, "c1", "4", {"zone": "z2"})
+        obj = pod_manifest("sel", "3")
+        obj["spec"]["nodeSelector"] = {"zone": "z2"}
+        events: list[Obj] = []
+        fast = LiveSettings(pending_window_s=0.5, running_timeout_s=30, copy_ready="bound")
+
+        async def main() -> None:
+            a = live_agent("A", planes[0], [], events, fast)
+            await a.start()
+            join = [f"127.0.0.1:{a.cfg.port}"]
+            b = live_agent("B", planes[1], join, events, fast)
+            c = live_agent("C", third, join, events, fast)
+            await b.start()
+            await c.start()
+            try:
+                from bosun.federation.summary import score
+
+                def synced() -> bool:
+                    views = {v.name: v for v in a.views({"A"})}
+                    return {"B", "C"} <= set(views) and all(len(v.free) for v in views.values())
+
+                await until(synced, 30, "A to see B's and C's summaries")
+                # on resources alone B ranks first: without the facts it would be tried first
+                views = {v.name: v for v in a.views({"A"})}
+                need = [3000, 100 * 2**20, 0]
+                sb, sc = score(views["B"], need, "A"), score(views["C"], need, "A")
+                assert sb is not None and sc is not None and sb > sc
+                await athread(core_a.create_namespaced_pod, "default", obj)
+                await until(lambda: read_pod(core_a, "sel") is None, 40, "the pod to leave A")
+                copy = read_pod(core_c, "sel")
+                assert copy is not None and copy.spec.node_name == "c1"
+                assert read_pod(core_b, "sel") is None
+                assert not [r for r in b.fence.bound.values() if r.holder == "A"]
+                assert not b.fence.refused  # no refusal round trip
+                assert not [e for e in events if e["a"] == "B" and e["ev"] in
+                            ("bound", "create_failed")]  # fmt: skip
+                (mig,) = [e for e in events if e["ev"] == "migrated"]
+                assert mig["to"] == "C"
+                assert not [e for e in events if e["ev"] == "migrate_failed"]
+            finally:
+                await c.stop()
+                await b.stop()
+                await a.stop()
+
+        asyncio.run(asyncio.wait_for(main(), 120))
+    finally:
+        with contextlib.suppress(Exception):
+            core_c.delete_collection_namespaced_pod("default", grace_period_seconds=0)
+        api_c.close()
+        third.stop()
