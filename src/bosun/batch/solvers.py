@@ -153,22 +153,73 @@ class GreedySolver:
 class CpSatSolver:
     """OR-Tools CP-SAT, the exact solver (see the module table).
 
+    With the ``score+fgd`` objective the model holds the exact fragmentation term
+    (:func:`_add_fragmentation`); CP-SAT then runs twice: first ``linear_share`` of the time
+    on the score part alone (the model without the term, which it solves far faster), whose
+    answer, its GPU devices re-chosen by the repair, hints the second run on the exact
+    model. Every answer of both runs is measured by the exact objective; the bound is the
+    exact model's.
+
     Args:
         workers: CP-SAT search workers (default 1: one core, like the others).
         hint_greedy: start from the greedy solution (a solution hint).
+        linear_share: share of the time limit for the first run (``score+fgd`` only;
+            0 runs the exact model alone).
     """
 
     name = "cpsat"
 
-    def __init__(self, workers: int = 1, hint_greedy: bool = True) -> None:
+    def __init__(
+        self, workers: int = 1, hint_greedy: bool = True, linear_share: float = 0.4
+    ) -> None:
         self.workers = workers
         self.hint_greedy = hint_greedy
+        self.linear_share = linear_share
 
     def solve(self, problem: BatchProblem, time_limit_s: float, seed: int = 0) -> SolveResult:
         """Maximise the objective for at most ``time_limit_s`` seconds."""
+        tr = _Tracker()
+        hint = problem.greedy() if self.hint_greedy else None
+        if problem.uses_frag and self.linear_share > 0:
+            self._solve_once(problem, tr, self.linear_share * time_limit_s, seed, False, hint)
+            assert tr.assign is not None
+            first = problem.repair(tr.assign)  # devices re-chosen for the exact term
+            tr.offer(problem, *first)
+            hint = (tr.assign, tr.devices)
+            left = max(time_limit_s - tr.elapsed(), 0.05 * time_limit_s)
+            bound, optimal = self._solve_once(problem, tr, left, seed, True, hint)
+        else:
+            bound, optimal = self._solve_once(
+                problem, tr, time_limit_s, seed, problem.uses_frag, hint
+            )
+        if tr.assign is None:
+            assign, devices = problem.greedy()
+            tr.offer(problem, assign, devices)
+        assert tr.assign is not None
+        return SolveResult(
+            self.name,
+            tr.assign,
+            tr.devices,
+            tr.best,
+            tr.elapsed(),
+            tr.trace,
+            bound=bound,
+            optimal=optimal,
+        )
+
+    def _solve_once(
+        self,
+        problem: BatchProblem,
+        tr: _Tracker,
+        time_limit_s: float,
+        seed: int,
+        with_frag: bool,
+        hint: tuple[IntArray, Devices] | None,
+    ) -> tuple[float | None, bool]:
+        """One CP-SAT run (``with_frag``: the exact fragmentation term in the model);
+        every solution goes to ``tr``. Returns (its bound in objective units, optimal)."""
         from ortools.sat.python import cp_model
 
-        tr = _Tracker()
         m = cp_model.CpModel()
         p_count = problem.num_pods
         x: dict[tuple[int, int], Any] = {}
@@ -212,19 +263,24 @@ class CpSatSolver:
                     m.add(sum(w * v for w, v in terms) <= int(problem.dev_free[n, d]))
         linear = sum(int(problem.value[p, j]) * v for (p, j), v in x.items())
         frag_scale = 1
-        if problem.uses_frag:
-            frag_scale, frag_after = _add_fragmentation(m, problem, x, y, by_node)
+        frag_hints: list[FragHint] = []
+        if with_frag:
+            frag_scale, frag_after, frag_hints = _add_fragmentation(m, problem, x, y, by_node)
             m.maximize(frag_scale * linear - problem.frag_weight * frag_after)
         else:
             m.maximize(linear)
-        if self.hint_greedy:
-            g_assign, g_dev = problem.greedy()
+        if hint is not None:
+            g_assign, g_dev = hint
             for (p, j), v in x.items():
                 m.add_hint(v, int(g_assign[p] == j))
             for (p, j, d), v in y.items():
                 m.add_hint(v, int(g_assign[p] == j and d in (g_dev[p] or ())))
+            if frag_hints:  # the fragmentation variables' values for the greedy placement
+                hs = _HintState(problem, g_assign, g_dev)
+                for var, kind, args in frag_hints:
+                    m.add_hint(var, hs.value(kind, args))
         solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = float(time_limit_s)
+        solver.parameters.max_time_in_seconds = max(float(time_limit_s), 0.01)
         solver.parameters.num_workers = self.workers
         solver.parameters.random_seed = seed
 
@@ -249,35 +305,91 @@ class CpSatSolver:
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             assign, devices = read(solver.value)
             tr.offer(problem, assign, devices)
-        if tr.assign is None:
-            assign, devices = problem.greedy()
-            tr.offer(problem, assign, devices)
-        assert tr.assign is not None
         bound = (
             float(solver.best_objective_bound)
             if status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
             else None
         )
-        if bound is not None and problem.uses_frag:
+        if problem.uses_frag and not with_frag:
+            return None, False  # a bound of the score part alone, not of the objective
+        if bound is not None and with_frag:
             # back to objective units: F was scaled by frag_scale / 1000 and counted
             # after the batch, the objective counts what the batch adds
             assert problem.frag is not None
             before = float(problem.frag.before[sorted(by_node)].sum()) if by_node else 0.0
             bound = bound / frag_scale + problem.frag_weight * before / GPU_MILLI_PER_GPU
-        return SolveResult(
-            self.name,
-            tr.assign,
-            tr.devices,
-            tr.best,
-            tr.elapsed(),
-            tr.trace,
-            bound=bound,
-            optimal=status == cp_model.OPTIMAL,
-        )
+        return bound, status == cp_model.OPTIMAL
 
 
 #: CP-SAT's integer popularity scale: class popularities are rounded to 1 / this
 FRAG_POPULARITY_SCALE = 100_000
+
+
+#: a fragmentation variable, the kind of value it takes and its arguments
+#: (:meth:`_HintState.value`)
+FragHint = tuple[Any, str, tuple[Any, ...]]
+
+
+class _HintState:
+    """A placement's per-node state for the fragmentation variables' hints: free milli-GPU
+    per device, free milli-CPU and bytes after it (:func:`_add_fragmentation`)."""
+
+    def __init__(self, problem: BatchProblem, assign: IntArray, devices: Devices) -> None:
+        frag = problem.frag
+        assert frag is not None
+        self._dev = problem.dev_free.copy()
+        self._cpu = frag.cpu_free.copy()
+        self._mem = frag.mem_free.copy()
+        for p in np.flatnonzero(assign >= 0):
+            n = int(problem.cand[p, assign[p]])
+            self._cpu[n] -= int(frag.pod_cpu[p])
+            self._mem[n] -= int(frag.pod_mem[p])
+            for d in devices[int(p)] or ():
+                self._dev[n, d] -= int(problem.gpu_milli[p])
+
+    def free(self, n: int, d: int) -> int:
+        """Free milli-GPU of device ``d`` of node ``n``."""
+        return int(self._dev[n, d])
+
+    def cpu(self, n: int) -> int:
+        """Free milli-CPU of node ``n``."""
+        return int(self._cpu[n])
+
+    def mem(self, n: int) -> int:
+        """Free bytes of node ``n``."""
+        return int(self._mem[n])
+
+    def count(self, n: int, t: int) -> int:
+        """Devices of node ``n`` with at least ``t`` milli-GPU free."""
+        return int((self._dev[n] >= t).sum())
+
+    def phi(self, n: int, t: int, cnt: int) -> int:
+        """``U_t * 1(C_t >= cnt)`` of node ``n``."""
+        row = self._dev[n]
+        return int(row[row >= t].sum()) if self.count(n, t) >= cnt else 0
+
+    def v(self, n: int, t: int, cnt: int, c: int | None, m: int | None) -> int:
+        """``phi`` when the class's CPU ``c`` and memory ``m`` needs are met, else 0."""
+        ok = (c is None or self.cpu(n) >= c) and (m is None or self.mem(n) >= m)
+        return self.phi(n, t, cnt) if ok else 0
+
+    def value(self, kind: str, args: tuple[Any, ...]) -> int:
+        """The value of a :data:`FragHint` variable of ``kind`` for this placement."""
+        if kind == "free":
+            return self.free(args[0], args[1])
+        if kind == "free_ge":
+            return int(self.free(args[0], args[1]) >= args[2])
+        if kind == "table":
+            return int(args[2][self.free(args[0], args[1])])
+        if kind == "cpu_ge":
+            return int(self.cpu(args[0]) >= args[1])
+        if kind == "mem_ge":
+            return int(self.mem(args[0]) >= args[1])
+        if kind == "count_ge":
+            return int(self.count(args[0], args[1]) >= args[2])
+        if kind == "phi":
+            return self.phi(args[0], args[1], args[2])
+        return self.v(args[0], args[1], args[2], args[3], args[4])
 
 
 def _add_fragmentation(
@@ -286,37 +398,46 @@ def _add_fragmentation(
     x: dict[tuple[int, int], Any],
     y: dict[tuple[int, int, int], Any],
     by_node: dict[int, list[tuple[int, int]]],
-) -> tuple[int, Any]:
-    """Add FGD's fragmentation after the batch to the CP-SAT model ``m``, exactly up to
-    the popularities' rounding (to 1 / :data:`FRAG_POPULARITY_SCALE`).
+) -> tuple[int, Any, list[FragHint]]:
+    """Add FGD's fragmentation after the batch to the CP-SAT model ``m``, exact up to the
+    popularities' rounding (to 1 / :data:`FRAG_POPULARITY_SCALE`).
 
-    Per candidate node with GPUs (the formula of :class:`bosun.batch.problem.FragmentationTerm`):
+    Per candidate node with GPUs (the formula of
+    :class:`bosun.batch.problem.FragmentationTerm`, ``F_n = S T - sum_k P_k fit_k U_k``):
 
-    * ``R_d = free_d - sum milli_p y[p, j, d]``, an integer variable per device a GPU
-      candidate may use (a constant otherwise);
-    * classes whose CPU and memory needs the node meets whatever the batch puts there
-      (or never meets) are constants; for the others a boolean ``ok_k`` is reified on the
-      node's free CPU and memory after the batch (linear in ``x``);
-    * the single-GPU classes that always fit are summed into one table per device,
-      ``f(R) = R * sum_{k: d_k <= R} P_k`` (an element constraint indexed by ``R_d``);
-    * every other class needs ``Phi = U_d * 1(C_d >= count)``: ``U_d`` and ``C_d`` are sums
-      of per-device tables ``R 1(R >= d)`` and ``1(R >= d)``, the count condition a
-      reified boolean, the product an enforced equality (and ``ok_k * Phi`` likewise);
-    * ``F_n = S T - sum P_k Phi_k`` with ``S = sum P_k`` the rounded popularities' sum.
+    * ``R_d = free_d - sum milli_p y[p, j, d]``: an integer variable per device that a GPU
+      candidate may use (a constant otherwise); ``T = sum_d R_d``;
+    * the single-GPU classes whose CPU and memory needs the node meets whatever the batch
+      puts there sum into one table per device, ``f(R) = R * sum_{k: d_k <= R} P_k``, an
+      element constraint indexed by ``R_d``; classes it can never meet drop out;
+    * every other class ``k`` adds ``P_k v_k`` with ``v_k <= Phi_{d, count}``,
+      ``Phi <= U_d`` (a sum of per-device tables ``R 1(R >= d)``), ``Phi <= U_max e``
+      with ``e => C_d >= count`` for multi-GPU classes, and ``v_k <= U_max a_c``,
+      ``v_k <= U_max b_m`` with ``a_c => CPU after >= c``, ``b_m => memory after >= m``
+      (one boolean per node and threshold, shared by the classes).
+
+    The ``<=`` sides are one-sided on purpose: the objective maximises ``sum P_k v_k``,
+    so at an optimum every ``v_k`` equals its true value, while any placement (the greedy
+    hint included) extends to a feasible solution (all ``v = 0``); the objective of every
+    solution CP-SAT finds is recomputed exactly (:meth:`BatchProblem.objective`).
 
     Returns:
-        ``(scale, F)``: ``F`` is the sum over the nodes of ``F_n`` after the batch in
-        milli-GPU times ``S``; maximise ``scale * value - frag_weight * F`` with
-        ``scale = 1000 S``.
+        ``(scale, F, hints)``: ``F`` is the sum over the nodes of ``F_n`` after the batch,
+        in milli-GPU times ``S = sum P_k``; maximise ``scale * value - frag_weight * F``
+        with ``scale = 1000 S``. ``hints``: each added variable with the function giving
+        its value for a placement (:class:`_HintState`), so a hint can be complete.
     """
+    from ortools.sat.python import cp_model
+
     frag = problem.frag
     assert frag is not None
     pop = np.rint(frag.k_pop * FRAG_POPULARITY_SCALE).astype(np.int64)
     s_pop = max(int(pop.sum()), 1)
     f_terms: list[Any] = []
-    y_at: dict[tuple[int, int], list[tuple[int, Any]]] = {}
+    hints: list[FragHint] = []
+    y_at: dict[tuple[int, int], list[tuple[int, Any, int]]] = {}
     for (p, j, d), v in y.items():
-        y_at.setdefault((int(problem.cand[p, j]), d), []).append((int(problem.gpu_milli[p]), v))
+        y_at.setdefault((int(problem.cand[p, j]), d), []).append((int(problem.gpu_milli[p]), v, p))
     for n, items in by_node.items():
         devs = [d for d in range(problem.dev_free.shape[1]) if problem.dev_free[n, d] >= 0]
         if not devs:
@@ -326,16 +447,25 @@ def _add_fragmentation(
         for d in devs:
             terms = y_at.get((n, d), [])
             if terms and free[d] > 0:
-                r = m.new_int_var(0, free[d], f"R{n}_{d}")
-                m.add(r == free[d] - sum(w * v for w, v in terms))
+                # R takes only free minus a subset sum of its candidates' shares: a small
+                # domain keeps the element tables small after presolve
+                taken = {0}
+                for w, _, _ in terms:
+                    taken |= {u + w for u in taken if u + w <= free[d]}
+                values = sorted(free[d] - u for u in taken)
+                r = m.new_int_var_from_domain(cp_model.Domain.from_values(values), f"R{n}_{d}")
+                m.add(r == free[d] - sum(w * v for w, v, _ in terms))
                 r_var[d] = r
+                hints.append((r, "free", (n, d)))
         cpu_after = int(frag.cpu_free[n]) - sum(int(frag.pod_cpu[p]) * x[p, j] for p, j in items)
         mem_after = int(frag.mem_free[n]) - sum(int(frag.pod_mem[p]) * x[p, j] for p, j in items)
         cpu_lo = int(frag.cpu_free[n]) - sum(int(frag.pod_cpu[p]) for p, _ in items)
         mem_lo = int(frag.mem_free[n]) - sum(int(frag.pod_mem[p]) for p, _ in items)
         total = sum(r_var.get(d, free[d]) for d in devs)
+        cpu_ok: dict[int, Any] = {}
+        mem_ok: dict[int, Any] = {}
         single_w: dict[int, int] = {}  # threshold -> popularity of always-fitting 1-GPU classes
-        rest: list[tuple[int, int, int, Any]] = []  # (threshold, count, popularity, ok or None)
+        rest: dict[tuple[int, int], list[tuple[int, Any, Any, int, int]]] = {}
         for k in range(len(pop)):
             if not frag.access[n, k] or pop[k] == 0:
                 continue
@@ -343,21 +473,23 @@ def _add_fragmentation(
             if int(frag.cpu_free[n]) < c_k or int(frag.mem_free[n]) < m_k:
                 continue  # never fits: its popularity counts all of T
             t, cnt = int(frag.k_milli[k]), int(frag.k_cnt[k])
-            ok: Any = None
-            if cpu_lo < c_k or mem_lo < m_k:
-                ok = m.new_bool_var(f"ok{n}_{k}")
-                a = m.new_bool_var(f"cpu{n}_{k}")
-                b = m.new_bool_var(f"mem{n}_{k}")
-                m.add(cpu_after >= c_k).only_enforce_if(a)
-                m.add(cpu_after <= c_k - 1).only_enforce_if(~a)
-                m.add(mem_after >= m_k).only_enforce_if(b)
-                m.add(mem_after <= m_k - 1).only_enforce_if(~b)
-                m.add_bool_and([a, b]).only_enforce_if(ok)
-                m.add_bool_or([~a, ~b]).only_enforce_if(~ok)
-            if ok is None and cnt == 1:
+            a = b = None
+            if cpu_lo < c_k:
+                a = cpu_ok.get(c_k)
+                if a is None:
+                    a = cpu_ok[c_k] = m.new_bool_var(f"cpu{n}_{c_k}")
+                    m.add(cpu_after >= c_k).only_enforce_if(a)
+                    hints.append((a, "cpu_ge", (n, c_k)))
+            if mem_lo < m_k:
+                b = mem_ok.get(m_k)
+                if b is None:
+                    b = mem_ok[m_k] = m.new_bool_var(f"mem{n}_{m_k}")
+                    m.add(mem_after >= m_k).only_enforce_if(b)
+                    hints.append((b, "mem_ge", (n, m_k)))
+            if a is None and b is None and cnt == 1:
                 single_w[t] = single_w.get(t, 0) + int(pop[k])
             else:
-                rest.append((t, cnt, int(pop[k]), ok))
+                rest.setdefault((t, cnt), []).append((int(pop[k]), a, b, c_k, m_k))
         used_terms: list[Any] = []
         if single_w:
             for d in devs:
@@ -367,50 +499,53 @@ def _add_fragmentation(
                 if d in r_var:
                     f = m.new_int_var(min(table), max(table), f"f{n}_{d}")
                     m.add_element(r_var[d], table, f)
+                    hints.append((f, "table", (n, d, table)))
                     used_terms.append(f)
                 else:
                     used_terms.append(table[free[d]])
-        phi_cache: dict[tuple[int, int], tuple[Any, int]] = {}
-        for t, cnt, w, ok in rest:
-            cached = phi_cache.get((t, cnt))
-            if cached is not None:
-                phi, u_max = cached
-            else:
-                u_parts: list[Any] = []
-                c_parts: list[Any] = []
-                for d in devs:
-                    if d in r_var:
-                        hu = [v if v >= t else 0 for v in range(free[d] + 1)]
-                        hc = [1 if v >= t else 0 for v in range(free[d] + 1)]
-                        uv = m.new_int_var(0, max(hu), f"U{n}_{d}_{t}")
-                        cv = m.new_int_var(0, 1, f"C{n}_{d}_{t}")
-                        m.add_element(r_var[d], hu, uv)
-                        m.add_element(r_var[d], hc, cv)
-                        u_parts.append(uv)
+        for (t, cnt), members in rest.items():
+            u_parts: list[Any] = []
+            c_parts: list[Any] = []
+            for d in devs:
+                if d in r_var:
+                    hu = [v if v >= t else 0 for v in range(free[d] + 1)]
+                    uv = m.new_int_var(0, max(hu), f"U{n}_{d}_{t}")
+                    m.add_element(r_var[d], hu, uv)
+                    hints.append((uv, "table", (n, d, hu)))
+                    u_parts.append(uv)
+                    if cnt > 1:
+                        cv = m.new_bool_var(f"C{n}_{d}_{t}")
+                        m.add(r_var[d] >= t).only_enforce_if(cv)
+                        hints.append((cv, "free_ge", (n, d, t)))
                         c_parts.append(cv)
-                    elif free[d] >= t:
-                        u_parts.append(free[d])
-                        c_parts.append(1)
-                u_max = sum(free[d] for d in devs if free[d] >= t)
-                phi = m.new_int_var(0, max(u_max, 0), f"phi{n}_{t}_{cnt}")
-                if cnt <= 1:
-                    m.add(phi == sum(u_parts))
-                else:
-                    e = m.new_bool_var(f"e{n}_{t}_{cnt}")
-                    m.add(sum(c_parts) >= cnt).only_enforce_if(e)
-                    m.add(sum(c_parts) <= cnt - 1).only_enforce_if(~e)
-                    m.add(phi == sum(u_parts)).only_enforce_if(e)
-                    m.add(phi == 0).only_enforce_if(~e)
-                phi_cache[t, cnt] = (phi, u_max)
-            if ok is None:
-                used_terms.append(w * phi)
-            else:
-                v = m.new_int_var(0, max(u_max, 0), f"v{n}_{t}_{cnt}_{w}")
-                m.add(v == phi).only_enforce_if(ok)
-                m.add(v == 0).only_enforce_if(~ok)
+                elif free[d] >= t:
+                    u_parts.append(free[d])
+                    c_parts.append(1)
+            u_max = sum(free[d] for d in devs if free[d] >= t)
+            if u_max <= 0:
+                continue
+            phi = m.new_int_var(0, u_max, f"phi{n}_{t}_{cnt}")
+            m.add(phi <= sum(u_parts))
+            hints.append((phi, "phi", (n, t, cnt)))
+            if cnt > 1:
+                e = m.new_bool_var(f"e{n}_{t}_{cnt}")
+                m.add(sum(c_parts) >= cnt).only_enforce_if(e)
+                m.add(phi <= u_max * e)
+                hints.append((e, "count_ge", (n, t, cnt)))
+            for w, a, b, c_k, m_k in members:
+                if a is None and b is None:
+                    used_terms.append(w * phi)
+                    continue
+                v = m.new_int_var(0, u_max, f"v{n}_{t}_{cnt}")
+                m.add(v <= phi)
+                for ok in (a, b):
+                    if ok is not None:
+                        m.add(v <= u_max * ok)
+                ck, mk = (c_k if a is not None else None), (m_k if b is not None else None)
+                hints.append((v, "v", (n, t, cnt, ck, mk)))
                 used_terms.append(w * v)
         f_terms.append(s_pop * total - sum(used_terms))
-    return GPU_MILLI_PER_GPU * s_pop, sum(f_terms)
+    return GPU_MILLI_PER_GPU * s_pop, sum(f_terms), hints
 
 
 class QuboSolver:
