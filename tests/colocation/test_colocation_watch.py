@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_colocation_agent import FakeClock, make_v2
 
 from bosun.colocation.agent import AgentConfig, FeedbackLoop
@@ -322,3 +324,63 @@ def test_class_change_and_resize_are_written_again(tmp_path: Path) -> None:
 def test_watch_config_bounds() -> None:
     with pytest.raises(InputError, match="max_attempts"):
         WatchConfig(max_attempts=0)
+
+
+_UIDS = (U_JOB, U_JOB2, U_WEB)
+
+
+def _pod_event(i: int) -> dict[str, Any]:
+    # pods 0 and 1 are BE without a CPU limit, pod 2 is an LS pod
+    if i == 2:
+        return web()
+    return be_job(_UIDS[i], f"job{i}", cpu=None)
+
+
+def _group_of(i: int) -> str:
+    return pod_group("cgroupfs", "burstable" if i == 2 else "besteffort", _UIDS[i])
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["add", "delete", "kubelet", "wait"]), st.integers(0, 2)),
+        max_size=25,
+    )
+)
+def test_loop_sets_follow_the_pods(
+    tmp_path_factory: pytest.TempPathFactory, actions: list[tuple[str, int]]
+) -> None:
+    # whatever order pods arrive, get their cgroups and leave: after every step the loop's
+    # LS and BE sets are exactly the managed pods' groups, a deleted pod is nowhere, a
+    # pending pod whose cgroup exists is only waiting for its next look, and every BE
+    # group has its even share of the 1900m quota (1900 // n milli-CPU, x 100 us)
+    root = tmp_path_factory.mktemp("w")
+    agent, loop, clock = setup(root)
+    loop.start()
+    alive: set[int] = set()
+    for action, i in actions:
+        if action == "add":
+            agent.deliver(("ADDED", "Pod", _pod_event(i)))
+            alive.add(i)
+        elif action == "delete":
+            agent.deliver(("DELETED", "Pod", _pod_event(i)))
+            alive.discard(i)
+            shutil.rmtree(root / _group_of(i), ignore_errors=True)  # kubelet's cleanup
+        elif action == "kubelet" and i in alive:
+            make_v2(root, _group_of(i))
+        else:
+            clock.t += 0.1
+        agent.step()
+        loop.tick()
+        be = {t.group for t in agent.managed("BE")}
+        ls = {t.group for t in agent.managed("online")}
+        assert set(loop.be_groups) == be and set(loop.ls_groups) == ls
+        assert set(agent.tracked) <= {_UIDS[j] for j in alive}
+        for t in agent.tracked.values():
+            if t.state == "pending" and (root / _group_of(_UIDS.index(t.pod.uid))).is_dir():
+                assert t.next_try > clock.t
+        for g in be:
+            share = 1900 // len(be) * 100
+            assert (root / g / "cpu.max").read_text() == f"{share} 100000"

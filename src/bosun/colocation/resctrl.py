@@ -349,9 +349,11 @@ class CacheSqueezer:
 
     def sync_tasks(self, be_groups: Sequence[str]) -> int:
         """Move the BE groups' tasks not moved yet; returns how many were moved now."""
-        tids: list[int] = []
+        present: set[int] = set()
         for g in be_groups:
-            tids += [t for t in _tasks(self.executor, g) if t not in self.moved]
+            present.update(_tasks(self.executor, g))
+        self.moved &= present  # tasks that exited or left: a reused id is moved again
+        tids = sorted(present - self.moved)
         if not tids:
             return 0
         self.writer.move_tasks(self.group, tids)
