@@ -36,8 +36,7 @@ the pressure lasts, every ``step_s`` the target shrinks by the same factor again
   first. Each tick the limit follows usage down, ``max(target, usage + margin)``, so it
   falls as the kernel reclaims, and it is never raised while squeezed. A write the kernel
   still refuses (usage grew between the read and the write) is recorded and tried again
-  on the next tick. Koordinator's memory QoS rests on the same point: the v1 hard limit is
-  not a throttle, so it sets it only at or above what the group uses.
+  on the next tick.
 
 **Release**: after ``release_hold_s`` with no signal over its threshold, every squeezed
 group gets back the values it had before the first squeeze (v2 ``memory.high``; v1
