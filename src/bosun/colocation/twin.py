@@ -189,7 +189,8 @@ class ReclaimController:
     use, fraction of allocatable), its split ``colocation_online_util`` (online pods) and
     ``colocation_be_util`` (every other pod: BE jobs, on batch resources or not),
     ``colocation_room_util`` (published batch-cpu over allocatable CPU),
-    ``online_p99_max_ms`` and ``online_p99_mean_ms`` (the worst and the mean node p99).
+    ``online_p99_max_ms`` and ``online_p99_mean_ms`` (the worst and the mean node p99,
+    NaN at a tick with no online pod).
     """
 
     model: UsageModel = field(default_factory=UsageModel)
@@ -438,8 +439,8 @@ class ReclaimController:
         pods but are not online services), ``u_be`` the other pods'), counted against
         :attr:`slo_s`."""
         on = (on_cpu > 0) & (cap > 0)
-        if not on.any():
-            self._p99_last_max_s = self._p99_last_mean_s = 0.0
+        if not on.any():  # no online pod anywhere: no latency to report this tick
+            self._p99_last_max_s = self._p99_last_mean_s = math.nan
             return
         c = cap[on]
         p99 = self.interference.p99(on_cpu[on] / c, np.maximum(all_cpu[on] - on_cpu[on], 0) / c)

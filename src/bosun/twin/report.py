@@ -1144,7 +1144,7 @@ COLOCATION_SERIES = (
             _P("colocation_cpu_util", "All pods", "used / allocatable", "ratio"),
             _P("colocation_online_util", "Online", "", "ratio"),
             _P("colocation_be_util", "BE and other", "", "ratio"),
-            _P("colocation_room_util", "Reclaimed room (batch-cpu)", "", "ratio"),
+            _P("colocation_room_util", "Batch room", "", "ratio"),
         ),
         wide=True,
     ),
