@@ -744,3 +744,83 @@ def test_pod_with_a_node_selector_goes_first_time_to_the_only_cluster_that_has_t
             core_c.delete_collection_namespaced_pod("default", grace_period_seconds=0)
         api_c.close()
         third.stop()
+
+
+# ---------------------------------------------------------------------- disruption budgets
+
+
+def make_pdb(core: client.CoreV1Api, name: str, app: str, allowed: int) -> None:
+    """A policy/v1 PodDisruptionBudget (``minAvailable: 1``) selecting ``app``, and its
+    status as kube's disruption controller writes it (the control planes here have no
+    controller-manager, so the test writes it): ``disruptionsAllowed`` and
+    ``observedGeneration``."""
+    pol = client.PolicyV1Api(core.api_client)
+    pdb = pol.create_namespaced_pod_disruption_budget("default", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": name},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}},
+    })  # fmt: skip
+    pol.patch_namespaced_pod_disruption_budget_status(name, "default", {"status": {
+        "observedGeneration": pdb.metadata.generation, "disruptionsAllowed": allowed,
+        "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1,
+    }})  # fmt: skip
+
+
+@pytest.mark.slow
+def test_evacuation_respects_a_pod_disruption_budget(
+    planes: tuple[Any, Any], cores: tuple[client.CoreV1Api, client.CoreV1Api]
+) -> None:
+    """``evacuate_running``, as the overload test above (A's node of 4 CPUs holds r1 of 2
+    CPUs and r2 of 1.8, usage 0.95), but r1 is guarded by a PodDisruptionBudget whose
+    ``disruptionsAllowed`` is 0 (``kubectl drain`` would not evict it either). By hand:
+    r1 is not moved (no copy anywhere), so the evacuation takes the next largest, r2:
+    2000/4000 = 0.5 < 0.85, done. r2 is evicted from A through ``pods/eviction`` once its
+    copy runs in B; r1 stays bound in A."""
+    core_a, core_b = cores
+    make_node(core_a, "a1", "4")
+    make_node(core_b, "b1", "4")
+    r1 = pod_manifest("r1", "2")
+    r1["metadata"]["labels"] = {"app": "guarded"}
+    core_a.create_namespaced_pod("default", r1)
+    core_a.create_namespaced_pod("default", pod_manifest("r2", "1800m"))
+    make_pdb(core_a, "guard", "guarded", allowed=0)
+    kubelets = [KubeletStandIn(core_a), KubeletStandIn(core_b)]
+    for k in kubelets:
+        k.gate.set()
+    events: list[Obj] = []
+    settings = LiveSettings(pending_window_s=0.5, running_timeout_s=30, evacuate_running=True,
+                            retry_after_s=2.0)  # fmt: skip
+
+    async def main() -> None:
+        await until(lambda: set(kubelets[0].marked) == {"r1", "r2"}, 30, "A's pods running")
+        a = live_agent("A", planes[0], [], events, settings)
+        a.cfg.overload_window_s = 0.5
+        await a.start()
+        b = live_agent("B", planes[1], [f"127.0.0.1:{a.cfg.port}"], events, settings)
+        await b.start()
+        try:
+            await until(lambda: read_pod(core_a, "r2") is None, 40, "r2 to leave A")
+            copy = read_pod(core_b, "r2")
+            assert copy is not None and copy.spec.node_name == "b1"
+            await asyncio.sleep(1.0)  # nothing more moves: usage 2000/4000 = 0.5
+            blocked = [
+                e for e in events if e["ev"] == "migrate_failed" and e["pod"] == "default/r1"
+            ]
+            assert blocked and "PodDisruptionBudget default/guard" in blocked[0]["why"]
+            (mig,) = [e for e in events if e["ev"] == "migrated"]
+            assert mig["pod"] == "default/r2"
+        finally:
+            await b.stop()
+            await a.stop()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 120))
+    finally:
+        for k in kubelets:
+            k.stop()
+        client.PolicyV1Api(core_a.api_client).delete_collection_namespaced_pod_disruption_budget(
+            "default"
+        )
+    kept = read_pod(core_a, "r1")
+    assert kept is not None and kept.spec.node_name == "a1"
+    assert read_pod(core_b, "r1") is None

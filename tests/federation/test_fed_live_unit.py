@@ -491,3 +491,55 @@ def test_a_pending_pod_with_a_claim_is_not_moved() -> None:
     agent = LiveAgent(AgentConfig(cluster="a"), c, LiveSettings(pending_window_s=0),
                       emit=lambda ev: None, clock=lambda: 10.0)  # fmt: skip
     assert agent.movable(10.0) == ["default/web"]
+
+
+PDBS = ("GET", "/apis/policy/v1/namespaces/default/poddisruptionbudgets")
+
+
+def _pdb(name: str, selector: Any, allowed: int, observed: int = 1, gen: int = 1) -> Obj:
+    return {"metadata": {"name": name, "generation": gen}, "spec": {"selector": selector},
+            "status": {"disruptionsAllowed": allowed, "observedGeneration": observed}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("pdb", "blocked"),
+    [
+        (_pdb("g", {"matchLabels": {"app": "web"}}, 0), ["default/g"]),
+        (_pdb("g", {"matchLabels": {"app": "web"}}, 1), []),
+        (_pdb("g", {"matchLabels": {"app": "db"}}, 0), []),
+        (_pdb("g", {}, 0), ["default/g"]),  # policy/v1: an empty selector selects all pods
+        (_pdb("g", None, 0), []),  # a null selector selects none
+        (_pdb("g", {"matchExpressions": [{"key": "app", "operator": "In",
+                                           "values": ["web", "api"]}]}, 0), ["default/g"]),
+        (_pdb("g", {"matchExpressions": [{"key": "app", "operator": "NotIn",
+                                           "values": ["web"]}]}, 0), []),
+        (_pdb("g", {"matchLabels": {"app": "web"}}, 1, observed=1, gen=2), ["default/g"]),
+    ],
+    ids=["allows-none", "allows-one", "other-pods", "empty-selector", "null-selector",
+         "expression-in", "expression-notin", "status-not-observed-yet"],
+)  # fmt: skip
+def test_blocking_pdbs(pdb: Obj, blocked: list[str]) -> None:
+    """A running pod is not moved while a PodDisruptionBudget that selects it allows no
+    disruption (``disruptionsAllowed`` 0), or its status is older than its spec (the API
+    server's eviction refuses then too, until the disruption controller catches up)."""
+    c = LiveCluster("a", hooks(FakeApi({PDBS: [(200, {"items": [pdb]})]})))
+    assert c.blocking_pdbs(pod("p", metadata={"labels": {"app": "web"}})) == blocked
+
+
+EVICT = ("POST", "/api/v1/namespaces/default/pods/p/eviction")
+
+
+def test_a_running_pod_is_evicted_and_a_budget_refusal_keeps_it() -> None:
+    """The source of a running pod is removed through ``pods/eviction`` with uid and
+    resourceVersion preconditions; a 429 (a PodDisruptionBudget forbids it at that moment)
+    keeps the pod (the caller removes the copy), and nothing is deleted."""
+    api = FakeApi({EVICT: [(429, {"reason": "TooManyRequests", "message": "budget"})]})
+    agent = owner_agent(api, lambda p, n: None)
+    ok, why = agent._delete_source("default/p", "uid-p", "7", node="a1")
+    assert not ok and "PodDisruptionBudget forbids it now" in why
+    assert [c[:2] for c in api.calls] == [EVICT]
+    body = api.calls[0][2]
+    assert body["kind"] == "Eviction"
+    assert body["deleteOptions"]["preconditions"] == {"uid": "uid-p", "resourceVersion": "7"}
+    api2 = FakeApi({EVICT: [(201, {"kind": "Status", "status": "Success"})]})
+    assert owner_agent(api2, lambda p, n: None)._delete_source("default/p", "uid-p", "7", "a1")[0]

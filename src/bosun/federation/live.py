@@ -63,7 +63,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from bosun.api.types import GPU, GPU_MILLI, GPU_MILLI_PER_GPU, Node, Pod
+from bosun.api.types import GPU, GPU_MILLI, GPU_MILLI_PER_GPU, LabelSelector, Node, Pod, Requirement
 from bosun.errors import BosunError, InputError
 from bosun.federation.agent import Agent, AgentConfig, Emit, NotSentError, emit_stdout
 from bosun.federation.escrow import EscrowError, Reservation
@@ -174,6 +174,27 @@ def rest(
     except ValueError:
         raise LiveError(f"{method} {path}: status {resp.status}: the answer is not JSON") from None
     return int(resp.status), parsed if isinstance(parsed, dict) else {}
+
+
+def selector_matches(sel: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a metav1 ``LabelSelector`` (API form: ``matchLabels``, ``matchExpressions``
+    with In/NotIn/Exists/DoesNotExist) selects ``labels``; a malformed selector selects
+    nothing (it cannot be evaluated)."""
+    ml = sel.get("matchLabels") or {}
+    me = sel.get("matchExpressions") or []
+    if not isinstance(ml, Mapping) or not isinstance(me, list):
+        return False
+    try:
+        exprs = tuple(
+            Requirement(
+                str(e["key"]), str(e["operator"]), tuple(str(v) for v in e.get("values") or ())
+            )
+            for e in me
+        )
+    except (KeyError, TypeError, AttributeError):
+        return False
+    ls = LabelSelector(tuple((str(k), str(v)) for k, v in ml.items()), exprs)
+    return ls.matches(labels)
 
 
 def _status_text(status: int, obj: Obj) -> str:
@@ -588,6 +609,56 @@ class LiveCluster(TwinCluster):
             body["preconditions"] = pre
         return rest(self.hooks.api_client, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body)
 
+    def evict(self, key: str, uid: str = "", resource_version: str = "") -> tuple[int, Obj]:
+        """POST the pod's ``pods/eviction`` (policy/v1 Eviction, grace period 0,
+        preconditioned on ``uid``/``resource_version`` when given): ``201`` evicted, ``429``
+        a PodDisruptionBudget forbids it now, ``409`` the pod changed, ``404`` gone.
+
+        Raises:
+            LiveError: the server could not be reached.
+        """
+        ns, name = key.split("/", 1)
+        opts: Obj = {"gracePeriodSeconds": 0}
+        pre = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        if pre:
+            opts["preconditions"] = pre
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": name, "namespace": ns}, "deleteOptions": opts}  # fmt: skip
+        path = f"/api/v1/namespaces/{ns}/pods/{name}/eviction"
+        return rest(self.hooks.api_client, "POST", path, body)
+
+    def blocking_pdbs(self, obj: Mapping[str, Any]) -> list[str]:
+        """The policy/v1 PodDisruptionBudgets of the pod ``obj``'s namespace that select it
+        and allow no disruption now (``status.disruptionsAllowed`` 0, or a status the
+        disruption controller has not written for the current generation: the API server's
+        eviction refuses then too). ``namespace/name`` of each. A null selector selects no
+        pod, an empty one every pod of the namespace (policy/v1).
+
+        Raises:
+            LiveError: the server could not be reached, or refused the list.
+        """
+        meta = obj.get("metadata") or {}
+        ns = str(meta.get("namespace") or "default")
+        labels = {str(k): str(v) for k, v in dict(meta.get("labels") or {}).items()}
+        path = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets"
+        status, got = rest(self.hooks.api_client, "GET", path)
+        if status != 200:
+            raise LiveError(f"listing PodDisruptionBudgets in {ns}: {_status_text(status, got)}")
+        out = []
+        for pdb in got.get("items") or []:
+            if not isinstance(pdb, Mapping):
+                continue
+            pmeta = pdb.get("metadata") or {}
+            sel = (pdb.get("spec") or {}).get("selector")
+            if not isinstance(sel, Mapping) or not selector_matches(sel, labels):
+                continue
+            st = pdb.get("status") or {}
+            allowed = st.get("disruptionsAllowed", 0)
+            current = st.get("observedGeneration", 0) >= pmeta.get("generation", 0)
+            if not current or not isinstance(allowed, int) or allowed <= 0:
+                out.append(f"{ns}/{pmeta.get('name', '')}")
+        return sorted(out)
+
     def read(self, key: str) -> tuple[int, Obj]:
         """GET the pod ``key``: ``(status, object)``.
 
@@ -924,6 +995,14 @@ class LiveAgent(Agent):
             manifest = copy_manifest(obj, holder=self.name, source=self.name)
         except ManifestError as e:
             return self._give_up(key, str(e))
+        if node:  # a running pod: a PodDisruptionBudget may forbid its eviction now
+            try:
+                blocked = await asyncio.to_thread(self.cluster.blocking_pdbs, obj)
+            except LiveError as e:
+                return self._give_up(key, str(e))
+            if blocked:
+                return self._give_up(key, f"PodDisruptionBudget {', '.join(blocked)} allows "
+                                     "no disruption now (disruptionsAllowed 0)")  # fmt: skip
         t0 = self.clock()
         where, why = await self.place(pod, exclude={self.name}, manifest=manifest)
         if where is None and key in self.in_doubt:
@@ -988,14 +1067,23 @@ class LiveAgent(Agent):
 
     def _delete_source(self, key: str, uid: str, rv: str, node: str = "") -> tuple[bool, str]:
         """Delete the source pod if it is still the pod that was copied: the same uid, and
-        still pending (``node`` empty) or still on ``node`` (a running pod evacuated)."""
+        still pending (``node`` empty) or still on ``node`` (a running pod evacuated). A
+        running pod is *evicted* (``pods/eviction``, as ``kubectl drain`` does), so the API
+        server refuses with 429 when a PodDisruptionBudget allows no disruption at that
+        moment; the caller then removes the copy."""
         for _ in range(3):
             try:
-                status, got = self.cluster.delete(key, uid=uid, resource_version=rv)
+                if node:  # running: the Eviction API, which enforces PodDisruptionBudgets
+                    status, got = self.cluster.evict(key, uid=uid, resource_version=rv)
+                else:
+                    status, got = self.cluster.delete(key, uid=uid, resource_version=rv)
                 if 200 <= status < 300:
                     return True, ""
                 if status == 404:
                     return False, f"pod {key} was deleted here meanwhile"
+                if status == 429:
+                    return False, (f"evicting pod {key}: a PodDisruptionBudget forbids it now: "
+                                   f"{_status_text(status, got)}")  # fmt: skip
                 if status != 409:
                     return False, f"deleting pod {key}: {_status_text(status, got)}"
                 # 409: it changed since; the same pod (a status update) -> again, else stop
