@@ -39,7 +39,13 @@ from typing import Any
 import numpy as np
 
 from bosun.api.types import GPU_MILLI_PER_GPU, Node, Pod
-from bosun.batch.problem import DEFAULT_TOP_K, BatchProblem, build_problem, verify_placement
+from bosun.batch.problem import (
+    DEFAULT_FRAG_WEIGHT,
+    DEFAULT_TOP_K,
+    BatchProblem,
+    build_problem,
+    verify_placement,
+)
 from bosun.batch.qubo import DEFAULT_MAX_VARS
 from bosun.batch.solvers import SolveResult, check_embeddings, check_time_limit, make_solver
 from bosun.errors import InputError, InputProblem
@@ -90,11 +96,20 @@ def check_profile(profile: str) -> list[InputProblem]:
 
 
 @lru_cache(maxsize=2)
+def openb_task_classes(variant: str = "default") -> Any:
+    """FGD's target workload for the bench: the task classes of openb's whole pod list
+    (:meth:`bosun.gpu.fragmentation.TaskClasses.from_pods`, coverage 1)."""
+    from bosun.gpu.fragmentation import TaskClasses
+
+    return TaskClasses.from_pods(_openb(variant)[1])
+
+
+@lru_cache(maxsize=2)
 def _fgd_configuration(variant: str) -> Any:
     """kube's default profile with FGD as the only Score plugin, its task classes (the
     target workload) taken from the whole openb pod list (coverage 1)."""
     from bosun.framework.config import API_VERSION, KIND, parse_configuration
-    from bosun.gpu.fragmentation import TaskClasses, with_task_classes
+    from bosun.gpu.fragmentation import with_task_classes
 
     reg = in_tree_registry()
     doc = {
@@ -113,7 +128,7 @@ def _fgd_configuration(variant: str) -> Any:
         ],
     }
     cfg = parse_configuration(doc, "<fgd profile>", registry_points(reg))
-    return with_task_classes(cfg, TaskClasses.from_pods(_openb(variant)[1]))
+    return with_task_classes(cfg, openb_task_classes(variant))
 
 
 def openb_instance(
@@ -214,6 +229,9 @@ class RunRecord:
     placed: int
     subqubo_vars: list[int] = field(default_factory=list)
     embedded: list[bool] = field(default_factory=list)
+    #: GPUs of FGD's expected fragmentation the placement adds (openb's task classes)
+    frag_added_gpus: float | None = None
+    objective_name: str = "score"
 
     @property
     def gap(self) -> float:
@@ -233,16 +251,31 @@ def run_instance(
     embed_timeout_s: float = 0.0,
     reference_time_s: float | None = None,
     capacity: str = "slack",
+    objective: str = "score",
+    frag_weight: int = DEFAULT_FRAG_WEIGHT,
+    variant: str = "default",
 ) -> tuple[BatchProblem, list[RunRecord], float]:
     """Every solver on one instance; CP-SAT first (the reference), for
     ``reference_time_s`` (default ``time_limit_s``).
+
+    The objective is ``objective`` (``score`` or ``score+fgd`` with ``frag_weight``,
+    :func:`bosun.batch.problem.build_problem`); whatever it is, each placement's added
+    fragmentation is measured with the task classes of openb's whole pod list
+    (``variant``), FGD's target workload in the paper's setup.
 
     Returns:
         (the problem, one record per solver, seconds to build the problem).
     """
     fwk = inst.scheduler.profiles["default-scheduler"]
     t0 = time.perf_counter()
-    problem = build_problem(fwk, inst.batch, top_k=top_k)
+    problem = build_problem(
+        fwk,
+        inst.batch,
+        top_k=top_k,
+        objective=objective,
+        frag_weight=frag_weight,
+        task_classes=openb_task_classes(variant),
+    )
     build_s = time.perf_counter() - t0
     results: dict[str, SolveResult] = {}
     order = ["cpsat", *[s for s in solvers if s != "cpsat"]]
@@ -282,6 +315,8 @@ def run_instance(
                 placed=int((r.assign >= 0).sum()),
                 subqubo_vars=[s.num_vars for s in r.subqubos],
                 embedded=[s.embedding.embeddable for s in r.subqubos if s.embedding is not None],
+                frag_added_gpus=problem.fragmentation_added_gpus(r.assign, r.devices),
+                objective_name=problem.objective_name,
             )
         )
     return problem, out, build_s
@@ -328,6 +363,12 @@ def summarize(records: Sequence[RunRecord], time_limit_s: float) -> list[dict[st
                         round(sum(embedded) / len(embedded), 4) if embedded else None
                     ),
                     "subqubo_vars_max": max((v for r in rs for v in r.subqubo_vars), default=None),
+                    "objective_name": rs[0].objective_name,
+                    "frag_added_gpus": (
+                        round(float(np.mean(fa)), 4)
+                        if (fa := [r.frag_added_gpus for r in rs if r.frag_added_gpus is not None])
+                        else None
+                    ),
                 }
             )
     return rows

@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bosun.api.types import Pod, pod_group_key
-from bosun.batch.problem import DEFAULT_TOP_K, build_problem, verify_placement
+from bosun.batch.problem import (
+    DEFAULT_FRAG_WEIGHT,
+    DEFAULT_TOP_K,
+    build_problem,
+    verify_placement,
+)
 from bosun.batch.solvers import Solver, SolveResult, check_time_limit
 from bosun.framework.interface import Code
 from bosun.framework.scheduler import Scheduler, SchedulingResult
@@ -48,11 +53,18 @@ def place_batch(
     time_limit_s: float = 1.0,
     top_k: int = DEFAULT_TOP_K,
     seed: int = 0,
+    objective: str = "score",
+    frag_weight: int = DEFAULT_FRAG_WEIGHT,
 ) -> BatchOutcome:
     """Place ``pods`` (pending, one profile) jointly with ``solver``.
 
+    ``objective`` and ``frag_weight`` are :func:`bosun.batch.problem.build_problem`'s:
+    ``score+fgd`` also minimises FGD's expected fragmentation after the whole batch (the
+    profile's FGD plugin gives the task classes).
+
     Raises:
-        InputError: ``time_limit_s`` not positive (field ``time_limit_s``).
+        InputError: ``time_limit_s`` not positive (field ``time_limit_s``); a bad
+            objective setting, or ``score+fgd`` on a profile without FGD (``objective``).
         ValueError: pods of several profiles, or ``top_k < 1``.
     """
     check_time_limit(time_limit_s)
@@ -63,7 +75,7 @@ def place_batch(
     if len(names) != 1:
         raise ValueError(f"a batch is placed by one profile, got {sorted(names)}")
     fwk = scheduler.profiles[next(iter(names))]
-    problem = build_problem(fwk, pods, top_k=top_k)
+    problem = build_problem(fwk, pods, top_k=top_k, objective=objective, frag_weight=frag_weight)
     res = solver.solve(problem, time_limit_s, seed)
     out.solve = res
     rejected = verify_placement(fwk, problem, res.assign, res.devices)

@@ -20,6 +20,38 @@ from bosun.cli.common import ConfigOption, fail
 from bosun.errors import BosunError, InputError, InputProblem
 
 SOLVERS_HELP = "greedy, cpsat, sa (simulated annealing), sqa (simulated quantum annealing), ga"
+OBJECTIVE_HELP = (
+    "score (the profile's total score) or score+fgd (also FGD's expected fragmentation "
+    "after the whole batch; needs FGD's task classes)."
+)
+FRAG_WEIGHT_HELP = "score+fgd: objective units per GPU of fragmentation the batch adds (>= 0)."
+
+
+def _objective_problems(objective: str, frag_weight: int) -> list[InputProblem]:
+    """bosun.batch.problem.check_objective with the CLI's flag names."""
+    from bosun.batch.problem import check_objective
+
+    out = []
+    for p in check_objective(objective, frag_weight):
+        flag = "--frag-weight" if p.field == "frag_weight" else "--objective"
+        out.append(InputProblem(p.source, "batch", flag, p.message))
+    return out
+
+
+def _require_fgd(profiles: Any) -> None:
+    """``score+fgd`` needs every profile to enable FGD (its taskClasses are the target
+    workload); InputError naming --objective otherwise."""
+    missing = [name for name, fwk in profiles.items() if "FGD" not in fwk.instances]
+    if missing:
+        raise InputError(
+            [
+                InputProblem(
+                    "<arguments>", "batch", "--objective",
+                    f"score+fgd needs the FGD plugin (with taskClasses) in profile(s) "
+                    f"{', '.join(missing)}",
+                )
+            ]
+        )  # fmt: skip
 
 
 def _write_json(path: Path, doc: Any) -> None:
@@ -67,6 +99,8 @@ def place(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Also write the results to this JSON file.")
     ] = None,
+    objective: Annotated[str, typer.Option("--objective", help=OBJECTIVE_HELP)] = "score",
+    frag_weight: Annotated[int, typer.Option("--frag-weight", help=FRAG_WEIGHT_HELP)] = 100,
 ) -> None:
     """Place every pending pod as one batch with a solver; gangs (PodGroups) all or none.
 
@@ -99,6 +133,7 @@ def place(
         except InputError as e:
             problems.extend(e.problems)
     problems.extend(_check_output(json_out, "--json"))
+    problems.extend(_objective_problems(objective, frag_weight))
     if problems:
         raise fail(str(InputError(problems)))
     assert objects is not None and cfg is not None and snapshot is not None and chosen is not None
@@ -115,6 +150,8 @@ def place(
             pdbs=objects.pdbs,
         )
         sched.set_pod_groups(objects.pod_groups)
+        if objective == "score+fgd":
+            _require_fgd(sched.profiles)
         pending = [
             p for p in objects.pods if not p.node_name and p.scheduler_name in sched.profiles
         ]
@@ -126,7 +163,16 @@ def place(
         rows: dict[str, dict[str, Any]] = {}
         left: list[Any] = []
         for group in by_profile.values():
-            out = place_batch(sched, group, chosen, time_limit_s=time_limit, top_k=top_k, seed=seed)
+            out = place_batch(
+                sched,
+                group,
+                chosen,
+                time_limit_s=time_limit,
+                top_k=top_k,
+                seed=seed,
+                objective=objective,
+                frag_weight=frag_weight,
+            )
             for key, res in out.results.items():
                 if res.code == Code.SUCCESS:
                     rows[key] = {"pod": key, "node": res.node_name, "by": "batch", "message": ""}
@@ -211,8 +257,13 @@ def bench(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write one row per solver and size here.")
     ] = None,
+    objective: Annotated[str, typer.Option("--objective", help=OBJECTIVE_HELP)] = "score",
+    frag_weight: Annotated[int, typer.Option("--frag-weight", help=FRAG_WEIGHT_HELP)] = 100,
 ) -> None:
     """Time to target and gap of each solver against CP-SAT on openb instances.
+
+    Each placement's added fragmentation (FGD's measure, openb's task classes) is
+    reported whatever the objective (the JSON key ``frag_added_gpus``).
 
     Needs the openb data (BOSUN_DATA_DIR). Exit 2 on bad input.
     """
@@ -237,6 +288,7 @@ def bench(
                 )
             )  # fmt: skip
         problems += check_profile(profile)
+        problems += _objective_problems(objective, frag_weight)
         if reference_time is not None and not reference_time > 0:
             problems.append(
                 InputProblem(
@@ -267,6 +319,8 @@ def bench(
                     embed_timeout_s=embed_timeout,
                     reference_time_s=reference_time,
                     capacity=capacity,
+                    objective=objective,
+                    frag_weight=frag_weight,
                 )
                 records.extend(recs)
                 console.print(
@@ -293,6 +347,7 @@ def bench(
         "gap",
         "feasible",
         "embeddable",
+        "frag added (GPUs)",
     ):
         table.add_column(col)
     for r in rows:
@@ -304,6 +359,7 @@ def bench(
             f"{r['gap']:.4%}",
             str(r["feasible"]),
             "-" if r["embeddable_fraction"] is None else f"{r['embeddable_fraction']:.0%}",
+            "-" if r["frag_added_gpus"] is None else f"{r['frag_added_gpus']:.3f}",
         )
     out = Console()
     out.print(table)
@@ -333,6 +389,8 @@ def bench(
                     "time_to_2pct_s": r.time_to_2pct_s,
                     "feasible": r.feasible,
                     "placed": r.placed,
+                    "objective_name": r.objective_name,
+                    "frag_added_gpus": r.frag_added_gpus,
                 }
                 for r in records
             ],
