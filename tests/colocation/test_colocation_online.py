@@ -438,3 +438,26 @@ def test_example_file_parses() -> None:
     assert [r.policy for r in runs] == ["none", "koordinator", "bosun"]
     assert {(r.online_usage, r.online_scale) for r in runs} == {("nab", "percent")}
     assert {r.reclaim.cpu_threshold_percent for r in runs} == {90}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    series=st.lists(
+        st.lists(st.floats(-10, 150, allow_nan=False), min_size=1, max_size=20),
+        min_size=1,
+        max_size=5,
+    ),
+    picks=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**6)), min_size=1),
+    t=st.floats(0, 1e7, allow_nan=False),
+)
+def test_fraction_matches_a_plain_lookup(
+    series: list[list[float]], picks: list[tuple[int, int]], t: float
+) -> None:
+    # the vectorised lookup against the rule read literally, pod by pod
+    s = OnlineSeries.from_series([f"s{i}" for i in range(len(series))], series)
+    idx = np.array([a % len(series) for a, _ in picks], dtype=np.int64)
+    phase = np.array([b % len(series[i]) for i, (_, b) in zip(idx, picks, strict=True)])
+    got = s.fraction(idx, phase.astype(np.int64), t)
+    for k, (i, p) in enumerate(zip(idx.tolist(), phase.tolist(), strict=True)):
+        v = series[i][(p + math.floor(t / 300.0)) % len(series[i])]
+        assert got[k] == min(max(v, 0.0), 100.0) / 100.0
