@@ -221,7 +221,10 @@ def test_refused_and_gone_groups_do_not_stop_the_loop(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(st.lists(st.integers(1, 2048), min_size=1, max_size=12))
 def test_v1_limit_invariants(tmp_path_factory: pytest.TempPathFactory, usages: list[int]) -> None:
