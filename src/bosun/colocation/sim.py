@@ -301,14 +301,11 @@ def load_inputs() -> tuple[list[FloatArray], list[tuple[int, float]]]:
         DataNotFoundError: the shared data folder lacks them (set ``BOSUN_DATA_DIR``).
         InputError: unreadable files.
     """
-    from bosun.forecast.series import read_series
-    from bosun.twin.data import require
+    from bosun.colocation.online import load_nab_cpu
     from bosun.twin.traces.openb import load_openb
 
-    folder = require("nab-aws/realAWSCloudwatch")
-    series: list[FloatArray] = []
-    for f in sorted(folder.glob("ec2_cpu_utilization_*.csv")):
-        series += [s.values for s in read_series(f)]
+    nab = load_nab_cpu()  # the discrete-event twin's loader: the same files, in order
+    series: list[FloatArray] = [nab.values[i, :n] for i, n in enumerate(nab.lengths.tolist())]
     trace = load_openb("default")
     jobs = [
         (int(a.pod.requests.get("cpu", 0)), float(a.departure_s - a.arrival_s))
