@@ -19,6 +19,15 @@ Run: ``.venv/bin/python benchmarks/bench_federation.py``.
    B, -> deleted from A, and the agent's own steps (place + create + Binding). Baseline in
    the same run: the bench itself creating and binding a pod in B directly (two API round
    trips: the least any copy costs).
+5. Live workload move (``--live-workload``; needs ``shared/k8s``): the same two control
+   planes; a Deployment of ``--live-replicas`` (4) replicas of 3 CPUs created in A, all
+   pending there. The Deployment and ReplicaSet controllers are the test suite's stand-in
+   (``tests/federation/kubestandins.py``; shared/k8s has no controller-manager), in both
+   clusters, and B's bound pods are marked Running by a kubelet stand-in. Times from the
+   Deployment's creation in A: the copy's replicas all bound in B, all Running, A scaled to
+   0, A's pods all gone. Baseline in the same run: a Deployment of as many replicas
+   created directly in B, its pods bound by the bench as the stand-in makes them (the least
+   a copy costs: the same controller and API round trips, without the federation).
 """
 
 from __future__ import annotations
@@ -312,14 +321,164 @@ def live_rows(pods: int = 10, window_s: float = 2.0) -> list[tuple[str, str]]:
     ]
 
 
+def live_workload_rows(replicas: int = 4, window_s: float = 2.0) -> list[tuple[str, str]]:
+    """Section 5 of the module docstring."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from kubernetes import client
+    from tests.federation.kubestandins import ControllerStandIn
+    from tests.live import controlplane as cpl
+
+    from bosun.cli.federation import live_hooks
+    from bosun.federation.agent import AgentConfig, free_port_pair
+    from bosun.federation.live import LiveAgent, LiveCluster, LiveSettings
+
+    missing = cpl.missing_parts(cpl.k8s_dir())
+    if missing:
+        return [("live workload", f"n/a (missing {', '.join(missing)})")]
+
+    def dep(name: str, n: int, cpu: str) -> dict[str, Any]:
+        labels = {"app": name}
+        req = {"requests": {"cpu": cpu, "memory": "100Mi"}}
+        containers = [{"name": "c", "image": "pause", "resources": req}]
+        tpl = {"metadata": {"labels": labels}, "spec": {"containers": containers}}
+        spec = {"replicas": n, "selector": {"matchLabels": labels}, "template": tpl}
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+                "spec": spec}  # fmt: skip
+
+    def app_pods(core: Any, app: str) -> list[Any]:
+        return [p for p in core.list_namespaced_pod("default", label_selector=f"app={app}").items
+                if p.metadata.deletion_timestamp is None]  # fmt: skip
+
+    marks: dict[str, float] = {}
+    events: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        ports = cpl.free_ports(6)
+        planes = [cpl.ControlPlane(Path(tmp) / f"k{i}", *ports[3 * i : 3 * i + 3])
+                  for i in range(2)]  # fmt: skip
+        with ThreadPoolExecutor(2) as ex:
+            list(ex.map(lambda c: c.start(), planes))
+        apis = [c.api_client() for c in planes]
+        ctls = [ControllerStandIn(a) for a in apis]
+        stop = threading.Event()
+        try:
+            core_a, core_b = (client.CoreV1Api(a) for a in apis)
+            apps_a, apps_b = (client.AppsV1Api(a) for a in apis)
+            _node(core_a, "a1", "2")
+            for i in range(replicas):
+                _node(core_b, f"b{i}", "4")
+            # baseline: a Deployment made in B directly, its pods bound by the bench
+            t = time.perf_counter()
+            apps_b.create_namespaced_deployment("default", dep("direct", replicas, "100m"))
+            done: set[str] = set()
+            while len(done) < replicas and time.perf_counter() - t < 60:
+                for p in app_pods(core_b, "direct"):
+                    if p.metadata.name not in done:
+                        core_b.create_namespaced_pod_binding(p.metadata.name, "default", {
+                            "apiVersion": "v1", "kind": "Binding",
+                            "metadata": {"name": p.metadata.name},
+                            "target": {"apiVersion": "v1", "kind": "Node", "name": "b0"}},
+                            _preload_content=False)  # fmt: skip
+                        done.add(p.metadata.name)
+                time.sleep(0.02)
+            direct = time.perf_counter() - t
+            apps_b.delete_namespaced_deployment("direct", "default")
+            while app_pods(core_b, "direct"):
+                time.sleep(0.1)
+
+            def watch() -> None:  # B's stand-in kubelet; the marks of both clusters
+                while not stop.wait(0.05):
+                    b_pods = app_pods(core_b, "web")
+                    for p in b_pods:
+                        if p.spec.node_name and p.status.phase != "Running":
+                            core_b.patch_namespaced_pod_status(
+                                p.metadata.name, "default", {"status": {"phase": "Running"}}
+                            )
+                    now = time.time()
+                    bound = [p for p in b_pods if p.spec.node_name]
+                    if len(bound) >= replicas:
+                        marks.setdefault("bound", now)
+                    if sum(p.status.phase == "Running" for p in bound) >= replicas:
+                        marks.setdefault("running", now)
+                    if "created" in marks and not app_pods(core_a, "web") and "bound" in marks:
+                        marks.setdefault("gone", now)
+
+            watcher = threading.Thread(target=watch, daemon=True)
+            watcher.start()
+            settings = LiveSettings(pending_window_s=window_s, running_timeout_s=60)
+
+            def cfg(name: str, join: list[str]) -> AgentConfig:
+                return AgentConfig(cluster=name, port=free_port_pair(), join=join,
+                                   summary_interval_s=0.2)  # fmt: skip
+
+            async def run() -> None:
+                ca = LiveCluster("A", live_hooks(planes[0].kubeconfig), group_size=1)
+                cb = LiveCluster("B", live_hooks(planes[1].kubeconfig), group_size=1)
+                await asyncio.to_thread(ca.start)
+                await asyncio.to_thread(cb.start)
+                a = LiveAgent(cfg("A", []), ca, settings, emit=events.append)
+                await a.start()
+                b = LiveAgent(cfg("B", [f"127.0.0.1:{a.cfg.port}"]), cb, settings,
+                              emit=events.append)  # fmt: skip
+                await b.start()
+                try:
+                    end = time.monotonic() + 30
+                    while "B/_" not in a.store.entries and time.monotonic() < end:
+                        await asyncio.sleep(0.05)
+                    await asyncio.to_thread(
+                        apps_a.create_namespaced_deployment, "default", dep("web", replicas, "3")
+                    )
+                    marks["created"] = time.time()
+                    end = time.monotonic() + 90
+                    while time.monotonic() < end and "gone" not in marks:
+                        await asyncio.sleep(0.1)
+                finally:
+                    await b.stop()
+                    await a.stop()
+
+            asyncio.run(run())
+        finally:
+            stop.set()
+            for c in ctls:
+                c.stop()
+            for a in apis:
+                a.close()
+            for c in planes:
+                c.stop()
+    migs = [e for e in events if e.get("ev") == "workload_migrated"]
+    if "gone" not in marks or not migs:
+        return [("live workload", "n/a (the Deployment did not move within 90 s)")]
+    t0 = marks["created"]
+    scaled = max(e["t"] for e in migs)
+    moved = sum(e["replicas"] for e in migs)
+    step = statistics.median(e["bound_s"] for e in migs)
+    to_bound = marks["bound"] - t0 - statistics.median(e["pending_s"] for e in migs)
+    return [
+        ("live workload: replicas moved A -> B", f"{moved} of {replicas} in {len(migs)} move(s)"),
+        ("live workload: pending window", f"{window_s:g} s"),
+        ("live workload: created in A -> all bound in B", f"{marks['bound'] - t0:.2f} s"),
+        ("live workload: created in A -> all Running in B", f"{marks['running'] - t0:.2f} s"),
+        ("live workload: created in A -> A scaled down", f"{scaled - t0:.2f} s"),
+        ("live workload: created in A -> A's pods gone", f"{marks['gone'] - t0:.2f} s"),
+        ("live workload: agent place+wbind+create", f"{step * 1e3:.0f} ms"),
+        ("live workload: window end -> all bound in B", f"{to_bound:.2f} s"),
+        ("live workload: direct Deployment in B, all bound (baseline)", f"{direct:.2f} s"),
+        ("  window end -> bound / direct", f"{to_bound / direct:.1f}"),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--live", action="store_true", help="also section 4 (real apiservers)")
     ap.add_argument("--live-pods", type=int, default=10)
+    ap.add_argument("--live-workload", action="store_true", help="section 5 (real apiservers)")
+    ap.add_argument("--live-replicas", type=int, default=4)
+    ap.add_argument("--only-live", action="store_true", help="skip sections 1-3")
     args = ap.parse_args()
-    rows = sync_rows() + score_rows() + escrow_rows()
+    rows = [] if args.only_live else sync_rows() + score_rows() + escrow_rows()
     if args.live:
         rows += live_rows(args.live_pods)
+    if args.live_workload:
+        rows += live_workload_rows(args.live_replicas)
     width = max(len(k) for k, _ in rows)
     print(f"{'measure':<{width}}  value")
     for k, v in rows:
