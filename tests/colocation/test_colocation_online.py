@@ -461,3 +461,23 @@ def test_fraction_matches_a_plain_lookup(
     for k, (i, p) in enumerate(zip(idx.tolist(), phase.tolist(), strict=True)):
         v = series[i][(p + math.floor(t / 300.0)) % len(series[i])]
         assert got[k] == min(max(v, 0.0), 100.0) / 100.0
+
+
+@pytest.mark.data
+def test_nab_scenario_short_run_invariants() -> None:
+    # two hours of the scenario on 2 nodes: the none arm preempts nothing and reclaims
+    # nothing; in every arm the use is a fraction, the lost share is in [0, 1], and with
+    # co-location the cluster does more BE work than without
+    from bosun.colocation.twin import NabScenario, ReplayConfig, nab_scenario_trace, replay
+
+    sc = NabScenario(nodes=2, hours=2.0)
+    cfg = ReplayConfig(nodes=2, hours=2.0, online_usage="nab", online_scale="peak")
+    out = replay(cfg, nab_scenario_trace(sc))
+    assert out["none"]["colocation_preemptions"] == 0
+    assert out["none"]["colocation_be_work_milli_s"] == 0
+    for s in out.values():
+        assert 0.0 < s["colocation_cpu_util_mean"] <= 1.0
+        assert 0.0 <= s["colocation_lost_fraction"] <= 1.0
+    for p in ("koordinator", "bosun"):
+        assert out[p]["be_completed"] > out["none"]["be_completed"]
+        assert out[p]["colocation_cpu_util_mean"] > out["none"]["colocation_cpu_util_mean"]
