@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bosun.colocation.agent import PROC_PRESSURE_CPU, AgentConfig, FeedbackLoop, pressure_available
+from bosun.colocation.agent import AgentConfig, FeedbackLoop
 from bosun.colocation.cgroups import (
     CgroupError,
     CgroupExecutor,
@@ -305,10 +305,9 @@ def run_arm(
         agent_thread = None
         if arm == "agent":
             acfg = AgentConfig(node_milli=1000 * ncpu, interval_s=cfg.interval_s)
-            psi = PROC_PRESSURE_CPU if pressure_available() else None
-            # system-wide PSI counts the BE burners' own waits: use it only with a v2 LS
-            # group's cpu.pressure; on v1 the LS usage and the class settings drive it
-            loop = FeedbackLoop(ex, [ls_group], be_groups, acfg, None if v is Version.V1 else psi)
+            # system-wide PSI counts the BE burners' own waits: on v2 the LS group's own
+            # cpu.pressure is read; on v1 the LS usage and the class settings drive it
+            loop = FeedbackLoop(ex, [ls_group], be_groups, acfg, None, ls_pressure=v is Version.V2)
             loop.start()
 
             def run_agent() -> None:
