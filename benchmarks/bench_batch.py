@@ -25,6 +25,22 @@ comparison itself is ``bosun batch bench`` (see docs/batch.md, "Measured").
    running whole, the single pods' wait, the mean GPU allocation, and the wall time of
    the Coscheduling run as a ratio to the default run in the same process.
 
+5. The ``score+fgd`` objective (FGD's expected fragmentation after the whole batch) against
+   ``score`` on openb instances (``bosun.batch.bench.openb_instance``, 80 % GPU load,
+   100 pods, seeds 0-4, 200 and 1,000 nodes), under kube's default Scores and under FGD
+   as the only Score: for greedy, CP-SAT, SA and the GA, 3 s each, the pods placed, the
+   GPUs of fragmentation the placement adds (FGD's measure with openb's task classes;
+   negative: it fills fragments), the profile's static score of the placed pods, and
+   the Wilcoxon signed-rank p of the paired
+   difference in added fragmentation; the problem build with the term is timed as a
+   ratio to the build without it in the same run. ``.venv/bin/python
+   benchmarks/bench_batch.py frag [nodes ...]``.
+6. Coscheduling's group backoff in the twin: section 4's workload under
+   examples/coscheduling.yaml's profile with the FIFO queue sort (PrioritySort), with and
+   without ``podGroupBackoffSeconds: 30``: gangs placed, gang wait, members released
+   from Permit, Permit timeouts, scheduling attempts, wall time as a ratio to the run
+   without backoff. ``.venv/bin/python benchmarks/bench_batch.py backoff`` (no data).
+
 Run only section 4 (no openb data needed): ``.venv/bin/python benchmarks/bench_batch.py
 twin``.
 """
@@ -251,12 +267,138 @@ def twin_gangs(seeds: tuple[int, ...] = (0, 1, 2)) -> None:
             )
 
 
+def frag_objective(
+    sizes: tuple[int, ...] = (200, 1000),
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4),
+    time_limit_s: float = 3.0,
+    solvers: tuple[str, ...] = ("greedy", "cpsat", "sa", "ga"),
+    profiles: tuple[str, ...] = ("default", "fgd"),
+) -> None:
+    """Section 5: the fragmentation objective against the score objective, under kube's
+    default Scores and under FGD's."""
+    for profile in profiles:
+        _frag_objective(sizes, seeds, time_limit_s, solvers, profile)
+
+
+def _frag_objective(
+    sizes: tuple[int, ...],
+    seeds: tuple[int, ...],
+    time_limit_s: float,
+    solvers: tuple[str, ...],
+    profile: str,
+) -> None:
+    from scipy.stats import wilcoxon  # type: ignore[import-untyped]
+
+    from bosun.batch.bench import openb_instance, openb_task_classes
+    from bosun.batch.problem import build_problem
+    from bosun.batch.solvers import make_solver
+
+    classes = openb_task_classes()
+    print(
+        f"\n5. objective score vs score+fgd (weight 100 per GPU), openb, 100 pods, "
+        f"profile {profile}, {time_limit_s:g} s per solver, seeds {list(seeds)}"
+    )
+    print(
+        f"{'nodes':>5} {'solver':>7} {'objective':>10} {'placed':>7} {'frag added':>11} "
+        f"{'score':>10} {'wall s':>7}"
+    )
+    for n in sizes:
+        added: dict[tuple[str, str], list[tuple[int, float, int, float]]] = {}
+        build_ratio: list[float] = []
+        for seed in seeds:
+            inst = openb_instance(n, 100, seed, profile=profile)
+            fwk = inst.scheduler.profiles["default-scheduler"]
+            probs = {}
+            build_s = {}
+            for obj in ("score", "score+fgd"):
+                t0 = time.perf_counter()
+                probs[obj] = build_problem(fwk, inst.batch, objective=obj, task_classes=classes)
+                build_s[obj] = time.perf_counter() - t0
+            build_ratio.append(build_s["score+fgd"] / build_s["score"])
+            for solver in solvers:
+                for obj in ("score", "score+fgd"):
+                    prob = probs[obj]
+                    t0 = time.perf_counter()
+                    res = make_solver(solver).solve(prob, time_limit_s, seed)
+                    wall = time.perf_counter() - t0
+                    placed = np.flatnonzero(res.assign >= 0)
+                    row = (
+                        len(placed),
+                        prob.fragmentation_added_gpus(res.assign, res.devices),
+                        int(prob.score[placed, res.assign[placed]].sum()),
+                        wall,
+                    )
+                    added.setdefault((solver, obj), []).append(row)
+        for solver in solvers:
+            for obj in ("score", "score+fgd"):
+                rows = np.array(added[solver, obj], dtype=float)
+                print(
+                    f"{n:>5} {solver:>7} {obj:>10} {rows[:, 0].mean():>7.1f} "
+                    f"{rows[:, 1].mean():>11.3f} {rows[:, 2].mean():>10.0f} "
+                    f"{rows[:, 3].mean():>7.2f}"
+                )
+            a = np.array(added[solver, "score"], dtype=float)[:, 1]
+            b = np.array(added[solver, "score+fgd"], dtype=float)[:, 1]
+            p = float(wilcoxon(a, b).pvalue) if np.any(a != b) else float("nan")
+            print(
+                f"{'':>5} {solver:>7} frag added, score+fgd - score: "
+                f"{float((b - a).mean()):+.3f} GPUs (Wilcoxon p = {p:.3g}, {len(a)} seeds)"
+            )
+        print(
+            f"{n:>5} problem build with the term: {float(np.median(build_ratio)):.2f} x "
+            "the build without it (median over seeds)"
+        )
+
+
+def gang_backoff(seeds: tuple[int, ...] = (0, 1, 2), backoff_s: int = 30) -> None:
+    """Section 6: Coscheduling's group backoff in the twin (section 4's workload)."""
+    from bosun.batch.gang import coscheduling_configuration, use_scheduler_clock
+    from bosun.plugins.registry import in_tree_registry, registry_points
+    from bosun.twin.engine import Simulator
+
+    points = registry_points(in_tree_registry())
+    print(
+        f"\n6. group backoff (podGroupBackoffSeconds {backoff_s}) in the twin, "
+        "FIFO queue sort, PostFilter on"
+    )
+    print(
+        f"{'seed':>4} {'backoff':>7} {'placed':>8} {'wait p50':>9} {'wait max':>9} "
+        f"{'releases':>8} {'timeouts':>8} {'attempts':>8} {'wall x':>7}"
+    )
+    for seed in seeds:
+        trace = _gang_trace(seed)
+        base_wall = 0.0
+        for backoff in (0, backoff_s):
+            args = {"podGroupBackoffSeconds": backoff} if backoff else None
+            cfg = coscheduling_configuration(points, queue_sort=False, coscheduling_args=args)
+            t0 = time.perf_counter()
+            sim = Simulator(trace, cfg, seed=seed)  # type: ignore[arg-type]
+            use_scheduler_clock(sim.scheduler)
+            res = sim.run()
+            wall = time.perf_counter() - t0
+            base_wall = base_wall or wall
+            s = res.summary
+            attempts = int(res.pods["attempts"].sum())
+            print(
+                f"{seed:>4} {backoff:>6}s {int(s['gangs_placed']):>4}/{int(s['gangs']):<3} "
+                f"{s['gang_wait_p50_s']:>8.0f}s {s['gang_wait_max_s']:>8.0f}s "
+                f"{int(s['gang_releases']):>8} {int(s['gang_permit_timeouts']):>8} "
+                f"{attempts:>8} {wall / base_wall:>7.2f}"
+            )
+
+
 if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] == ["twin"]:
         twin_gangs()
+    elif sys.argv[1:2] == ["frag"]:
+        frag_objective(tuple(int(a) for a in sys.argv[2:]) or (200, 1000))
+    elif sys.argv[1:] == ["backoff"]:
+        gang_backoff()
     else:
         main()
         gang_wait()
         twin_gangs()
+        frag_objective()
+        gang_backoff()

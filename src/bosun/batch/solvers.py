@@ -180,18 +180,17 @@ class CpSatSolver:
         """Maximise the objective for at most ``time_limit_s`` seconds."""
         tr = _Tracker()
         hint = problem.greedy() if self.hint_greedy else None
+        deadline = tr.start + time_limit_s
         if problem.uses_frag and self.linear_share > 0:
-            self._solve_once(problem, tr, self.linear_share * time_limit_s, seed, False, hint)
-            assert tr.assign is not None
-            first = problem.repair(tr.assign)  # devices re-chosen for the exact term
-            tr.offer(problem, *first)
-            hint = (tr.assign, tr.devices)
-            left = max(time_limit_s - tr.elapsed(), 0.05 * time_limit_s)
-            bound, optimal = self._solve_once(problem, tr, left, seed, True, hint)
+            first_end = tr.start + self.linear_share * time_limit_s
+            self._solve_once(problem, tr, first_end, seed, False, hint)
+            if tr.assign is not None:
+                first = problem.repair(tr.assign)  # devices re-chosen for the exact term
+                tr.offer(problem, *first)
+                hint = (tr.assign, tr.devices)
+            bound, optimal = self._solve_once(problem, tr, deadline, seed, True, hint)
         else:
-            bound, optimal = self._solve_once(
-                problem, tr, time_limit_s, seed, problem.uses_frag, hint
-            )
+            bound, optimal = self._solve_once(problem, tr, deadline, seed, problem.uses_frag, hint)
         if tr.assign is None:
             assign, devices = problem.greedy()
             tr.offer(problem, assign, devices)
@@ -211,13 +210,15 @@ class CpSatSolver:
         self,
         problem: BatchProblem,
         tr: _Tracker,
-        time_limit_s: float,
+        deadline: float,
         seed: int,
         with_frag: bool,
         hint: tuple[IntArray, Devices] | None,
     ) -> tuple[float | None, bool]:
-        """One CP-SAT run (``with_frag``: the exact fragmentation term in the model);
-        every solution goes to ``tr``. Returns (its bound in objective units, optimal)."""
+        """One CP-SAT run until the ``time.perf_counter()`` ``deadline`` (building the
+        model counts; the search gets at least 10 ms), ``with_frag``: the exact
+        fragmentation term in the model; every solution goes to ``tr``. Returns (its
+        bound in objective units, optimal)."""
         from ortools.sat.python import cp_model
 
         m = cp_model.CpModel()
@@ -280,7 +281,7 @@ class CpSatSolver:
                 for var, kind, args in frag_hints:
                     m.add_hint(var, hs.value(kind, args))
         solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = max(float(time_limit_s), 0.01)
+        solver.parameters.max_time_in_seconds = max(deadline - time.perf_counter(), 0.01)
         solver.parameters.num_workers = self.workers
         solver.parameters.random_seed = seed
 
