@@ -234,18 +234,23 @@ def agent(
 def bench(
     clusters: Annotated[int, typer.Option("--clusters", help="Agents (one per cluster).")] = 8,
     nodes_per_cluster: Annotated[
-        int, typer.Option("--nodes-per-cluster", help="Synthetic nodes per cluster.")
-    ] = 500,
+        int | None,
+        typer.Option("--nodes-per-cluster", help="Nodes per cluster (500; live: 10)."),
+    ] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the results (the issue's keys) here.")
     ] = None,
     netns: Annotated[
         str, typer.Option("--netns", help="auto (when root), on, off (127.0.0.1 ports).")
     ] = "auto",
-    requests: Annotated[int, typer.Option("--requests", help="Cross-cluster requests.")] = 10000,
+    requests: Annotated[
+        int | None, typer.Option("--requests", help="Cross-cluster requests (10000; live: 300).")
+    ] = None,
     phase_s: Annotated[float, typer.Option("--phase", help="Seconds per traffic phase.")] = 8.0,
     loss: Annotated[float, typer.Option("--loss", help="Packet loss for convergence.")] = 0.05,
-    budget_s: Annotated[float, typer.Option("--budget", help="Hard time limit, seconds.")] = 115.0,
+    budget_s: Annotated[
+        float | None, typer.Option("--budget", help="Time limit, seconds (115; live: 180).")
+    ] = None,
     stall_phase_s: Annotated[
         float, typer.Option("--stall-phase", help="Seconds of 10 % loss and SIGSTOP stalls.")
     ] = 10.0,
@@ -256,14 +261,42 @@ def bench(
     suspicion_mult: Annotated[
         int, typer.Option("--suspicion-mult", help="Every agent's SWIM suspicion multiplier.")
     ] = 6,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend",
+            help="twin (synthetic clusters) or live (a real etcd + kube-apiserver per "
+            "cluster from shared/k8s, agents with --kubeconfig).",
+        ),
+    ] = "twin",
 ) -> None:
     """Start one agent process per cluster, inject churn, loss, a partition, kill -9, a
     region overload, and print the results table (``--json``: the issue's keys).
+
+    With --backend live each cluster is a real control plane (etcd + kube-apiserver, no
+    kubelet) and the agents run on 127.0.0.1 (docs/federation.md); without the binaries it
+    prints why and exits 0 (exit 2 when BOSUN_K8S_DIR names a folder that lacks them).
 
     Exit code 2 on bad flags or when the network namespaces cannot be set up with --netns on.
     """
     from bosun.errors import BosunError
     from bosun.federation.bench import BenchConfig, print_table, run_bench
+
+    if backend not in ("twin", "live"):
+        raise fail(f"--backend {backend!r}: twin or live")
+    live = backend == "live"
+    if live and netns == "on":
+        raise fail(
+            "--backend live runs on 127.0.0.1 (the API servers are on the host): drop --netns on"
+        )
+    if nodes_per_cluster is None:
+        nodes_per_cluster = 10 if live else 500
+    if requests is None:
+        requests = 300 if live else 10000
+    if budget_s is None:
+        budget_s = 180.0 if live else 115.0
+    if budget_s <= 0:
+        raise fail("--budget must be > 0 seconds")
 
     if clusters < 3 or nodes_per_cluster < 4 or requests < 0 or phase_s <= 0 or not 0 <= loss < 1:
         raise fail(
@@ -288,7 +321,16 @@ def bench(
         budget_s=budget_s,
     )
     try:
-        result = run_bench(cfg)
+        if live:
+            from bosun.federation.livebench import LiveBenchSkippedError, run_live_bench
+
+            try:
+                result = run_live_bench(cfg)
+            except LiveBenchSkippedError as e:
+                typer.echo(f"bosun federate bench --backend live: {e}", err=True)
+                return
+        else:
+            result = run_bench(cfg)
     except BosunError as e:
         raise fail(str(e)) from None
     print_table(result)
