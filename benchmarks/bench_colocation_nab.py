@@ -19,8 +19,14 @@ the same run; node-ticks whose online p99 is within 100 ms; BE work lost to pree
 share of the BE work done (``colocation_lost_fraction``); preemptions; BE pods completed;
 wall seconds. The targets: CPU >= 80 %, p99 in SLO >= 99 %, lost < 5 %.
 
+``--write-trace FILE.yaml`` writes the scenario's trace as manifests
+(:func:`bosun.colocation.twin.trace_manifests`) and exits, so that ``bosun simulate --trace
+FILE.yaml --colocation examples/colocation-nab-scenario.yaml --until 86400`` runs the same
+three arms through the CLI.
+
 Usage: ``python benchmarks/bench_colocation_nab.py [--only replay|scenario] [--hours H]
-[--be-usage request|model] [--json FILE]``. Needs the shared openb and NAB data.
+[--be-usage request|model] [--json FILE] [--write-trace FILE.yaml]``. Needs the shared
+openb and NAB data.
 """
 
 from __future__ import annotations
@@ -63,7 +69,18 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=24.0, help="the scenario's length")
     ap.add_argument("--be-usage", choices=("request", "model"), default="request")
     ap.add_argument("--json", type=Path, default=None, help="write the summaries here")
+    ap.add_argument("--write-trace", type=Path, default=None, help="write the scenario, exit")
     args = ap.parse_args()
+    if args.write_trace is not None:
+        import yaml
+
+        from bosun.colocation.twin import trace_manifests
+
+        trace = nab_scenario_trace(NabScenario(hours=args.hours, be_usage=args.be_usage))
+        docs = trace_manifests(trace)
+        args.write_trace.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        print(f"wrote {args.write_trace}: {trace.name}, {len(docs)} manifests")
+        return
     names = [args.only] if args.only else ["replay", "scenario"]
     dump: dict[str, object] = {}
     for name in names:

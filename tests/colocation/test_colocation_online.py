@@ -481,3 +481,84 @@ def test_nab_scenario_short_run_invariants() -> None:
     for p in ("koordinator", "bosun"):
         assert out[p]["be_completed"] > out["none"]["be_completed"]
         assert out[p]["colocation_cpu_util_mean"] > out["none"]["colocation_cpu_util_mean"]
+
+
+def _roundtrip(trace: Trace, tmp_path: Path) -> Trace:
+    import yaml
+
+    from bosun.colocation.twin import trace_manifests
+    from bosun.twin.traces import load_trace
+
+    path = tmp_path / "trace.yaml"
+    path.write_text(yaml.safe_dump_all(trace_manifests(trace), sort_keys=False))
+    return load_trace(path)
+
+
+def test_trace_manifests_round_trip(tmp_path: Path) -> None:
+    # a bound LS pod and two arrivals (one with a run time, one with a deletion time)
+    # come back with the same nodes, requests, labels, annotations and times
+    job = make_pod(
+        "job", cpu="1500m", memory="3Gi", labels={"bosun.io/qos": "BE"}, annotations={"a": "b"}
+    )
+    trace = Trace(
+        "t",
+        [make_node("n0", cpu="96", memory="512Gi")],
+        [
+            PodArrival(job, 12.5, duration_s=600.0),
+            PodArrival(make_pod("web2", cpu="2", memory="1Gi"), 30.0, departure_s=90.0),
+        ],
+        bound=[_ls("web", 21600, app="svc")],
+    )
+    back = _roundtrip(trace, tmp_path)
+    assert [n.allocatable for n in back.nodes] == [n.allocatable for n in trace.nodes]
+    assert [(p.key, p.node_name, p.requests, p.labels) for p in back.bound] == [
+        (p.key, p.node_name, p.requests, p.labels) for p in trace.bound
+    ]
+    got = [(a.pod.key, a.arrival_s, a.duration_s, a.departure_s) for a in back.arrivals]
+    assert got == [("default/job", 12.5, 600.0, None), ("default/web2", 30.0, None, 90.0)]
+    assert back.arrivals[0].pod.requests == job.requests
+    assert back.arrivals[0].pod.labels == job.labels
+    assert back.arrivals[0].pod.annotations["a"] == "b"
+
+
+def test_trace_manifests_refuse_what_they_cannot_write() -> None:
+    from dataclasses import replace
+
+    from bosun.api.types import Toleration
+    from bosun.colocation.twin import trace_manifests
+
+    pod = replace(make_pod("p", cpu="1"), tolerations=(Toleration(key="k"),))
+    trace = Trace("t", [make_node("n0")], [PodArrival(pod, 0.0)])
+    with pytest.raises(InputError) as exc:
+        trace_manifests(trace)
+    p = exc.value.problems[0]
+    assert (p.source, p.obj, p.field) == ("t", "Pod default/p", "tolerations")
+
+
+@pytest.mark.data
+def test_nab_scenario_round_trip(tmp_path: Path) -> None:
+    from bosun.colocation.twin import NabScenario, nab_scenario_trace
+
+    trace = nab_scenario_trace(NabScenario(nodes=1, hours=0.3))
+    back = _roundtrip(trace, tmp_path)
+    key = [(a.pod.key, a.arrival_s, a.duration_s, a.pod.requests) for a in trace.arrivals]
+    assert [(a.pod.key, a.arrival_s, a.duration_s, a.pod.requests) for a in back.arrivals] == key
+    assert [p.requests for p in back.bound] == [p.requests for p in trace.bound]
+
+
+def test_scenario_example_file_parses() -> None:
+    from bosun.colocation.profile import load_colocation_runs
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "colocation-nab-scenario.yaml"
+    runs = load_colocation_runs(path)
+    assert [r.policy for r in runs] == ["none", "koordinator", "bosun"]
+    assert {(r.online_usage, r.online_scale) for r in runs} == {("nab", "peak")}
+    # the settings bosun.colocation.twin.replay runs with (ReplayConfig's defaults)
+    r = runs[2]
+    assert (r.reclaim.cpu_threshold_percent, r.reclaim.memory_threshold_percent) == (90, 90)
+    assert (r.reclaim.horizon_s, r.reclaim.quantile, r.period_s, r.grace_s) == (
+        600.0,
+        0.95,
+        60.0,
+        30.0,
+    )

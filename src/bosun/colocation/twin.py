@@ -794,3 +794,88 @@ def nab_scenario_trace(cfg: NabScenario) -> Trace:
         t = n * gap
     name = f"nab-scenario/{cfg.nodes}x96c/{cfg.hours:g}h/be-{cfg.be_usage}"
     return Trace(name, nodes, arrivals, bound=bound)
+
+
+#: Pod fields :func:`trace_manifests` writes, and those the reader derives (the uid too).
+_WRITTEN = {"name", "namespace", "labels", "annotations", "node_name", "containers"}
+_DERIVED = {"uid", "requests", "nonzero_milli_cpu", "nonzero_memory_bytes", "gpu_milli"}
+
+
+def trace_manifests(trace: Trace) -> list[dict[str, Any]]:
+    """``trace`` as Kubernetes manifests that ``bosun simulate --trace FILE.yaml`` reads
+    back (:mod:`bosun.twin.traces.manifests`): each Node with its allocatable, labels and
+    taints none; each bound Pod with ``spec.nodeName``; each arrival with
+    ``bosun.io/arrival-s`` and ``bosun.io/duration-s`` or ``bosun.io/departure-s``.
+    Quantities are written exactly (milli-CPU as ``<n>m``, bytes as integers). It covers
+    the traces :func:`nab_scenario_trace` and :func:`openb_cpu_trace` build: names,
+    labels, annotations and containers' requests and limits.
+
+    Raises:
+        InputError: a node with taints, images or unschedulable, or a pod that sets a field
+            this writer leaves out (affinity, tolerations, priority, init containers, ...),
+            naming the node or pod and the field.
+    """
+    from bosun.api.types import Node
+    from bosun.errors import InputProblem
+    from bosun.twin.traces.manifests import (
+        ARRIVAL_ANNOTATION,
+        DEPARTURE_ANNOTATION,
+        DURATION_ANNOTATION,
+    )
+
+    problems: list[InputProblem] = []
+    plain_pod = Pod(name="x")
+    plain_node = Node(name="x")
+
+    def qty(resource: str, value: int) -> str:
+        return f"{int(value)}m" if resource == CPU else str(int(value))
+
+    def container(c: Container) -> dict[str, Any]:
+        res: dict[str, Any] = {}
+        if c.requests:
+            res["requests"] = {k: qty(k, v) for k, v in c.requests.items()}
+        if c.limits:
+            res["limits"] = {k: qty(k, v) for k, v in c.limits.items()}
+        return {"name": c.name, "resources": res}
+
+    def pod_doc(pod: Pod, annotations: dict[str, str]) -> dict[str, Any]:
+        for f in (x for x in Pod.__dataclass_fields__ if x not in _WRITTEN | _DERIVED):
+            if getattr(pod, f) != getattr(plain_pod, f):
+                problems.append(InputProblem(trace.name, f"Pod {pod.key}", f, "not written"))
+        for c in pod.containers:
+            if c.ports or c.restart_policy or c.image:
+                problems.append(
+                    InputProblem(trace.name, f"Pod {pod.key}", "containers", "not written")
+                )
+        spec: dict[str, Any] = {"containers": [container(c) for c in pod.containers]}
+        if pod.node_name:
+            spec["nodeName"] = pod.node_name
+        meta: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace}
+        if pod.labels:
+            meta["labels"] = dict(pod.labels)
+        notes = {**pod.annotations, **annotations}
+        if notes:
+            meta["annotations"] = notes
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+    docs: list[dict[str, Any]] = []
+    for node in trace.nodes:
+        for f in ("taints", "unschedulable", "images"):
+            if getattr(node, f) != getattr(plain_node, f):
+                problems.append(InputProblem(trace.name, f"Node {node.name}", f, "not written"))
+        meta = {"name": node.name, **({"labels": dict(node.labels)} if node.labels else {})}
+        alloc = {k: qty(k, v) for k, v in node.allocatable.items()}
+        docs.append(
+            {"apiVersion": "v1", "kind": "Node", "metadata": meta, "status": {"allocatable": alloc}}
+        )
+    docs += [pod_doc(p, {}) for p in trace.bound]
+    for a in trace.arrivals:
+        notes = {ARRIVAL_ANNOTATION: repr(float(a.arrival_s))}
+        if a.duration_s is not None:
+            notes[DURATION_ANNOTATION] = repr(float(a.duration_s))
+        if a.departure_s is not None:
+            notes[DEPARTURE_ANNOTATION] = repr(float(a.departure_s))
+        docs.append(pod_doc(a.pod, notes))
+    if problems:
+        raise InputError(problems)
+    return docs
