@@ -104,7 +104,7 @@ def test_the_bonus_grows_by_the_weight_times_the_most_gpus_of_a_node() -> None:
 def test_every_solver_packs_the_two_half_gpu_pods_on_one_gpu(solver: str) -> None:
     # the packed placement is the only optimum: both placed, no fragmentation added
     prob = one_node_two_gpus()
-    res = make_solver(solver).solve(prob, 2.0, seed=0)
+    res = make_solver(solver).solve(prob, 0.5, seed=0)
     assert res.assign.tolist() == [0, 0]
     assert res.devices[0] == res.devices[1] and len(res.devices[0] or ()) == 1
     assert res.objective == prob.objective(res.assign, res.devices) == 2 * int(prob.value[0, 0])
