@@ -365,9 +365,11 @@ class BatchProblem:
     ) -> tuple[IntArray, list[tuple[int, ...] | None]]:
         """The feasible assignment nearest ``choice`` (a candidate index per pod or -1).
 
-        1. pods keep their chosen candidate in decreasing value order while it fits;
+        1. pods keep their chosen candidate in decreasing value order while it fits
+           (GPU devices as :meth:`PackState.choose` picks them);
         2. (``refill``) every pod left out takes its best candidate that still fits, in
-           decreasing order of its best value;
+           decreasing order of its best value (with the fragmentation term: the best
+           marginal objective, :meth:`_refill`);
         3. a gang not placed whole releases all its members, and step 2 runs again for
            the pods outside gangs.
 
