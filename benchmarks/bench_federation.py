@@ -28,6 +28,11 @@ Run: ``.venv/bin/python benchmarks/bench_federation.py``.
    0, A's pods all gone. Baseline in the same run: a Deployment of as many replicas
    created directly in B, its pods bound by the bench as the stand-in makes them (the least
    a copy costs: the same controller and API round trips, without the federation).
+6. Placement facts (``--facts``): the ranking of section 2 (8 clusters x 500 groups) with
+   each group carrying labels (zone, pool, GPU model, 2 of 5 disk kinds) and, on one group
+   in ten, a NoSchedule taint on every node; a pod with a nodeSelector and a toleration,
+   as a ratio to the same ranking without facts (section 2's loop). Also the bytes of one
+   group's entry with and without the facts (msgpack).
 """
 
 from __future__ import annotations
@@ -466,12 +471,67 @@ def live_workload_rows(replicas: int = 4, window_s: float = 2.0) -> list[tuple[s
     ]
 
 
+def facts_rows(reps: int = 200) -> list[tuple[str, str]]:
+    """Section 6 of the module docstring."""
+    from bosun.api.types import Pod, Toleration
+    from bosun.federation.summary import PodConstraints
+
+    rng = np.random.default_rng(0)
+
+    def group(i: int, facts: bool) -> dict[str, Any]:
+        g: dict[str, Any] = {
+            "a": [96000, 1 << 39, 8000],
+            "f": [int(rng.integers(0, 96000)), 1 << 38, 4000],
+            "x": [int(rng.integers(0, 96000)), 1 << 38, 4000],
+            "w": 2, "fr": 0.5, "n": 10,
+        }  # fmt: skip
+        if facts:
+            g["l"] = {f"topology.kubernetes.io/zone=z{i % 3}": 10, f"pool=p{i % 4}": 10,
+                      "nvidia.com/gpu.product=A100": 10, f"disk=d{i % 5}": 6,
+                      f"disk=d{(i + 1) % 5}": 4}  # fmt: skip
+            if i % 10 == 0:
+                g["t"] = {"dedicated=ml:NoSchedule": 10}
+        return g
+
+    plain = {f"g{i}": group(i, False) for i in range(500)}
+    rich = {f"g{i}": group(i, True) for i in range(500)}
+    cluster = {"p": 0, "d": [0, 0, 0], "o": 0}
+    v0 = [ClusterView.of(f"c{i}", plain, cluster) for i in range(8)]
+    v1 = [ClusterView.of(f"c{i}", rich, cluster) for i in range(8)]
+    pod = Pod(name="p", node_selector={"topology.kubernetes.io/zone": "z1", "disk": "d3"},
+              tolerations=(Toleration("dedicated", "Exists"),))  # fmt: skip
+    cons = PodConstraints.of(pod)
+    bare = PodConstraints.of(Pod(name="q"))
+
+    def timed(views: list[ClusterView], c: PodConstraints | None) -> float:
+        t = time.perf_counter()
+        for k in range(reps):
+            for v in views:
+                score(v, (4000 + k % 7, 16 << 30, 0), "c0", 0, c)
+        return (time.perf_counter() - t) / reps
+
+    base = timed(v0, None)
+    with_sel = timed(v1, cons)
+    no_sel = timed(v1, bare)
+    b0 = len(msgpack.packb(plain["g1"]))
+    b1 = len(msgpack.packb(rich["g0"]))
+    return [
+        ("facts: rank 8 x 500, no facts (baseline)", f"{base * 1e6:,.0f} us"),
+        ("facts: rank, nodeSelector + toleration", f"{with_sel * 1e6:,.0f} us"),
+        ("  / baseline", f"{with_sel / base:.1f}"),
+        ("facts: rank, a pod without constraints", f"{no_sel * 1e6:,.0f} us"),
+        ("  / baseline", f"{no_sel / base:.1f}"),
+        ("facts: one group entry, bytes without / with", f"{b0} / {b1}"),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--live", action="store_true", help="also section 4 (real apiservers)")
     ap.add_argument("--live-pods", type=int, default=10)
     ap.add_argument("--live-workload", action="store_true", help="section 5 (real apiservers)")
     ap.add_argument("--live-replicas", type=int, default=4)
+    ap.add_argument("--facts", action="store_true", help="section 6 (placement facts)")
     ap.add_argument("--only-live", action="store_true", help="skip sections 1-3")
     args = ap.parse_args()
     rows = [] if args.only_live else sync_rows() + score_rows() + escrow_rows()
@@ -479,6 +539,8 @@ def main() -> None:
         rows += live_rows(args.live_pods)
     if args.live_workload:
         rows += live_workload_rows(args.live_replicas)
+    if args.facts:
+        rows += facts_rows()
     width = max(len(k) for k, _ in rows)
     print(f"{'measure':<{width}}  value")
     for k, v in rows:

@@ -484,6 +484,7 @@ def pods_of(core: client.CoreV1Api, app: str) -> list[client.V1Pod]:
     ]
 
 
+@pytest.mark.slow
 def test_deployment_share_moves_copy_first_then_source_scales_down(
     planes: tuple[Any, Any], cores: tuple[client.CoreV1Api, client.CoreV1Api]
 ) -> None:

@@ -249,3 +249,51 @@ def test_facts_never_refuse_a_group_one_of_whose_nodes_takes_the_pod(
                             PodConstraints.of(p))  # fmt: skip
     if any(node_ok(n) for n in nodes):
         assert admitted
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.tuples(
+            st.dictionaries(st.sampled_from(["zone=z1", "zone=z2", "disk=ssd", "gen=3",
+                                             "gen=7"]), st.integers(1, 3), max_size=4),
+            st.dictionaries(st.sampled_from(["a=:NoSchedule", "b=x:NoExecute"]),
+                            st.integers(1, 3), max_size=2),
+            st.integers(1, 3),
+            st.booleans(),
+        ),
+        min_size=1, max_size=6,
+    ),
+    st.lists(st.tuples(st.sampled_from(["zone", "disk", "gen", "kubernetes.io/hostname"]),
+                       st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]),
+                       st.sampled_from(["z1", "ssd", "5", "x"])), max_size=3),
+    st.booleans(),
+    st.booleans(),
+)  # fmt: skip
+def test_vectorised_admits_equals_group_admits(
+    groups: list[tuple[dict[str, int], dict[str, int], int, bool]],
+    exprs: list[tuple[str, str, str]],
+    tolerate: bool,
+    as_selector: bool,
+) -> None:
+    """``ClusterView.admits`` (array operations over the indexed facts) decides exactly as
+    the scalar :func:`group_admits` on every group, for any facts, requirements,
+    tolerations and unknown groups."""
+    raw = {}
+    for i, (labels, taints, n, unknown) in enumerate(groups):
+        g: dict[str, Any] = {"a": [1, 1, 0], "f": [1, 1, 0], "x": [1, 1, 0], "n": n, "t": taints}
+        if unknown:
+            g["lx"] = 1
+        else:
+            g["l"] = labels
+        raw[f"g{i}"] = g
+    view = ClusterView.of("b", raw, {"p": 0, "d": [0, 0, 0]})
+    reqs = [req(k, op, *(() if op in ("Exists", "DoesNotExist") else (v,))) for k, op, v in exprs]
+    tols = (Toleration("a", "Exists"),) if tolerate else ()
+    if as_selector:
+        p = pod_with({k: v for k, _, v in exprs}, tolerations=tols)
+    else:
+        p = pod_with(terms=[reqs] if reqs else None, tolerations=tols)
+    cons = PodConstraints.of(p)
+    want = [group_admits(None if u else lab, t, n, cons) for lab, t, n, u in groups]
+    assert view.admits(cons).tolist() == want

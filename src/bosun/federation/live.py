@@ -34,6 +34,20 @@ What comes from where
   scheduler found room), the delete answers ``409``, the copy is removed again and its rights
   released, so a pod never stays in two clusters. A copy that does not become ready in time
   is removed the same way and the source pod stays pending.
+* **A workload moved away** (a Deployment or ReplicaSet whose pods are pending here for
+  ``pending_window_s`` and fit no node): the workload object is copied to another member
+  with ``replicas`` = the pending share, as ONE escrow reservation of that many replicas'
+  requests (``wbind``: the owner fences it and takes all the rooms in its snapshot, or
+  none, then creates the object). The owner's agent binds the pods the target's controller
+  makes into those rooms. Once that many copies run there (``wstatus``), the source is
+  scaled down by the same number through ``scale`` with its resourceVersion as
+  precondition (a concurrent scale is a conflict: the copy is removed, ``wremove``). Each
+  replica of the copy that ends releases its share of the reservation (``gone`` with a
+  share id ``rid#i``). See :mod:`bosun.federation.workload`.
+* **Disruption budgets**: a running pod (``evacuate_running``) is not moved while a
+  policy/v1 PodDisruptionBudget that selects it allows no disruption, and the source is
+  removed through ``pods/eviction``, which the API server refuses (429) when a budget
+  forbids it at that moment (the copy is then removed), as ``kubectl drain`` does.
 * **A pod known only by its requests** (a twin agent's, or one submitted on the control
   channel) gets a manifest built by :func:`manifest_for`.
 * **Rights of a copy that ends**: when a pod held by another agent leaves this cluster (its
@@ -719,6 +733,9 @@ class LiveSettings:
             *running* bare pods away, largest CPU request first, until the projected usage
             is under ``evac_target`` (the copy runs elsewhere before the pod here is
             deleted; off by default: it restarts the workload).
+        move_workloads: move the share of a Deployment or ReplicaSet whose pods are pending
+            here and fit no node (the copy of the workload object first, then the source
+            scaled down; :mod:`bosun.federation.workload`). On by default.
     """
 
     pending_window_s: float = 2.0
@@ -726,6 +743,7 @@ class LiveSettings:
     running_timeout_s: float = 60.0
     retry_after_s: float = 5.0
     evacuate_running: bool = False
+    move_workloads: bool = True
 
     def __post_init__(self) -> None:
         if self.copy_ready not in ("running", "bound"):
@@ -962,7 +980,7 @@ class LiveAgent(Agent):
                 self._tasks.append(asyncio.create_task(self.migrate(key)))
                 budget -= 1
             # workloads: a move of k replicas counts k pods against the same rate limit
-            for rs, keys in self.movable_workloads(now):
+            for rs, keys in self.movable_workloads(now) if self.live.move_workloads else []:
                 if budget <= 0:
                     break
                 keys = keys[:budget]

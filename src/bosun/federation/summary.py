@@ -443,19 +443,76 @@ class ClusterView:
     labels: tuple[Mapping[str, int] | None, ...] = ()
     taints: tuple[Mapping[str, int], ...] = ()
     count: np.ndarray | None = None
+    #: the facts indexed for :meth:`admits`: key -> value -> int64 ``(G,)`` node counts;
+    #: bool ``(G,)`` groups whose labels are known; taint -> bool ``(G,)`` groups with it
+    #: on every node
+    label_index: Mapping[str, Mapping[str, np.ndarray]] | None = None
+    known: np.ndarray | None = None
+    taint_full: Mapping[str, np.ndarray] | None = None
 
     def admits(self, cons: PodConstraints) -> np.ndarray:
-        """bool ``(G,)``: the groups whose placement facts could hold a pod with ``cons``
-        (:func:`group_admits`); all True when the pod constrains nothing the facts show."""
+        """bool ``(G,)``: the groups whose placement facts could hold a pod with ``cons``,
+        :func:`group_admits` over every group, computed on the indexed facts (a few array
+        operations per requirement, not a loop over groups); all True without facts."""
         g = len(self.free)
         ok = np.ones(g, dtype=bool)
-        if len(self.labels) != g or len(self.taints) != g or self.count is None:
+        if self.label_index is None or self.known is None or self.taint_full is None:
             return ok
-        if not cons.on_labels and not any(self.taints):
+        for txt, full in self.taint_full.items():
+            t = _parse_taint(txt)
+            if t is not None and not any(tol.tolerates(t) for tol in cons.tolerations):
+                ok &= ~full
+        if not cons.on_labels:
             return ok
-        for i in range(g):
-            ok[i] = group_admits(self.labels[i], self.taints[i], int(self.count[i]), cons)
-        return ok
+        lab = np.ones(g, dtype=bool)
+        for r in cons.selector:
+            lab &= self._met(r)
+        if cons.terms is not None:
+            some = np.zeros(g, dtype=bool)
+            for term, empty in zip(cons.terms, cons.empty_terms, strict=True):
+                if empty:
+                    continue
+                m = np.ones(g, dtype=bool)
+                for r in term:
+                    m &= self._met(r)
+                some |= m
+            lab &= some
+        out: np.ndarray = ok & (lab | ~self.known)
+        return out
+
+    def _met(self, r: Requirement) -> np.ndarray:
+        """bool ``(G,)``: :func:`_requirement_met` of ``r`` on every group."""
+        g = len(self.free)
+        if r.key == HOSTNAME_LABEL or self.label_index is None or self.count is None:
+            return np.ones(g, dtype=bool)
+        vals = self.label_index.get(r.key, {})
+        zero = np.zeros(g, dtype=np.int64)
+        have = sum(vals.values(), zero)
+        chosen = sum((vals[v] for v in r.values if v in vals), zero)
+        op = r.operator
+        if op == "In":
+            return np.asarray(chosen > 0)
+        if op == "NotIn":
+            return np.asarray(chosen < self.count)
+        if op == "Exists":
+            return np.asarray(have > 0)
+        if op == "DoesNotExist":
+            return np.asarray(have < self.count)
+        if op in ("Gt", "Lt") and len(r.values) == 1:
+            try:
+                bound = int(r.values[0])
+            except ValueError:
+                return np.zeros(g, dtype=bool)
+            hit = zero.copy()
+            for v, c in vals.items():
+                try:
+                    x = int(v)
+                except ValueError:
+                    continue
+                if (x > bound) if op == "Gt" else (x < bound):
+                    hit = hit + c
+            return np.asarray(hit > 0)
+        return np.zeros(g, dtype=bool)
 
     @classmethod
     def of(
@@ -463,6 +520,18 @@ class ClusterView:
     ) -> ClusterView:
         """Build from the summary values (bad or missing fields count as 0)."""
         vals = list(groups.values())
+        labels = tuple(None if g.get("lx") or "l" not in g else _counts(g["l"], None) for g in vals)
+        taints = tuple(_counts(g.get("t"), {}) or {} for g in vals)
+        count = np.array([_num(g.get("n")) for g in vals], dtype=np.int64)
+        index: dict[str, dict[str, np.ndarray]] = {}
+        full: dict[str, np.ndarray] = {}
+        for i, lab in enumerate(labels):
+            for pair, c in (lab or {}).items():
+                k, _, v = pair.partition("=")
+                index.setdefault(k, {}).setdefault(v, np.zeros(len(vals), np.int64))[i] = c
+            for txt, c in taints[i].items():
+                if c >= count[i]:
+                    full.setdefault(txt, np.zeros(len(vals), dtype=bool))[i] = True
 
         def mat(k: str) -> np.ndarray:
             rows = [_vec3(g.get(k)) for g in vals]
@@ -476,9 +545,12 @@ class ClusterView:
             np.array([_num(g.get("w")) for g in vals], dtype=np.int64),
             np.array([float(_num(g.get("fr"))) for g in vals], dtype=np.float64),
             cluster,
-            tuple(None if g.get("lx") or "l" not in g else _counts(g["l"], None) for g in vals),
-            tuple(_counts(g.get("t"), {}) or {} for g in vals),
-            np.array([_num(g.get("n")) for g in vals], dtype=np.int64),
+            labels,
+            taints,
+            count,
+            index,
+            np.array([lab is not None for lab in labels], dtype=bool),
+            full,
         )
 
 
