@@ -382,14 +382,27 @@ def run_live_bench(cfg: BenchConfig) -> dict[str, Any]:
                 }
             )
         run.wait_for(lambda: len(run.events_of("submitted", t_req)) >= n, max(5.0, run.left() - 25))
-        run.sleep(2.0)
-        # a bind whose answer was lost is reported failed, then placed once resolved
-        placed = len({e.get("pod") for _, e in run.events_of("placed", t_req)})
+
+        # a bind whose answer was lost is reported failed, then placed once resolved (the
+        # owner answers the holder's cancel): wait for those, 60 s at most
+        def placed_now() -> int:
+            return len({e.get("pod") for _, e in run.events_of("placed", t_req)})
+
+        run.wait_for(lambda: placed_now() >= cfg.requests, min(60.0, max(2.0, run.left() - 30)))
+        placed = placed_now()
+        extra["requests_s"] = round(time.time() - t_req, 1)
+        extra["requests_in_doubt_first"] = len(
+            [1 for _, e in run.events_of("failed", t_req) if "in doubt" in str(e.get("why", ""))]
+        )
+        extra["request_pods_in_api_servers"] = api_check(cores)[2]
         out["cross_cluster_success"] = round(placed / cfg.requests, 4) if cfg.requests else None
         extra["requests_placed"] = placed
         extra["requests_not_placed"] = cfg.requests - placed
+        placed_keys = {e.get("pod") for _, e in run.events_of("placed", t_req)}
         extra["not_placed_examples"] = [
-            str(e.get("why", ""))[:160] for _, e in run.events_of("failed", t_req)
+            str(e.get("why", ""))[:160]
+            for _, e in run.events_of("failed", t_req)
+            if e.get("pod") not in placed_keys
         ][:3]
 
         victim_i = n - 1
