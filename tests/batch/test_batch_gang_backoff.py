@@ -28,7 +28,7 @@ from bosun.api.build import make_node, make_pod
 from bosun.api.types import POD_GROUP_LABEL, Pod, PodGroup
 from bosun.batch.gang import coscheduling_configuration, use_scheduler_clock
 from bosun.plugins.registry import in_tree_registry, registry_points
-from bosun.twin.engine import Simulator
+from bosun.twin.engine import Simulator, simulate
 from bosun.twin.results import SimulationResult
 from bosun.twin.trace import PodArrival, Trace
 
@@ -104,3 +104,15 @@ def test_a_member_bound_at_time_zero_completes_its_gang_in_the_twin() -> None:
     assert rows.loc["default/g1", "bound_s"] == 10.0
     assert rows.loc["default/g2", "bound_s"] == 10.0
     assert res.summary["gang_releases"] == 0
+
+
+def test_the_engine_runs_the_backoff_on_simulated_time() -> None:
+    # bosun simulate's engine wires Coscheduling to its clock: with wall time instead, the
+    # 30 s backoff would outlast the whole (sub-second) replay, a would be refused when b
+    # ends at 100 and never bind
+    cfg = coscheduling_configuration(
+        POINTS, queue_sort=False, coscheduling_args={"podGroupBackoffSeconds": 30}
+    )
+    res = simulate(two_gangs(), cfg)
+    assert bound_s(res, "a") == {100.0}
+    assert res.summary["gang_releases"] == 2

@@ -80,7 +80,7 @@ import numpy as np
 import pandas as pd
 
 from bosun.api.types import CPU, GPU, PODS, Node, Pod, PodGroup
-from bosun.batch.gang import trace_pod_groups
+from bosun.batch.gang import trace_pod_groups, use_scheduler_clock
 from bosun.errors import BosunError, InputError, InputProblem
 from bosun.framework.config import SchedulerConfiguration
 from bosun.framework.interface import ClusterEvent, Code
@@ -566,6 +566,7 @@ class Simulator:
             raise InputError(problems)
         if self.pod_groups:  # Coscheduling's lister; nothing at all for a trace without gangs
             self.scheduler.set_pod_groups(self.pod_groups)
+            use_scheduler_clock(self.scheduler)  # podGroupBackoffSeconds on simulated time
         self.usage_tracker: UsageTracker | None = None
         self.metrics_provider: TwinMetricsProvider | None = None
         if usage is not None:
