@@ -177,3 +177,30 @@ def test_cli_report_folder_with_other_files_is_refused(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["simulate", "--federation", str(f), "--report", str(out)])
     assert res.exit_code == 2 and "notes.txt" in res.output
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_steps_without_events_are_skipped() -> None:
+    # one node per cluster; p0 (home c0) at 0 s, p1 (home c1) at 500,000 s; the overload
+    # lies past the horizon: only the two arrival steps are simulated, not 600,000
+    nodes = [make_node(f"n{i}") for i in range(2)]
+    arrivals = [
+        PodArrival(make_pod("p0", cpu="1", memory="1Gi"), 0.0),
+        PodArrival(make_pod("p1", cpu="1", memory="1Gi"), 500_000.0),
+    ]
+    cfg = ScenarioConfig(clusters=2, overload_at_s=1e9, horizon_s=600_000)
+    for policy in ("none", "central", "bosun"):
+        out = run_policy(Trace("sparse", nodes, arrivals), cfg, policy)
+        assert [t for t, _ in out.pending] == [0.0, 500_000.0], policy
+        assert out.starts == 2 and out.within_slo == 1.0
+
+
+def test_an_evicted_pod_deleted_while_pending_never_recovered() -> None:
+    # none: p0 (home c0, deleted by the trace at 100 s) is evicted at 10 s with all of c0
+    # and never runs again: a failure, and no recovery; bosun moves it at 12 s
+    nodes = [make_node(f"n{i}") for i in range(2)]
+    arrivals = [PodArrival(make_pod("p0", cpu="1", memory="1Gi"), 0.0, departure_s=100.0)]
+    cfg = ScenarioConfig(clusters=2, overload_at_s=10, lost_fraction=1.0, horizon_s=200)
+    none = run_policy(Trace("gone", nodes, arrivals), cfg, "none").row()
+    assert none["never_ran"] == 1 and none["recovery_s"] is None and none["within_slo"] == 0.5
+    bosun = run_policy(Trace("gone", nodes, arrivals), cfg, "bosun").row()
+    assert bosun["never_ran"] == 0 and bosun["recovery_s"] == 2.0 and bosun["within_slo"] == 1.0

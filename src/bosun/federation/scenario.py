@@ -62,7 +62,7 @@ Metrics (per policy, :class:`Outcome`):
 * ``cross_cluster_success``: the same share over the pods the overload touched (the
   evicted pods and the pods submitted to the overloaded region's home from the overload on);
 * ``recovery_s``: from the overload until the last evicted pod runs again (None when some
-  never did; evicted pods the trace deleted meanwhile are not waited for);
+  never did, one the trace deleted while still pending included);
 * ``failures``: why pods missed the SLO: ``too_big`` (no node of any member could hold it
   even empty), ``no_room`` (at the time it became ready no member had a node with room for
   it), ``room_only_overloaded`` (only members with bosun's overload signal on had room:
@@ -106,6 +106,8 @@ POLICIES = ("none", "central", "bosun")
 OVERLOAD_ON = 0.9
 #: ... and below this turns it off
 OVERLOAD_OFF = 0.85
+#: A pod whose move found no member is tried again this much later (the live agent's 5 s)
+RETRY_S = 5.0
 #: The outcome of a member's pod incarnation that the federation moved to another member.
 MOVED = "Moved"
 
@@ -148,6 +150,8 @@ class _Pod:
     room_at_ready: str = "free"  # :meth:`_Federation._room_anywhere` when it became ready
     start_s: float | None = None
     done: bool = False  # started, or gone
+    gone_s: float | None = None  # deleted by the trace while pending, at this time
+    next_try: float = 0.0  # no move attempt before (after a failed one: RETRY_S later)
 
 
 @dataclass
@@ -281,9 +285,8 @@ class _Member:
         fed.barrier.wait()
         changed = fed.changed[self.index]
         fed.changed[self.index] = False
-        k = round(t / fed.cfg.step_s) + 1
-        nxt = k * fed.cfg.step_s
-        if nxt <= fed.cfg.horizon_s + 1e-9:
+        nxt = fed.next_t  # the same for every member: set by the step, before the release
+        if nxt is not None:
             fed.sims[self.index].at(nxt, self._tick, EventKind.TIMER)
         return changed
 
@@ -339,7 +342,9 @@ class _Federation:
         self.pods: dict[str, _Pod] = {}
         self.waiting: list[list[_Pod]] = [[] for _ in range(k)]
         self.ai = 0
-        self.step_no = 0
+        self.t = 0.0  # the step's time
+        self.next_t: float | None = None  # the next step's (None: the last was the end)
+        self.cut = False  # the rate limit cut this step's moves short
         self.overloaded = False
         self.overload_t: float | None = None
         self.hot_since: dict[int, float] = {}
@@ -396,9 +401,9 @@ class _Federation:
 
     def _step(self) -> None:
         cfg = self.cfg
-        t = self.step_no * cfg.step_s
-        self.step_no += 1
+        t = self.t
         self.fence = [None] * self.k
+        self.cut = False
         self._refresh(t)
         if not self.overloaded and t >= cfg.overload_at_s:
             self._overload(t)
@@ -408,6 +413,37 @@ class _Federation:
             self._moves(t)
         self.out.pending_max = max(self.out.pending_max, pend)
         self.out.pending.append((t, pend))
+        self.t = self._next_tick(t)
+        self.next_t = None if self.t > cfg.horizon_s + 1e-9 else self.t
+
+    def _next_tick(self, t: float) -> float:
+        """The next step that can change anything (steps in between are skipped): the
+        step of the next arrival, of the overload, of a pending pod's move becoming due
+        (central: its toleration; bosun: its window or its retry), of bosun's overload
+        signal turning on; the next step when moves were cut short by the rate limit.
+        Past ``horizon_s``: the end."""
+        cfg = self.cfg
+        step = cfg.step_s
+        due = math.inf
+        if self.ai < len(self.arrivals):
+            due = self.arrivals[self.ai].arrival_s
+        if not self.overloaded:
+            due = min(due, cfg.overload_at_s)
+        if self.cut:
+            due = t + step
+        elif self.policy != "none":
+            wait = cfg.toleration_s if self.policy == "central" else cfg.window_s
+            for c in range(self.k):
+                for p in self.waiting[c]:
+                    if p.rec is not None:
+                        due = min(due, max(p.since_s + wait, p.next_try))
+        if self.policy == "bosun":
+            for c, since in self.hot_since.items():
+                if c not in self.signal:
+                    due = min(due, since + cfg.window_s)
+        if not math.isfinite(due):
+            return math.inf
+        return max(math.floor(due / step + 1e-9), round(t / step) + 1) * step
 
     # ------------------------------------------------------------------ pod states
 
@@ -426,6 +462,7 @@ class _Federation:
                     p.done = True
                     dep = rec.arrival.departure_s
                     gone_at = t if dep is None else max(dep, rec.arrival_s)
+                    p.gone_s = gone_at
                     if gone_at > p.ready_s:
                         self.out.never_ran += 1
                         self._fail(p)
@@ -674,20 +711,21 @@ class _Federation:
         for c in range(self.k):
             still = []
             for p in self.waiting[c]:
-                move = p.rec is not None and attempts > 0
-                if move and self.policy == "central":
-                    move = t - p.since_s >= cfg.toleration_s
-                elif move:  # bosun: pending for the window, and no node here fits it
-                    move = (
-                        self.budget >= 1
-                        and t - p.since_s >= cfg.window_s
-                        and len(self._fence_rows(c, p)[0]) == 0
-                    )
-                if not move:
+                wait = cfg.toleration_s if self.policy == "central" else cfg.window_s
+                if p.rec is None or t < p.next_try or t - p.since_s < wait:
+                    still.append(p)  # not due
+                    continue
+                if attempts <= 0 or (self.policy == "bosun" and self.budget < 1):
+                    self.cut = True  # due, but over this step's rate: the next step
+                    still.append(p)
+                    continue
+                if self.policy == "bosun" and len(self._fence_rows(c, p)[0]) > 0:
+                    p.next_try = t + RETRY_S  # a node here fits: its scheduler will bind it
                     still.append(p)
                     continue
                 attempts -= 1
                 if not self._move(p, c, t):
+                    p.next_try = t + RETRY_S
                     still.append(p)
             self.waiting[c] = still
 
@@ -732,7 +770,9 @@ class _Federation:
         out.cross_cluster_success = self.aff_ok / self.aff_n if self.aff_n else None
         evicted = [p for p in self.pods.values() if p.evicted]
         if self.overload_t is not None:
-            waited = [p for p in evicted if p.start_s is not None or not p.done]
+            # an evicted pod the trace deleted while still pending never recovered (as it
+            # counts as a failure), unless it was deleted at the eviction itself
+            waited = [p for p in evicted if p.gone_s is None or p.gone_s > p.ready_s]
             if all(p.start_s is not None for p in waited):
                 starts = [p.start_s for p in waited if p.start_s is not None]
                 out.recovery_s = max([0.0, *(s - self.overload_t for s in starts)])
@@ -868,9 +908,5 @@ def load_scenario(path: Path) -> tuple[ScenarioConfig, str]:
             problems.add(src, "federation", name, "must be >= 0")
     if cfg.group_size < 1:
         problems.add(src, "federation", "group_size", "must be >= 1")
-    if cfg.step_s > 0 and cfg.horizon_s / cfg.step_s > 1_000_000:
-        problems.add(
-            src, "federation", "step_s", "more than 1,000,000 steps to horizon_s: raise step_s"
-        )
     problems.raise_if_any()
     return cfg, trace
