@@ -302,3 +302,52 @@ def test_bad_objective_settings(kwargs: dict[str, object], field: str, text: str
         build_problem(fwk, half_gpu_pods(1), **kwargs)  # type: ignore[arg-type]
     problem = exc.value.problems[0]
     assert problem.field == field and text in problem.message
+
+
+# ------------------------------------------- every placement feasible (score+fgd)
+
+
+def fgd_scheduler(nodes: list[Node], classes: TaskClasses) -> Scheduler:
+    """kube's default Filters, FGD as the only Score, the given target workload."""
+    from bosun.framework.config import API_VERSION, KIND, parse_configuration
+    from bosun.gpu.fragmentation import with_task_classes
+
+    doc = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "plugins": {
+                    "score": {
+                        "enabled": [{"name": "FGD", "weight": 1}],
+                        "disabled": [{"name": "*"}],
+                    }
+                },
+            }
+        ],
+    }
+    cfg = with_task_classes(parse_configuration(doc, "<test>", registry_points(REG)), classes)
+    return Scheduler(cfg, Snapshot(nodes), registry=REG, seed=0)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), solver=st.sampled_from(["greedy", "cpsat", "sa", "sqa", "ga"]))
+def test_every_fragmentation_placement_is_feasible(data: st.DataObject, solver: str) -> None:
+    # place_batch with score+fgd binds through the Filters' re-check: no node over
+    # allocatable, no GPU device over 1000 milli, everything not bound reported left out
+    from bosun.batch.place import place_batch
+    from bosun.framework.interface import Code
+
+    nodes, pods, classes = random_cluster(data)
+    s = fgd_scheduler(nodes, classes)
+    out = place_batch(
+        s, pods, make_solver(solver), time_limit_s=0.05, top_k=3, seed=1, objective="score+fgd"
+    )
+    assert out.solve is not None
+    snap = s.snapshot
+    assert (snap.requested <= snap.allocatable).all()
+    assert (snap.gpu_used_milli <= 1000).all()
+    bound = {k for k, r in out.results.items() if r.code == Code.SUCCESS}
+    assert bound == set(snap.pods.by_key)
+    assert {p.key for p in out.left_out} == {p.key for p in pods} - bound

@@ -28,7 +28,8 @@ Extension points, as in scheduler-plugins:
   <name> is unschedulable even after PostFilter``. With ``podGroupBackoffSeconds`` > 0,
   and when the group has at least ``minMember`` pods, the group is then put in backoff
   for that many seconds (scheduler-plugins ``BackoffPodGroup``: a go-cache ``Add``, so a
-  backoff still running is not extended).
+  backoff still running is not extended). A Permit timeout does not back the group off:
+  scheduler-plugins' Unreserve only rejects the waiting siblings, and so does bosun's.
 * **Group backoff** (PreFilter, first check after the group exists): a member of a group
   in backoff is rejected as UnschedulableAndUnresolvable with ``podGroup <key> failed
   recently``, so its siblings are not tried (no Filter, no room held) until the backoff
