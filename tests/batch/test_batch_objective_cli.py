@@ -104,3 +104,23 @@ def test_bench_bad_objective_exits_2_before_reading_data(tmp_path: Path) -> None
     out = tmp_path / "b.json"
     code, output = run(["bench", "--nodes", "5", "--objective", "frag", "--json", str(out)])
     assert code == 2 and "--objective" in output and not out.exists()
+
+
+@pytest.mark.data
+def test_bench_reports_the_fragmentation_each_placement_adds(tmp_path: Path) -> None:
+    out = tmp_path / "b.json"
+    code, output = run(
+        [
+            "bench", "--nodes", "50", "--pods", "20", "--seeds", "1", "--time-limit", "0.5",
+            "--solvers", "greedy,ga", "--profile", "fgd", "--objective", "score+fgd",
+            "--json", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0, output
+    doc = json.loads(out.read_text())
+    assert {r["solver"] for r in doc["rows"]} == {"cpsat", "greedy", "ga"}
+    for row in doc["rows"]:
+        assert row["objective_name"] == "score+fgd" and row["feasible"]
+        # 20 pods change at most their nodes' free GPUs: a finite number of GPUs
+        assert isinstance(row["frag_added_gpus"], float) and abs(row["frag_added_gpus"]) < 160
+    assert all(r["frag_added_gpus"] is not None for r in doc["runs"])
