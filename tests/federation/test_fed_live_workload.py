@@ -302,3 +302,74 @@ def test_movable_workloads_groups_pending_replicas_that_fit_no_node() -> None:
     assert a.movable_workloads(now=1e12) == []
     feed(a.cluster, [("DELETED", "Pod", rs_pod("p2", "r1"))])  # the controller deleted one
     assert [rs.key for rs, _ in a.movable_workloads(now=1e12)] == ["ReplicaSet/default/r1"]
+
+
+def test_owner_removes_a_workload_copy_only_for_its_holder() -> None:
+    """``wremove``: another peer is refused (the WireError names it); the holder's removal
+    DELETEs the copied object (propagationPolicy Background) and its pods (a cluster's
+    garbage collector would; shared/k8s has none), gives back the rooms still taken and
+    forgets the fence entry; a second removal is a no-op, and a ``wbind`` that arrives after
+    its removal is refused."""
+    from bosun.federation.sync import WireError
+
+    delete_dep = ("DELETE", REF.path())
+    delete_pod = ("DELETE", "/api/v1/namespaces/default/pods/w0")
+    api = FakeApi({DEPLOY: [(201, {"metadata": {"uid": "w"}})], delete_dep: [(200, {})],
+                   delete_pod: [(200, {})]})  # fmt: skip
+    b = agent_on(api, "b", nodes=2, bind=lambda p, n: None)
+
+    async def main() -> None:
+        assert (await b._bind_workload("a", wbind_msg(b, "a", 3, "1", "a/1")))["ok"]
+        feed(b.cluster, [("ADDED", "Pod", copy_pod("w0", "a/1"))])
+        assert b.bind_copy_pods() == 1
+        await asyncio.sleep(0.05)
+        with pytest.raises(WireError, match="peer c: field rid: 'a/1' is held by a"):
+            await b._remove_workload("c", {"rid": "a/1"})
+        got = await b._remove_workload("a", {"rid": "a/1"})
+        assert got == {"removed": True}
+        calls = [c[:2] for c in api.calls]
+        assert delete_dep in calls and delete_pod in calls
+        body = next(c[2] for c in api.calls if c[:2] == delete_dep)
+        assert body["propagationPolicy"] == "Background"
+        slots = [k for k in b.cluster.snapshot.pods.by_key if "-slot-" in k]
+        assert not slots and "a/1" not in b.fence.bound and not b.workload_copies
+        assert await b._remove_workload("a", {"rid": "a/1"}) == {"removed": True}
+        assert await b._remove_workload("a", {"rid": "a/5"}) == {"removed": True}
+        assert "a/5" in b.fence.refused  # a wbind of a/5 still on its way is refused
+
+    asyncio.run(main())
+
+
+def test_holder_retries_an_undo_it_cannot_deliver_then_releases_what_it_holds() -> None:
+    """A copy to remove whose owner cannot be reached stays in ``workload_undo`` (retried
+    every 0.5 s by the loop; one ``undo_failed`` event); once the owner confirms, the
+    holder releases the replicas not already released by ``gone`` shares: 3 replicas of
+    1000 milli-CPU, one already gone -> 2000 released."""
+    events: list[Obj] = []
+    a = agent_on(FakeApi({}), "a")
+    a.emit = events.append
+    owner = Ledger("b")
+    owner.grow({CPU: 4000})
+    owner.grant("b", "a", {CPU: 3000})
+    a.ledger.merge_wire(owner.to_wire(["b"]), peer="b")
+    assert a.ledger.reserve("b", {CPU: 3000})
+    from bosun.federation.escrow import Reservation
+
+    res = Reservation("a/4", "a", "b", {CPU: 3000}, 1, 1e12)
+    hw = HeldWorkload("b", res, {CPU: 1000}, 3, REF)
+    a.held_workloads["a/4"] = hw
+    assert a._released("b", {"rid": f"a/4{SHARE_SEP}0", "pod": "default/w0"})["known"]
+    assert not asyncio.run(a._undo_workload(hw))  # b is not a live member
+    assert not asyncio.run(a._undo_workload(hw))
+    assert list(a.workload_undo) == ["a/4"]
+    assert [e["ev"] for e in events].count("undo_failed") == 1
+    assert a.ledger.rights("b")[CPU] == 1000
+
+    async def removed(peer: str, kind: str, body: Any) -> dict[str, Any]:
+        assert (peer, kind, body) == ("b", "wremove", {"rid": "a/4"})
+        return {"removed": True}
+
+    a._rpc = removed  # type: ignore[method-assign]
+    assert asyncio.run(a._undo_workload(hw))
+    assert not a.workload_undo and not a.held_workloads
+    assert a.ledger.rights("b")[CPU] == 3000
