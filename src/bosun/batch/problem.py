@@ -481,25 +481,27 @@ class PackState:
         self._dem: list[list[int]] = problem.demand.tolist()
         self._gc: list[int] = problem.gpu_count.tolist()
         self._gm: list[int] = problem.gpu_milli.tolist()
-        self._frag = problem.frag if problem.uses_frag else None
+        frag = self._frag = problem.frag if problem.uses_frag else None
         # exact free bytes and milli-CPU for the fragmentation term (cap holds MiB)
-        self.mem_bytes: list[int] = problem.frag.mem_free.tolist() if problem.frag else []
-        self.cpu_exact: list[int] = problem.frag.cpu_free.tolist() if problem.frag else []
-        self._pmem: list[int] = problem.frag.pod_mem.tolist() if problem.frag else []
-        self._pcpu: list[int] = problem.frag.pod_cpu.tolist() if problem.frag else []
+        self.mem_bytes: list[int] = frag.mem_free.tolist() if frag else []
+        self.cpu_exact: list[int] = frag.cpu_free.tolist() if frag else []
+        self._pmem: list[int] = frag.pod_mem.tolist() if frag else []
+        self._pcpu: list[int] = frag.pod_cpu.tolist() if frag else []
 
     def frag_now(self, n: int) -> float:
-        """``F_n(M)`` (milli-GPU) of node ``n`` in the current packing."""
-        assert self._p.frag is not None
-        return self._p.frag.node_frag(n, self.cpu_exact[n], self.mem_bytes[n], self.dev[n])
+        """``F_n(M)`` (milli-GPU) of node ``n`` in the current packing (only with the
+        fragmentation objective)."""
+        assert self._frag is not None
+        return self._frag.node_frag(n, self.cpu_exact[n], self.mem_bytes[n], self.dev[n])
 
     def frag_delta(self, p: int, n: int, devices: tuple[int, ...]) -> float:
-        """How much ``F_n(M)`` (milli-GPU) grows if ``p`` goes on ``n`` on ``devices``."""
-        assert self._p.frag is not None
+        """How much ``F_n(M)`` (milli-GPU) grows if ``p`` goes on ``n`` on ``devices``
+        (only with the fragmentation objective)."""
+        assert self._frag is not None
         dev = list(self.dev[n])
         for d in devices:
             dev[d] -= self._gm[p]
-        after = self._p.frag.node_frag(
+        after = self._frag.node_frag(
             n, self.cpu_exact[n] - self._pcpu[p], self.mem_bytes[n] - self._pmem[p], dev
         )
         return after - self.frag_now(n)
