@@ -34,7 +34,9 @@ comparison itself is ``bosun batch bench`` (see docs/batch.md, "Measured").
    the Wilcoxon signed-rank p of the paired
    difference in added fragmentation; the problem build with the term is timed as a
    ratio to the build without it in the same run. ``.venv/bin/python
-   benchmarks/bench_batch.py frag [nodes ...]``.
+   benchmarks/bench_batch.py frag [nodes ...]``. 5b: the sub-QUBOs of one instance (200
+   nodes, seed 0) with and without the term: variables, interactions, and the block build
+   time with the term as a ratio to the build without it (``... bench_batch.py fragqubo``).
 6. Coscheduling's group backoff in the twin: section 4's workload under
    examples/coscheduling.yaml's profile with the FIFO queue sort (PrioritySort), with and
    without ``podGroupBackoffSeconds: 30``: gangs placed, gang wait, members released
@@ -350,6 +352,36 @@ def _frag_objective(
         )
 
 
+def frag_qubo_sizes(nodes: int = 200, seed: int = 0) -> None:
+    """Section 5b: the sub-QUBOs (blocks of at most 400 variables) of one instance with
+    and without the fragmentation term: variables, interactions, and the median build time
+    of a block with the term as a ratio to the build without it (same run)."""
+    from bosun.batch.bench import openb_instance, openb_task_classes
+    from bosun.batch.problem import build_problem
+    from bosun.batch.qubo import blocks, build_qubo
+
+    print(f"\n5b. sub-QUBOs with the fragmentation term, {nodes} nodes, seed {seed}")
+    print(f"{'profile':>8} {'objective':>10} {'variables':>24} {'interactions':>28} {'build x':>8}")
+    for profile in ("default", "fgd"):
+        inst = openb_instance(nodes, 100, seed, profile=profile)
+        fwk = inst.scheduler.profiles["default-scheduler"]
+        base = 0.0
+        for obj in ("score", "score+fgd"):
+            prob = build_problem(fwk, inst.batch, objective=obj, task_classes=openb_task_classes())
+            parts = blocks(prob, 400)
+            qubos = [build_qubo(prob, part) for part in parts]
+            took = float(
+                np.median(
+                    [_median_s(lambda p=part, pr=prob: build_qubo(pr, p), 5) for part in parts]
+                )
+            )
+            base = base or took
+            print(
+                f"{profile:>8} {obj:>10} {[q.num_vars for q in qubos]!s:>24} "
+                f"{[q.num_interactions for q in qubos]!s:>28} {took / base:>8.1f}"
+            )
+
+
 def gang_backoff(seeds: tuple[int, ...] = (0, 1, 2), backoff_s: int = 30) -> None:
     """Section 6: Coscheduling's group backoff in the twin (section 4's workload)."""
     from bosun.batch.gang import coscheduling_configuration, use_scheduler_clock
@@ -394,6 +426,9 @@ if __name__ == "__main__":
         twin_gangs()
     elif sys.argv[1:2] == ["frag"]:
         frag_objective(tuple(int(a) for a in sys.argv[2:]) or (200, 1000))
+        frag_qubo_sizes()
+    elif sys.argv[1:] == ["fragqubo"]:
+        frag_qubo_sizes()
     elif sys.argv[1:] == ["backoff"]:
         gang_backoff()
     else:
@@ -401,4 +436,5 @@ if __name__ == "__main__":
         gang_wait()
         twin_gangs()
         frag_objective()
+        frag_qubo_sizes()
         gang_backoff()
