@@ -116,3 +116,32 @@ def test_the_engine_runs_the_backoff_on_simulated_time() -> None:
     res = simulate(two_gangs(), cfg)
     assert bound_s(res, "a") == {100.0}
     assert res.summary["gang_releases"] == 2
+
+
+def test_place_batch_puts_the_backoff_on_the_schedulers_clock() -> None:
+    # 2 nodes x 3 CPU, gang g of 3 x 2 CPU: the batch cannot place it whole, so it leaves
+    # it out; the ordinary cycle then holds g-0, g-1 and g-2 fails PostFilter at the
+    # scheduler's clock, 500 s: the backoff ends at 500 + 10 (not on wall time)
+    from bosun.batch.place import place_batch
+    from bosun.batch.solvers import make_solver
+    from bosun.framework.queue import ManualClock
+    from bosun.framework.scheduler import Scheduler
+    from bosun.framework.snapshot import Snapshot
+    from bosun.plugins.coscheduling import NAME, Coscheduling
+    from bosun.plugins.registry import in_tree_registry
+
+    reg = in_tree_registry()
+    cfg = coscheduling_configuration(POINTS, coscheduling_args={"podGroupBackoffSeconds": 10})
+    nodes = [make_node("n1", cpu="3"), make_node("n2", cpu="3")]
+    s = Scheduler(cfg, Snapshot(nodes), registry=reg, clock=ManualClock(500.0))
+    s.set_pod_groups([PodGroup("g", min_member=3)])
+    pods = [make_pod(f"g-{i}", cpu="2", labels={POD_GROUP_LABEL: "g"}) for i in range(3)]
+    out = place_batch(s, pods, make_solver("greedy"))
+    assert {p.key for p in out.left_out} == {p.key for p in pods}
+    for p in pods:
+        s.add_pod(p)
+    for _ in range(3):
+        s.schedule_one()
+    plugin = s.profiles["default-scheduler"].instances[NAME]
+    assert isinstance(plugin, Coscheduling)
+    assert plugin.backoff_until("default/g") == 510.0

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bosun.api.types import Pod, pod_group_key
+from bosun.batch.gang import use_scheduler_clock
 from bosun.batch.problem import (
     DEFAULT_FRAG_WEIGHT,
     DEFAULT_TOP_K,
@@ -75,6 +76,7 @@ def place_batch(
     if len(names) != 1:
         raise ValueError(f"a batch is placed by one profile, got {sorted(names)}")
     fwk = scheduler.profiles[next(iter(names))]
+    use_scheduler_clock(scheduler)  # Coscheduling's group backoff on this scheduler's clock
     problem = build_problem(fwk, pods, top_k=top_k, objective=objective, frag_weight=frag_weight)
     res = solver.solve(problem, time_limit_s, seed)
     out.solve = res
