@@ -1,4 +1,4 @@
-"""Stand-ins for kube-controller-manager's Deployment and ReplicaSet controllers, for the
+"""Stand-ins for kube-controller-manager's Deployment, ReplicaSet and Job controllers, for the
 federation's live tests and ``benchmarks/bench_federation.py --live-workload``: the control
 planes of ``shared/k8s`` have no controller-manager (its README), so nothing else would
 create a Deployment's pods. Test scaffolding, not part of bosun."""
@@ -28,8 +28,10 @@ class ControllerStandIn:
     * ReplicaSet -> pods from its template (controller ownerReference) up to
       ``spec.replicas``; extra pods deleted, unassigned ones first (kube's ReplicaSet
       controller ranks a pod without a node first for deletion, ``controller.ActivePods``);
+    * Job -> pods from its template until ``min(parallelism, completions - succeeded)``
+      are active;
     * the garbage collector's part: a ReplicaSet whose Deployment is gone, and the pods of
-      a ReplicaSet that is gone, are deleted.
+      a ReplicaSet or Job that is gone, are deleted.
 
     Only the *federation* code under test runs unchanged; this stand-in is test scaffolding.
     """
@@ -38,6 +40,7 @@ class ControllerStandIn:
         self.api = api
         self.apps = client.AppsV1Api(api)
         self.core = client.CoreV1Api(api)
+        self.batch = client.BatchV1Api(api)
         self._stop = threading.Event()
         self.n = 0
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -106,10 +109,41 @@ class ControllerStandIn:
             extra = len(mine) - r.spec.replicas
             for p in sorted(mine, key=lambda p: bool(p.spec.node_name))[: max(0, extra)]:
                 self.core.delete_namespaced_pod(p.metadata.name, "default", grace_period_seconds=0)
+        self._jobs(pods)
         rs_uids = {r.metadata.uid for r in rss}
         for p in pods:
             refs = p.metadata.owner_references or []
             if refs and refs[0].kind == "ReplicaSet" and refs[0].uid not in rs_uids:
+                self.core.delete_namespaced_pod(p.metadata.name, "default", grace_period_seconds=0)
+
+    def _jobs(self, pods: list[Any]) -> None:
+        """kube's Job controller, reduced: pods from the template (controller
+        ownerReference) until ``min(parallelism, completions - succeeded)`` are active;
+        the pods of a Job that is gone are deleted (the garbage collector)."""
+        ser = self.api.sanitize_for_serialization
+        jobs = {j.metadata.uid: j for j in self.batch.list_namespaced_job("default").items}
+        for uid, j in jobs.items():
+            mine = [p for p in pods
+                    if any(o.uid == uid for o in p.metadata.owner_references or [])]  # fmt: skip
+            done = sum(p.status.phase == "Succeeded" for p in mine)
+            active = [p for p in mine if p.status.phase not in ("Succeeded", "Failed")
+                      and p.metadata.deletion_timestamp is None]  # fmt: skip
+            par = j.spec.parallelism if j.spec.parallelism is not None else 1
+            comp = j.spec.completions if j.spec.completions is not None else par
+            for _ in range(min(par, comp - done) - len(active)):
+                tpl = ser(j.spec.template)
+                self.n += 1
+                meta = tpl.get("metadata", {}) | {
+                    "name": f"{j.metadata.name}-{self.n}",
+                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                         "name": j.metadata.name, "uid": uid,
+                                         "controller": True}],
+                }  # fmt: skip
+                body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tpl["spec"]}
+                self.core.create_namespaced_pod("default", body)
+        for p in pods:
+            refs = p.metadata.owner_references or []
+            if refs and refs[0].kind == "Job" and refs[0].uid not in jobs:
                 self.core.delete_namespaced_pod(p.metadata.name, "default", grace_period_seconds=0)
 
     def stop(self) -> None:

@@ -722,3 +722,75 @@ def test_evacuation_respects_a_pod_disruption_budget(
     kept = read_pod(core_a, "r1")
     assert kept is not None and kept.spec.node_name == "a1"
     assert read_pod(core_b, "r1") is None
+
+
+@pytest.mark.slow
+def test_pending_job_moves_whole_copy_first_then_source_deleted(
+    planes: tuple[Any, Any], cores: tuple[client.CoreV1Api, client.CoreV1Api]
+) -> None:
+    """A Job of parallelism 2 and completions 2, pods of 3 CPUs, in A whose node has 2:
+    both pods pending. It moves whole (by hand: one reservation of 2 x 3000 milli-CPU): B
+    gets the Job (the API server generates its own selector), its 2 pods are bound by B's
+    agent on B's node of 8 CPUs, A's Job is kept while they are not Running and deleted
+    (uid and resourceVersion preconditions) once they are; A's pods then go with it (the
+    stand-in's garbage collector). When B's pods succeed, each share returns to A: 6000
+    milli-CPU in all."""
+    core_a, core_b = cores
+    batch_a, batch_b = (client.BatchV1Api(c.api_client) for c in cores)
+    make_node(core_a, "a1", "2")
+    make_node(core_b, "b1", "8")
+    ctl = [ControllerStandIn(core_a.api_client), ControllerStandIn(core_b.api_client)]
+    kubelet = KubeletStandIn(core_b)
+    job = {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "crunch"},
+        "spec": {"parallelism": 2, "completions": 2, "template": {
+            "metadata": {"labels": {"app": "crunch"}},
+            "spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "pause",
+                 "resources": {"requests": {"cpu": "3", "memory": "100Mi"}}}]}}},
+    }  # fmt: skip
+    batch_a.create_namespaced_job("default", job)
+    events: list[Obj] = []
+    fast = LiveSettings(pending_window_s=0.5, running_timeout_s=30, retry_after_s=0.5)
+
+    async def main() -> None:
+        a = live_agent("A", planes[0], [], events, fast)
+        await a.start()
+        b = live_agent("B", planes[1], [f"127.0.0.1:{a.cfg.port}"], events, fast)
+        await b.start()
+        try:
+            await until(lambda: len([p for p in pods_of(core_b, "crunch") if p.spec.node_name])
+                        == 2, 40, "B's agent to bind the Job copy's 2 pods")  # fmt: skip
+            copy = await athread(batch_b.read_namespaced_job, "crunch", "default")
+            assert copy.spec.parallelism == 2 and copy.metadata.annotations[ANN_SOURCE] == "A"
+            (res,) = [r for r in b.fence.bound.values() if r.holder == "A"]
+            assert res.amounts[CPU] == 2 * 3000
+            await asyncio.sleep(1.5)  # bound, not Running: A keeps its Job
+            assert await athread(batch_a.read_namespaced_job, "crunch", "default")
+            kubelet.gate.set()
+            await until(lambda: not batch_a.list_namespaced_job("default").items, 30,
+                        "A's Job to be deleted")  # fmt: skip
+            await until(lambda: not pods_of(core_a, "crunch"), 20, "A's pods to go")
+            (mig,) = [e for e in events if e["ev"] == "workload_migrated"]
+            assert mig["workload"] == "Job/default/crunch" and mig["replicas"] == 2
+            assert mig["phase"] == "Running"
+            print(f"\nJob moved: {mig}")
+            before = a.ledger.pool("B", CPU).released("A")
+            kubelet.stop()
+            for p in pods_of(core_b, "crunch"):
+                await athread(core_b.patch_namespaced_pod_status, p.metadata.name, "default",
+                              {"status": {"phase": "Succeeded"}})  # fmt: skip
+            await until(lambda: a.ledger.pool("B", CPU).released("A") - before == 6000, 20,
+                        "A to release both shares")  # fmt: skip
+        finally:
+            await b.stop()
+            await a.stop()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 150))
+    finally:
+        kubelet.stop()
+        for c in ctl:
+            c.stop()
+        for bt in (batch_a, batch_b):
+            bt.delete_collection_namespaced_job("default", propagation_policy="Background")

@@ -373,3 +373,103 @@ def test_holder_retries_an_undo_it_cannot_deliver_then_releases_what_it_holds() 
     assert asyncio.run(a._undo_workload(hw))
     assert not a.workload_undo and not a.held_workloads
     assert a.ledger.rights("b")[CPU] == 3000
+
+
+def job(parallelism: int | None = 2, completions: int | None = 2) -> Obj:
+    spec: Obj = {
+        "selector": {"matchLabels": {"controller-uid": "u1"}},
+        "template": {"metadata": {"labels": {"app": "crunch", "controller-uid": "u1",
+                                             "job-name": "crunch"}},
+                     "spec": {"restartPolicy": "Never", "containers": [
+                         {"name": "c", "image": "pause",
+                          "resources": {"requests": {"cpu": "3"}}}]}},
+    }  # fmt: skip
+    if parallelism is not None:
+        spec["parallelism"] = parallelism
+    if completions is not None:
+        spec["completions"] = completions
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "crunch", "namespace": "default", "uid": "u1",
+                         "resourceVersion": "5", "labels": {"controller-uid": "u1"}},
+            "spec": spec, "status": {"active": 2}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "completions", "at_once"),
+    [(2, 2, 2), (4, 2, 2), (2, 10, 2), (None, None, 1), (3, None, 3)],
+    ids=["equal", "completions-cap", "parallelism-cap", "defaults", "no-completions"],
+)
+def test_a_jobs_pods_at_once(parallelism: int | None, completions: int | None,
+                             at_once: int) -> None:  # fmt: skip
+    """kube's Job controller runs ``min(parallelism, completions)`` pods at once
+    (parallelism defaults to 1; without completions, parallelism)."""
+    assert replicas_of(job(parallelism, completions)) == at_once
+
+
+def test_copy_of_a_job_moves_it_whole_without_its_generated_selector() -> None:
+    """The API server generates a Job's selector and its ``controller-uid``/``job-name``
+    labels (and refuses a Job created with them unless ``manualSelector``): the copy drops
+    them, keeps the rest of the spec, and refuses a share that is not the whole Job."""
+    out = copy_workload(job(), 2, "A", "A", "A/3")
+    assert out["apiVersion"] == "batch/v1" and "selector" not in out["spec"]
+    assert out["spec"]["parallelism"] == 2 and "replicas" not in out["spec"]
+    assert out["spec"]["template"]["metadata"]["labels"] == {"app": "crunch"}
+    assert out["metadata"]["labels"] == {}
+    assert out["spec"]["template"]["spec"]["schedulerName"] == FED_SCHEDULER
+    with pytest.raises(WorkloadError, match="a Job moves whole"):
+        copy_workload(job(), 1, "A", "A", "A/3")
+    assert WorkloadRef("Job", "default", "crunch").path() == (
+        "/apis/batch/v1/namespaces/default/jobs/crunch"
+    )
+
+
+JREF = WorkloadRef("Job", "default", "crunch")
+JDEL, JGET = ("DELETE", JREF.path()), ("GET", JREF.path())
+
+
+@pytest.mark.parametrize(
+    ("answers", "ok", "why", "rvs"),
+    [
+        ({JDEL: [(200, {})]}, True, "", ["5"]),
+        ({JDEL: [(409, {}), (200, {})],
+          JGET: [(200, {"metadata": {"uid": "u1", "resourceVersion": "6"}, "status": {}})]},
+         True, "", ["5", "6"]),
+        ({JDEL: [(409, {})],
+          JGET: [(200, {"metadata": {"uid": "u1"}, "status": {"succeeded": 1}})]},
+         False, "started here meanwhile", ["5"]),
+        ({JDEL: [(404, {})]}, False, "deleted here meanwhile", ["5"]),
+    ],
+    ids=["deleted", "status-update-then-deleted", "started-meanwhile", "gone"],
+)  # fmt: skip
+def test_source_job_is_deleted_only_while_not_started(
+    answers: dict[tuple[str, str], list[tuple[int, Obj]]], ok: bool, why: str, rvs: list[str]
+) -> None:
+    """The source Job's DELETE carries uid and resourceVersion preconditions and
+    propagationPolicy Background; a Job that started meanwhile is not deleted."""
+    api = FakeApi(answers)
+    a = agent_on(api)
+    got_ok, got_why = a._delete_source_job(JREF, "u1", "5")
+    assert got_ok == ok and why in got_why
+    dels = [c[2] for c in api.calls if c[0] == "DELETE"]
+    assert [d["preconditions"]["resourceVersion"] for d in dels] == rvs
+    assert all(d["propagationPolicy"] == "Background" and d["preconditions"]["uid"] == "u1"
+               for d in dels)  # fmt: skip
+
+
+def test_a_job_moves_only_whole_and_before_it_started() -> None:
+    """Pending pods of a Job form one group; the Job can move only when none of its pods
+    is bound here and none succeeded or failed, and once its controller made all the pods
+    it runs at once."""
+    a = agent_on(FakeApi({}), "a")
+    feed(a.cluster, [("ADDED", "Pod", rs_pod("c1", "crunch", owner_kind="Job"))])
+    got = a.movable_workloads(now=1e12)
+    assert [(r.key, k) for r, k in got] == [("Job/default/crunch", ["default/c1"])]
+    one = frozenset(["default/c1"])
+    assert a._job_unmovable(JREF, job(), one) == "not yet"  # 1 of 2 pods made
+    two = frozenset(["default/c1", "default/c2"])
+    assert a._job_unmovable(JREF, job(), two) == ""
+    ran = {**job(), "status": {"succeeded": 1}}
+    assert "ran already" in a._job_unmovable(JREF, ran, two)
+    feed(a.cluster, [("ADDED", "Pod", rs_pod("c3", "crunch", "1", owner_kind="Job"))])
+    a.cluster.raw["default/c3"]["spec"]["nodeName"] = "a1"
+    assert "bound here" in a._job_unmovable(JREF, job(), two)

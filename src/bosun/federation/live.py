@@ -1269,19 +1269,19 @@ class LiveAgent(Agent):
     # ------------------------------------------------------------------ workloads, holder
 
     def movable_workloads(self, now: float) -> list[tuple[WorkloadRef, list[str]]]:
-        """Pending pods owned by a ReplicaSet, grouped by it: pending for the window,
-        fitting no node here, not a copy, mounting no claim, their ReplicaSet not moving or
-        settling after a move. Oldest pending first within a group."""
+        """Pending pods owned by a ReplicaSet or a Job, grouped by it: pending for the
+        window, fitting no node here, not a copy, mounting no claim, their controller not
+        moving or settling after a move. Oldest pending first within a group."""
         groups: dict[WorkloadRef, list[str]] = {}
         for key, pod in self.cluster.pending.items():
             if key in self.moving or pod.scheduler_name == FED_SCHEDULER or pod.pvc_claims:
                 continue
             ctl = controller_of(self.cluster.raw.get(key, {}))
-            if ctl is None or ctl[0] != "ReplicaSet":
+            if ctl is None or ctl[0] not in ("ReplicaSet", "Job"):
                 continue
             if now - self.cluster.pending_since.get(key, now) < self.live.pending_window_s:
                 continue
-            rs = WorkloadRef("ReplicaSet", pod.namespace, ctl[1])
+            rs = WorkloadRef(ctl[0], pod.namespace, ctl[1])
             if rs.key in self.workloads_moving or self._settling(rs.key, now):
                 continue
             if self.cluster.fits(pod):
@@ -1333,7 +1333,7 @@ class LiveAgent(Agent):
         pending_all = frozenset(
             key
             for key in self.cluster.pending
-            if controller_of(self.cluster.raw.get(key, {})) == ("ReplicaSet", rs.name)
+            if controller_of(self.cluster.raw.get(key, {})) == (rs.kind, rs.name)
             and key.startswith(f"{rs.namespace}/")
         )
         t0 = self.clock()
@@ -1350,8 +1350,16 @@ class LiveAgent(Agent):
             why = f"reading {rs.key}: {_status_text(status, obj)}"
             return self._workload_give_up(rs, rs, why), None
         if ctl is not None and ctl[0] != "Deployment":
-            why = f"{rs.key} is owned by {ctl[0]} {ctl[1]}: only Deployments and ReplicaSets move"
+            why = (f"{rs.key} is owned by {ctl[0]} {ctl[1]}: only Deployments, ReplicaSets "
+                   "and Jobs move")  # fmt: skip
             return self._workload_give_up(rs, rs, why), None
+        if rs.kind == "Job":
+            why = self._job_unmovable(rs, obj, pending_all)
+            if why == "not yet":  # its controller has not made all its pods yet
+                self.workload_settle[rs.key] = (self.clock() + 1.0, frozenset(), 0)
+                return False, None
+            if why:
+                return self._workload_give_up(rs, rs, why), None
         if ref != rs:
             if ref.key in self.workloads_moving:
                 return False, None  # another ReplicaSet of the same Deployment is moving it
@@ -1359,6 +1367,8 @@ class LiveAgent(Agent):
         pods = [self.cluster.pending[k] for k in keys if k in self.cluster.pending]
         current = replicas_of(obj)
         k = min(len(pods), current)
+        if rs.kind == "Job" and k < current:
+            return False, ref  # the rate limit cut the group: a Job moves whole, next pass
         if k < 1:
             return False, ref
         rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
@@ -1375,7 +1385,11 @@ class LiveAgent(Agent):
                    f"{self.live.running_timeout_s:.0f} s")  # fmt: skip
             return self._workload_give_up(rs, ref, why), ref
         t_ready = self.clock()
-        ok, why = await asyncio.to_thread(self._scale_source, ref, rv, current, k)
+        if ref.kind == "Job":
+            uid = str((obj.get("metadata") or {}).get("uid", ""))
+            ok, why = await asyncio.to_thread(self._delete_source_job, ref, uid, rv)
+        else:
+            ok, why = await asyncio.to_thread(self._scale_source, ref, rv, current, k)
         if not ok:
             await self._undo_workload(hw)
             return self._workload_give_up(rs, ref, why), ref
@@ -1482,6 +1496,57 @@ class LiveAgent(Agent):
                     return "bound"
             await asyncio.sleep(0.2)
         return None
+
+    def _job_unmovable(self, ref: WorkloadRef, obj: Obj, pending: frozenset[str]) -> str:
+        """Why the Job ``obj`` cannot move now (``""`` when it can; ``"not yet"`` while its
+        controller has not made all the pods it runs at once): a Job moves whole, and only
+        before any of its pods has started, succeeded or failed here."""
+        st = obj.get("status") or {}
+        if st.get("succeeded") or st.get("failed"):
+            return f"{ref.key} has pods that ran already: a Job moves only before it starts"
+        started = [
+            key
+            for key, raw in self.cluster.raw.items()
+            if controller_of(raw) == ("Job", ref.name)
+            and key.startswith(f"{ref.namespace}/")
+            and (raw.get("spec") or {}).get("nodeName")
+        ]
+        if started:
+            return f"{ref.key} has pods bound here ({started[0]}): a Job moves only whole"
+        if len(pending) < replicas_of(obj):
+            return "not yet"
+        return ""
+
+    def _delete_source_job(self, ref: WorkloadRef, uid: str, rv: str) -> tuple[bool, str]:
+        """Delete the source Job (and, through the garbage collector, its pending pods:
+        propagationPolicy Background), preconditioned on its uid and resourceVersion. A 409
+        reads it again: still not started (a status update) -> once more with the new
+        resourceVersion; started meanwhile -> not deleted (the caller removes the copy).
+        Blocking: call it in a thread."""
+        for _ in range(5):
+            body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions",
+                         "propagationPolicy": "Background",
+                         "preconditions": {"uid": uid, "resourceVersion": rv}}  # fmt: skip
+            try:
+                status, got = self.cluster.workload_request("DELETE", ref, "", body)
+                if 200 <= status < 300:
+                    return True, ""
+                if status == 404:
+                    return False, f"{ref.key} was deleted here meanwhile"
+                if status != 409:
+                    return False, f"deleting {ref.key}: {_status_text(status, got)}"
+                status, cur = self.cluster.workload_request("GET", ref)
+            except LiveError as e:
+                return False, str(e)
+            if status == 404:
+                return False, f"{ref.key} was deleted here meanwhile"
+            cmeta, st = cur.get("metadata") or {}, cur.get("status") or {}
+            if cmeta.get("uid") != uid:
+                return False, f"{ref.key} was created again here meanwhile"
+            if st.get("succeeded") or st.get("failed"):
+                return False, f"{ref.key} started here meanwhile: not deleted"
+            rv = str(cmeta.get("resourceVersion", ""))
+        return False, f"{ref.key} kept changing; not deleted"
 
     def _scale_source(
         self, ref: WorkloadRef, rv: str, current: int, moved: int

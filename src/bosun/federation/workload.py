@@ -1,4 +1,5 @@
-"""Workloads the live federation backend moves: Deployments and ReplicaSets (apps/v1).
+"""Workloads the live federation backend moves: Deployments and ReplicaSets (apps/v1) and
+Jobs (batch/v1).
 
 A pod that a controller owns cannot be moved as a pod: its ReplicaSet would make a new one
 at home at once. So the federation moves the *workload object*, as Karmada propagates a
@@ -7,6 +8,8 @@ with ``spec.replicas`` set to the share that moves, waits until that many of the
 run there (the new copy first, karmada#2281), and only then scales the source down by the
 same number, never below 0, through the ``scale`` subresource with the source object's
 ``resourceVersion`` as precondition (a concurrent change answers ``409``, not a lost update).
+A Job moves whole, and only before any of its pods started: the copy first, then the source
+Job deleted with uid and resourceVersion preconditions.
 
 This module holds the pure parts: which workload owns a pod, the copy's manifest, the
 template pod and the Scale body. The moves themselves are in :mod:`bosun.federation.live`.
@@ -33,8 +36,13 @@ FED_SCHEDULER = "bosun-federation"
 ANN_SOURCE = "federation.bosun.dev/source-cluster"
 ANN_HOLDER = "federation.bosun.dev/holder"
 ANN_RESERVATION = "federation.bosun.dev/reservation"
-#: The kinds moved, and the REST resource of each (apps/v1).
-RESOURCES = {"Deployment": "deployments", "ReplicaSet": "replicasets"}
+#: The kinds moved, the REST resource and the API group/version of each.
+RESOURCES = {"Deployment": "deployments", "ReplicaSet": "replicasets", "Job": "jobs"}
+API_VERSIONS = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "Job": "batch/v1"}
+#: Template labels (and the selector) the API server generates for a Job: not copied, the
+#: target generates its own (a Job created with them and no manualSelector is refused).
+_JOB_LABELS = ("controller-uid", "job-name", "batch.kubernetes.io/controller-uid",
+               "batch.kubernetes.io/job-name")  # fmt: skip
 #: Metadata the API server sets or the source's controllers own: never copied.
 _DROP_META = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
               "ownerReferences", "selfLink", "deletionTimestamp", "finalizers")  # fmt: skip
@@ -62,12 +70,13 @@ class WorkloadRef:
 
     def path(self, sub: str = "") -> str:
         """The object's REST path (``sub``: a subresource such as ``scale``)."""
-        p = f"/apis/apps/v1/namespaces/{self.namespace}/{RESOURCES[self.kind]}/{self.name}"
+        p = f"{self.collection()}/{self.name}"
         return f"{p}/{sub}" if sub else p
 
     def collection(self) -> str:
         """The REST path of the kind's collection in the namespace."""
-        return f"/apis/apps/v1/namespaces/{self.namespace}/{RESOURCES[self.kind]}"
+        group = API_VERSIONS[self.kind]
+        return f"/apis/{group}/namespaces/{self.namespace}/{RESOURCES[self.kind]}"
 
 
 def controller_of(obj: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -81,11 +90,21 @@ def controller_of(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _int(x: Any, default: int) -> int:
+    return x if isinstance(x, int) and not isinstance(x, bool) else default
+
+
 def replicas_of(obj: Mapping[str, Any]) -> int:
-    """``spec.replicas`` (1 when unset, the API's default)."""
+    """Pods the workload runs at once: ``spec.replicas`` (1 when unset, the API's
+    default); for a Job ``min(parallelism, completions)`` (parallelism 1 when unset,
+    completions unbounded when unset)."""
     spec = obj.get("spec")
-    n = spec.get("replicas", 1) if isinstance(spec, Mapping) else 1
-    return n if isinstance(n, int) and not isinstance(n, bool) else 1
+    spec = spec if isinstance(spec, Mapping) else {}
+    if obj.get("kind") == "Job":
+        par = _int(spec.get("parallelism", 1), 1)
+        comp = spec.get("completions")
+        return min(par, _int(comp, par)) if comp is not None else par
+    return _int(spec.get("replicas", 1), 1)
 
 
 def template_pod(obj: Mapping[str, Any]) -> Obj:
@@ -123,15 +142,18 @@ def copy_workload(obj: Mapping[str, Any], replicas: int, holder: str, source: st
     agent binds the copy's pods onto the nodes its fence chose). Server-set metadata,
     ownerReferences, the Deployment revision annotations and ``status`` are dropped, and for
     a ReplicaSet the ``pod-template-hash`` label that a Deployment adds is kept as it is.
+    A Job moves whole: its spec is kept (``replicas`` must be :func:`replicas_of` it), and
+    the selector and the labels the API server generated for it are dropped, so the target
+    generates its own.
 
     Raises:
-        WorkloadError: not a Deployment or ReplicaSet, no name, no template, or
-            ``replicas`` below 1.
+        WorkloadError: not a Deployment, ReplicaSet or Job, no name, no template,
+            ``replicas`` below 1, or a Job's share that is not the whole Job.
     """
     kind = obj.get("kind")
     meta = obj.get("metadata")
     if kind not in RESOURCES:
-        raise WorkloadError(f"workload: field kind: {kind!r} is not Deployment or ReplicaSet")
+        raise WorkloadError(f"workload: field kind: {kind!r} is not Deployment, ReplicaSet or Job")
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
         raise WorkloadError(f"{kind}: field metadata.name: missing")
     if replicas < 1:
@@ -144,13 +166,24 @@ def copy_workload(obj: Mapping[str, Any], replicas: int, holder: str, source: st
     new_meta["annotations"] = {**ann, **fed}
     new_meta["namespace"] = str(meta.get("namespace") or "default")
     spec = copy.deepcopy(dict(obj.get("spec") or {}))
-    spec["replicas"] = int(replicas)
     tpl = spec["template"]
     tmeta = tpl.setdefault("metadata", {})
+    if kind == "Job":
+        if replicas != replicas_of(obj):
+            raise WorkloadError(f"Job {meta['name']}: replicas {replicas}: a Job moves whole "
+                                f"({replicas_of(obj)} pods at once)")  # fmt: skip
+        spec.pop("selector", None)
+        spec.pop("manualSelector", None)
+        for labels in (new_meta.get("labels"), tmeta.get("labels")):
+            if isinstance(labels, dict):
+                for k in _JOB_LABELS:
+                    labels.pop(k, None)
+    else:
+        spec["replicas"] = int(replicas)
     tmeta["annotations"] = {**dict(tmeta.get("annotations") or {}), **fed}
     tpl["spec"]["schedulerName"] = FED_SCHEDULER
     tpl["spec"].pop("nodeName", None)
-    return {"apiVersion": "apps/v1", "kind": kind, "metadata": new_meta, "spec": spec}
+    return {"apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": new_meta, "spec": spec}
 
 
 def scale_body(ref: WorkloadRef, replicas: int, resource_version: str) -> Obj:
