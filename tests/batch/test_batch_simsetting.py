@@ -92,6 +92,8 @@ def test_example_file_loads() -> None:
         ({"solvers": ["none", 3]}, "solvers[1]", "solver name"),
         ({"requeued": "later"}, "requeued", "batch, single"),
         ({"kind": "Colocation"}, "kind", KIND),
+        ({"objective": "makespan"}, "objective", "score, score+fgd"),
+        ({"fragWeight": -1}, "fragWeight", ">= 0"),
     ],
     ids=[
         "unknown-key",
@@ -110,6 +112,8 @@ def test_example_file_loads() -> None:
         "solver-not-a-name",
         "requeued-bad",
         "wrong-kind",
+        "objective-unknown",
+        "frag-weight-negative",
     ],
 )
 def test_bad_file_names_file_object_and_field(
@@ -434,3 +438,28 @@ def test_requeued_batch_binds_only_at_window_times(trace: Trace, solver: str) ->
     assert all(t % 60.0 == 0.0 and t > 0 for t in bound_s), bound_s
     times = [float(t) for t in res.tables["batch_windows"]["time_s"]]
     assert len(set(times)) == len(times)  # one window per time
+
+
+def test_fragmentation_objective_needs_fgd_in_the_profile() -> None:
+    settings = BatchSettings(window_s=60, objective="score+fgd", solvers=("greedy",))
+    run_trace, controller = prepare(two_nodes(), settings, "greedy")
+    sim = Simulator(run_trace, default_configuration(POINTS), controllers=[controller])
+    with pytest.raises(InputError) as err:
+        sim.run()
+    (problem,) = err.value.problems
+    assert problem.field == "objective" and "FGD" in problem.message
+
+
+def test_cli_fragmentation_objective_with_fgd(tmp_path: Path) -> None:
+    batch = write_yaml(
+        tmp_path / "batch.yaml", {"window": 60, "solvers": "cpsat", "objective": "score+fgd"}
+    )
+    report = tmp_path / "out"
+    args = ["simulate", "--trace", str(EXAMPLES / "gangs"), "--policy", "fgd"]
+    res = CliRunner().invoke(
+        app, [*args, "--batch", str(batch), "--report", str(report), "--progress-every", "0"]
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads((report / "fgd" / "summary.json").read_text())
+    assert doc["meta"]["batch_objective"] == "score+fgd" and doc["meta"]["batch_solver"] == "cpsat"
+    assert doc["summary"]["batch_pods"] >= 12  # every pod of examples/gangs was in a window

@@ -12,6 +12,8 @@ same trace and profile::
     seed: 0                           # the solvers' seed, >= 0
     solvers: [none, greedy, cpsat, sa, ga]
     requeued: batch                   # or single
+    objective: score                  # or score+fgd (needs the FGD plugin: --policy fgd)
+    fragWeight: 100                   # score+fgd: objective units per GPU of fragmentation
 
 ``solvers``: ``none`` is kube's one-at-a-time cycle (the baseline, no window at all);
 every other name is a batch solver of :func:`bosun.batch.solvers.make_solver` (``greedy``,
@@ -19,7 +21,8 @@ every other name is a batch solver of :func:`bosun.batch.solvers.make_solver` (`
 without a list. ``requeued`` (default ``batch``) decides where a pod goes when it comes
 back to the queue after its first placement: ``batch``, to a later window (see
 :class:`bosun.batch.twin_batch.BatchWindow`); ``single``, to kube's one-at-a-time cycle
-for good.
+for good. ``objective`` and ``fragWeight`` are
+:func:`bosun.batch.problem.build_problem`'s ``objective`` and ``frag_weight``.
 
 :func:`load_batch` reads and checks the file; every problem names the file, the object
 ``BatchPlacement`` and the field. :func:`prepare` turns one run into the trace and the
@@ -38,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from bosun.api.durations import parse_duration
-from bosun.batch.problem import DEFAULT_TOP_K
+from bosun.batch.problem import DEFAULT_FRAG_WEIGHT, DEFAULT_TOP_K, OBJECTIVES
 from bosun.batch.solvers import make_solver
 from bosun.errors import InputError, InputProblem
 
@@ -52,7 +55,18 @@ KIND = "BatchPlacement"
 NONE = "none"
 #: ``requeued`` values: a requeued pod joins a later window, or kube's cycle for good
 REQUEUED = ("batch", "single")
-_KEYS = ("apiVersion", "kind", "window", "topK", "timeLimit", "seed", "solvers", "requeued")
+_KEYS = (
+    "apiVersion",
+    "kind",
+    "window",
+    "topK",
+    "timeLimit",
+    "seed",
+    "solvers",
+    "requeued",
+    "objective",
+    "fragWeight",
+)
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,8 @@ class BatchSettings:
         seed: the solvers' seed (>= 0); the run's own ``--seed`` still seeds score ties.
         solvers: one run per name, in order; ``none`` is the one-at-a-time baseline.
         requeued: ``batch`` or ``single`` (:data:`REQUEUED`).
+        objective: ``score`` or ``score+fgd`` (:data:`bosun.batch.problem.OBJECTIVES`).
+        frag_weight: ``score+fgd``'s objective units per GPU of fragmentation (>= 0).
         source: the file, for messages.
     """
 
@@ -75,6 +91,8 @@ class BatchSettings:
     seed: int = 0
     solvers: tuple[str, ...] = (NONE, "cpsat")
     requeued: str = "batch"
+    objective: str = "score"
+    frag_weight: int = DEFAULT_FRAG_WEIGHT
     source: str = "<arguments>"
 
 
@@ -105,7 +123,9 @@ def parse_batch(doc: object, source: str) -> BatchSettings:
             ``timeLimit`` that is not a positive duration, ``topK`` < 1, a ``seed`` that
             is not an integer >= 0, an empty or repeated ``solvers`` list, a solver that
             is unknown or not installed (``solvers[i]``), a ``requeued`` other than
-            batch/single.
+            batch/single, an ``objective`` not in
+            :data:`bosun.batch.problem.OBJECTIVES`, a ``fragWeight`` that is not an
+            integer >= 0.
     """
     problems: list[InputProblem] = []
 
@@ -135,6 +155,12 @@ def parse_batch(doc: object, source: str) -> BatchSettings:
     requeued = doc.get("requeued", defaults.requeued)
     if requeued not in REQUEUED:
         problem("requeued", f"must be one of {', '.join(REQUEUED)}, got {requeued!r}")
+    objective = doc.get("objective", defaults.objective)
+    if objective not in OBJECTIVES:
+        problem("objective", f"must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    weight = doc.get("fragWeight", defaults.frag_weight)
+    if isinstance(weight, bool) or not isinstance(weight, int) or weight < 0:
+        problem("fragWeight", f"must be an integer >= 0, got {weight!r}")
     raw = doc.get("solvers", list(defaults.solvers))
     names: list[str] = []
     if isinstance(raw, str):
@@ -168,6 +194,8 @@ def parse_batch(doc: object, source: str) -> BatchSettings:
         seed=int(seed),
         solvers=tuple(names),
         requeued=str(requeued),
+        objective=str(objective),
+        frag_weight=int(weight),
         source=source,
     )
 
@@ -221,6 +249,8 @@ def prepare(trace: Trace, settings: BatchSettings, solver: str) -> tuple[Trace, 
         top_k=settings.top_k,
         seed=settings.seed,
         requeued=settings.requeued,
+        objective=settings.objective,
+        frag_weight=settings.frag_weight,
     )
     return gate_arrivals(trace), window
 

@@ -75,12 +75,13 @@ import pandas as pd
 
 from bosun.api.types import Pod
 from bosun.batch.place import place_batch
-from bosun.batch.problem import DEFAULT_TOP_K
+from bosun.batch.problem import DEFAULT_FRAG_WEIGHT, DEFAULT_TOP_K, OBJECTIVES
 from bosun.batch.solvers import Solver, check_time_limit
 from bosun.errors import InputError, InputProblem
 from bosun.framework.config import SchedulerConfiguration
 from bosun.framework.interface import Code
 from bosun.framework.queue import ACTIVE, BACKOFF, GATED, UNSCHEDULABLE
+from bosun.gpu.fragmentation import FGD_PLUGIN
 
 if TYPE_CHECKING:
     from bosun.batch.settings import BatchSettings
@@ -224,10 +225,12 @@ class BatchWindow(_UnallocatedGpus):
         seed: the solver's seed.
         requeued: ``"batch"`` (default): requeued pods join a later window; ``"single"``:
             they go through kube's one-at-a-time cycle (module docstring).
+        objective, frag_weight: :func:`bosun.batch.problem.build_problem`'s (``score+fgd``
+            needs the FGD plugin in every profile, checked at the start).
 
     Raises:
         InputError: a window or time limit that is not positive, a ``requeued`` other than
-            batch/single.
+            batch/single, an unknown objective or a negative ``frag_weight``.
     """
 
     def __init__(
@@ -239,11 +242,20 @@ class BatchWindow(_UnallocatedGpus):
         top_k: int = DEFAULT_TOP_K,
         seed: int = 0,
         requeued: str = "batch",
+        objective: str = "score",
+        frag_weight: int = DEFAULT_FRAG_WEIGHT,
     ) -> None:
+        from bosun.batch.problem import check_objective
+
         super().__init__()
         check_window(window_s)
         check_time_limit(time_limit_s)
         _check_requeued(requeued)
+        bad = check_objective(objective, frag_weight)
+        if bad:
+            raise InputError(bad)
+        self.objective = objective
+        self.frag_weight = frag_weight
         self.window_s = float(window_s)
         self.solver = solver
         self.time_limit_s = time_limit_s
@@ -277,6 +289,15 @@ class BatchWindow(_UnallocatedGpus):
                         f"profiles[{i}].plugins.preEnqueue",
                         "a batch window needs the SchedulingGates plugin (kube's default) "
                         "to hold pods until their window",
+                    )
+                )
+            if self.objective == OBJECTIVES[1] and FGD_PLUGIN not in fwk.instances:
+                problems.append(
+                    InputProblem(
+                        sim.config.source,
+                        f"profile {fwk.scheduler_name}",
+                        "objective",
+                        "score+fgd needs the FGD plugin in the profile (e.g. --policy fgd)",
                     )
                 )
         if problems:
@@ -403,6 +424,8 @@ class BatchWindow(_UnallocatedGpus):
                 time_limit_s=self.time_limit_s,
                 top_k=self.top_k,
                 seed=self.seed,
+                objective=self.objective,
+                frag_weight=self.frag_weight,
             )
             keys = {pod.key for pod in members}
             ok = [r for r in out.results.values() if r.code in (Code.SUCCESS, Code.WAIT)]
@@ -468,6 +491,8 @@ class BatchWindow(_UnallocatedGpus):
             "batch_top_k": self.top_k,
             "batch_seed": self.seed,
             "batch_requeued": self.requeued,
+            "batch_objective": self.objective,
+            "batch_frag_weight": self.frag_weight,
         }
         return ControllerReport(summary=summary, meta=meta, tables={"batch_windows": table})
 
@@ -482,6 +507,8 @@ def simulate_batched(
     top_k: int = DEFAULT_TOP_K,
     seed: int = 0,
     requeued: str = "batch",
+    objective: str = "score",
+    frag_weight: int = DEFAULT_FRAG_WEIGHT,
     until_s: float | None = None,
     controllers: Sequence[Any] = (),
     **kwargs: Any,
@@ -502,6 +529,8 @@ def simulate_batched(
         top_k=top_k,
         seed=seed,
         requeued=requeued,
+        objective=objective,
+        frag_weight=frag_weight,
     )
     sim = Simulator(
         gate_arrivals(trace), config, seed=seed, controllers=[*controllers, window], **kwargs

@@ -450,6 +450,8 @@ _SIM_FLAGS = {
     "seed": "--seed",
     "solvers": "--solvers",
     "requeued": "--requeued",
+    "objective": "--objective",
+    "fragWeight": "--frag-weight",
 }
 
 
@@ -486,6 +488,18 @@ def simulate(
             "batch (a later window) or single (kube's one-at-a-time cycle).",
         ),
     ] = "batch",
+    objective: Annotated[
+        str,
+        typer.Option(
+            "--objective",
+            help="score (the profile's Scores) or score+fgd (also FGD's fragmentation "
+            "after the batch; needs --policy fgd).",
+        ),
+    ] = "score",
+    frag_weight: Annotated[
+        int,
+        typer.Option("--frag-weight", help="score+fgd: objective units per GPU (>= 0)."),
+    ] = 100,
     until: Annotated[
         float | None, typer.Option("--until", help="Stop at this simulated second.")
     ] = None,
@@ -531,6 +545,8 @@ def simulate(
                     "seed": seed,
                     "solvers": [NONE, *(n for n in names if n != NONE)],
                     "requeued": requeued,
+                    "objective": objective,
+                    "fragWeight": frag_weight,
                 },
                 "command line",
             )
