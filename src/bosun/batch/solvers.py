@@ -533,16 +533,21 @@ def _add_fragmentation(
                 m.add(sum(c_parts) >= cnt).only_enforce_if(e)
                 m.add(phi <= u_max * e)
                 hints.append((e, "count_ge", (n, t, cnt)))
+            # classes with the same thresholds booleans share one product variable
+            weight: dict[tuple[int | None, int | None], int] = {}
             for w, a, b, c_k, m_k in members:
-                if a is None and b is None:
+                key = (c_k if a is not None else None, m_k if b is not None else None)
+                weight[key] = weight.get(key, 0) + w
+            for (ck, mk), w in weight.items():
+                if ck is None and mk is None:
                     used_terms.append(w * phi)
                     continue
                 v = m.new_int_var(0, u_max, f"v{n}_{t}_{cnt}")
                 m.add(v <= phi)
-                for ok in (a, b):
-                    if ok is not None:
-                        m.add(v <= u_max * ok)
-                ck, mk = (c_k if a is not None else None), (m_k if b is not None else None)
+                if ck is not None:
+                    m.add(v <= u_max * cpu_ok[ck])
+                if mk is not None:
+                    m.add(v <= u_max * mem_ok[mk])
                 hints.append((v, "v", (n, t, cnt, ck, mk)))
                 used_terms.append(w * v)
         f_terms.append(s_pop * total - sum(used_terms))
