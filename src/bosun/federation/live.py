@@ -43,7 +43,9 @@ What comes from where
   scaled down by the same number through ``scale`` with its resourceVersion as
   precondition (a concurrent scale is a conflict: the copy is removed, ``wremove``). Each
   replica of the copy that ends releases its share of the reservation (``gone`` with a
-  share id ``rid#i``). See :mod:`bosun.federation.workload`.
+  share id ``rid#i``). A pending Job moves whole, before it started: its copy first, then
+  the source Job deleted (uid and resourceVersion preconditions). See
+  :mod:`bosun.federation.workload`.
 * **Disruption budgets**: a running pod (``evacuate_running``) is not moved while a
   policy/v1 PodDisruptionBudget that selects it allows no disruption, and the source is
   removed through ``pods/eviction``, which the API server refuses (429) when a budget
