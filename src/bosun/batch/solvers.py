@@ -20,6 +20,13 @@ Every solver returns a :class:`SolveResult` whose assignment is feasible under t
 (QUBO samples and GA genes go through :meth:`BatchProblem.repair`), and records each
 improvement of its best objective with its wall time (the trace behind time-to-target).
 All run single-threaded (CP-SAT with one worker), so their times compare on one core.
+
+With the ``score+fgd`` objective (FGD's expected fragmentation after the whole batch,
+:class:`bosun.batch.problem.FragmentationTerm`) every objective a solver reports is the
+exact one of its answer, GPU devices included: greedy and the repair place each pod by its
+marginal objective, the GA's fitness is exact, CP-SAT holds the exact term
+(:func:`_add_fragmentation`, after a first run on the score part), and the QUBO its
+second-order expansion (:mod:`bosun.batch.qubo`), exact up to two pods per node.
 """
 
 from __future__ import annotations
