@@ -140,6 +140,7 @@ def test_cli_report_files_and_one_code_path(tmp_path: Path) -> None:
         (GOOD, ["--faults", "examples/faults.yaml"], "--faults: the overload is"),
         (GOOD, ["--until", "10"], "--until"),
         (GOOD, ["--snapshot", "examples/cluster.yaml"], "--snapshot"),
+        (GOOD, ["--batch", "batch.yaml"], "--batch: batch windows are not modelled"),
         (GOOD, ["--trace", "nosuchtrace"], "nosuchtrace"),
     ],
     ids=[
@@ -151,6 +152,7 @@ def test_cli_report_files_and_one_code_path(tmp_path: Path) -> None:
         "with-faults",
         "with-until",
         "with-snapshot",
+        "with-batch",
         "bad-trace",
     ],
 )

@@ -348,6 +348,7 @@ NOT_WITH_FEDERATION = {
     "--colocation": "not modelled per member",
     "--until": "the file's horizon_s ends the run",
     "--full-resolution": "federation.html draws no report.html series",
+    "--batch": "batch windows are not modelled per member",
 }
 
 
