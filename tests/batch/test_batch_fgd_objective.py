@@ -351,3 +351,35 @@ def test_every_fragmentation_placement_is_feasible(data: st.DataObject, solver: 
     bound = {k for k, r in out.results.items() if r.code == Code.SUCCESS}
     assert bound == set(snap.pods.by_key)
     assert {p.key for p in out.left_out} == {p.key for p in pods} - bound
+
+
+def test_gpu_model_constrained_classes_match_the_twins_measure() -> None:
+    # a class that accepts only A100s counts every free GPU of the V100 node (and of the
+    # node without a model label) as fragment: the term agrees with bosun.gpu.fragmentation
+    from bosun.gpu.share import GPU_MODEL_LABEL
+
+    nodes = [
+        make_node("a", cpu="8", extra={GPU: 2}, labels={GPU_MODEL_LABEL: "A100"}),
+        make_node("v", cpu="8", extra={GPU: 2}, labels={GPU_MODEL_LABEL: "V100"}),
+        make_node("u", cpu="8", extra={GPU: 2}),
+    ]
+    classes = TaskClasses(
+        milli_cpu=np.array([0, 0]),
+        memory_bytes=np.array([0, 0]),
+        gpu_count=np.array([1, 1]),
+        gpu_milli=np.array([1000, 500]),
+        popularity=np.array([0.5, 0.5]),
+        gpu_models=(("A100",), ()),
+    )
+    fwk = profile(nodes)
+    prob = build_problem(
+        fwk, half_gpu_pods(3), objective="score+fgd", frag_weight=100, task_classes=classes
+    )
+    assert prob.frag is not None
+    rows = prob.node_rows.astype(np.intp)
+    expect = node_fragmentation(fwk.snapshot, classes, rows) * 1000
+    np.testing.assert_allclose(prob.frag.before, expect)
+    # by hand, all GPUs free (T = 2000): A100 node F = 2000 - 0.5*2000 - 0.5*2000 = 0;
+    # the others lose the A100-only half: F = 2000 - 0.5 * 2000 = 1000 milli-GPU
+    by_name = dict(zip(prob.node_names, prob.frag.before.tolist(), strict=True))
+    assert by_name == {"a": 0.0, "v": 1000.0, "u": 1000.0}
