@@ -146,7 +146,34 @@ class ControlPlane:
         if self.with_scheduler:
             args.append("--scheduler")
         self._run(*args)
+        self._wait_default_namespace()
         return self
+
+    def _wait_default_namespace(self, timeout_s: float = 60.0) -> None:
+        """Block until the ``default`` Namespace exists. ``/readyz`` can answer before the
+        apiserver's bootstrap controller has created it (seen on a loaded machine), and every
+        test writes there.
+
+        Raises:
+            RuntimeError: it is still missing after ``timeout_s`` seconds.
+        """
+        api = self.api_client()
+        try:
+            core = client.CoreV1Api(api)
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    core.read_namespace("default")
+                    return
+                except client.ApiException as err:
+                    if err.status != 404 or time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"kube-apiserver at {self.url}: namespace default missing "
+                            f"after {timeout_s:.0f} s ({err.status})"
+                        ) from err
+                time.sleep(0.1)
+        finally:
+            api.close()
 
     def stop(self) -> None:
         """Stop every part and wipe etcd's data."""
