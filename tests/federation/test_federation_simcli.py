@@ -183,7 +183,8 @@ def test_cli_report_folder_with_other_files_is_refused(tmp_path: Path) -> None:
 
 def test_steps_without_events_are_skipped() -> None:
     # one node per cluster; p0 (home c0) at 0 s, p1 (home c1) at 500,000 s; the overload
-    # lies past the horizon: only the two arrival steps are simulated, not 600,000
+    # lies past the horizon: only the two arrival steps are simulated, not 600,000 (bosun
+    # also the step after each, where its overload signal sees the binds)
     nodes = [make_node(f"n{i}") for i in range(2)]
     arrivals = [
         PodArrival(make_pod("p0", cpu="1", memory="1Gi"), 0.0),
@@ -192,7 +193,8 @@ def test_steps_without_events_are_skipped() -> None:
     cfg = ScenarioConfig(clusters=2, overload_at_s=1e9, horizon_s=600_000)
     for policy in ("none", "central", "bosun"):
         out = run_policy(Trace("sparse", nodes, arrivals), cfg, policy)
-        assert [t for t, _ in out.pending] == [0.0, 500_000.0], policy
+        steps = [0.0, 1.0, 500_000.0, 500_001.0] if policy == "bosun" else [0.0, 500_000.0]
+        assert [t for t, _ in out.pending] == steps, policy
         assert out.starts == 2 and out.within_slo == 1.0
 
 
@@ -206,3 +208,24 @@ def test_an_evicted_pod_deleted_while_pending_never_recovered() -> None:
     assert none["never_ran"] == 1 and none["recovery_s"] is None and none["within_slo"] == 0.5
     bosun = run_policy(Trace("gone", nodes, arrivals), cfg, "bosun").row()
     assert bosun["never_ran"] == 0 and bosun["recovery_s"] == 2.0 and bosun["within_slo"] == 1.0
+
+
+def test_bosun_moves_a_running_pod_off_an_overloaded_member() -> None:
+    # one 4-CPU node per member. p0 (2 CPUs, home c0) at 0 s, p1 (1 CPU, home c1) at 1 s,
+    # p2 (1.8 CPUs, home c0) at 2 s: bosun keeps p2 at home (score 62 against c1's 57:
+    # headroom 0.05 vs 0.3, locality 15), so c0 runs at 3.8 / 4 = 0.95 > 0.9. After the
+    # 2 s window the signal is on; getting under 0.85 means freeing more than 0.4 CPU,
+    # largest first, so p0 alone moves (copy on c1 first, then removed from c0): by hand
+    nodes = [make_node(f"n{i}", cpu="4", memory="16Gi") for i in range(2)]
+    pods = [("p0", "2", 0.0), ("p1", "1", 1.0), ("p2", "1800m", 2.0)]
+    arrivals = [PodArrival(make_pod(n, cpu=c, memory="1Gi"), t) for n, c, t in pods]
+    cfg = ScenarioConfig(clusters=2, overload_at_s=1e9, horizon_s=60)
+    out = run_policy(Trace("hot", nodes, arrivals), cfg, "bosun")
+    assert out.moved_running == 1 and out.starts == 3 and out.within_slo == 1.0
+    c0, c1 = out.members
+    assert c0.pods.groupby("pod")["outcome"].apply(list).to_dict() == {
+        "default/p0": [MOVED],
+        "default/p2": ["Running"],
+    }
+    assert set(c1.pods.loc[c1.pods["outcome"] == "Running", "pod"]) == {"default/p0", "default/p1"}
+    assert run_policy(Trace("hot", nodes, arrivals), cfg, "none").moved_running == 0

@@ -47,7 +47,9 @@ Policies (all on the same split):
   step already sent there (the escrow reservation and the fit test at bind,
   docs/federation.md); otherwise the next cluster is tried. A pod no cluster accepts waits
   at home. A cluster with pending pods for ``window_s`` (2 s) is overloaded: it publishes
-  ``o = 1`` (nobody places on it) and moves its pending pods away, at most
+  ``o = 1`` (nobody places on it) and moves its running pods away, largest CPU request
+  first, copy first, until the usage is under 0.85 (the agent's evacuation); a pod pending
+  for ``window_s`` that no node of its member fits is moved; all at most
   ``evac_rate_per_s`` a second.
 
 Both federations make at most ``evac_rate_per_s * step_s`` move attempts per step.
@@ -169,6 +171,7 @@ class Outcome:
     late: int = 0
     bytes: int = 0
     moved: int = 0
+    moved_running: int = 0
     remote_starts: int = 0
     evicted: int = 0
     failures: dict[str, int] = field(default_factory=dict)
@@ -194,6 +197,7 @@ class Outcome:
             "never_ran": self.never_ran,
             "late": self.late,
             "moved": self.moved,
+            "moved_running": self.moved_running,
             "remote_starts": self.remote_starts,
             "bytes": self.bytes,
             "wait_p99_s": round(float(np.percentile(self.waits, 99)), 1) if self.waits else None,
@@ -345,6 +349,8 @@ class _Federation:
         self.t = 0.0  # the step's time
         self.next_t: float | None = None  # the next step's (None: the last was the end)
         self.cut = False  # the rate limit cut this step's moves short
+        self.evac_next: dict[int, float] = {}  # a signalled member's next evacuation pass
+        self.handed_out = False  # this step handed arrivals to members
         self.overloaded = False
         self.overload_t: float | None = None
         self.hot_since: dict[int, float] = {}
@@ -404,6 +410,7 @@ class _Federation:
         t = self.t
         self.fence = [None] * self.k
         self.cut = False
+        self.handed_out = False
         self._refresh(t)
         if not self.overloaded and t >= cfg.overload_at_s:
             self._overload(t)
@@ -441,6 +448,10 @@ class _Federation:
             for c, since in self.hot_since.items():
                 if c not in self.signal:
                     due = min(due, since + cfg.window_s)
+            for c in self.signal:  # an evacuation due, or the signal's end to be seen
+                due = min(due, max(self.evac_next.get(c, t + step), t + step))
+            if self.handed_out:  # the binds of this step's arrivals move the usage
+                due = min(due, t + step)
         if not math.isfinite(due):
             return math.inf
         return max(math.floor(due / step + 1e-9), round(t / step) + 1) * step
@@ -692,6 +703,7 @@ class _Federation:
             if c == home:
                 node = None  # the home cluster's own scheduler takes its pods
             p.cluster, p.since_s = c, a.arrival_s
+            self.handed_out = True
             self.waiting[c].append(p)
             self.sims[c].at(max(t, a.arrival_s), self._submitter(p, c, node), EventKind.CONTROL_UP)
 
@@ -728,6 +740,51 @@ class _Federation:
                     p.next_try = t + RETRY_S
                     still.append(p)
             self.waiting[c] = still
+        if self.policy == "bosun":
+            for c in sorted(self.signal):
+                if t >= self.evac_next.get(c, 0.0):
+                    attempts = self._evacuate(c, t, attempts)
+
+    def _evacuate(self, c: int, t: float, attempts: int) -> int:
+        """The agent's evacuation of an overloaded member ``c`` (its signal on): its
+        running pods, largest CPU request first, each copied first (the owner binds the copy
+        on its fence's node), then the pod here removed (``Simulator.remove_pod``, outcome
+        ``Moved``), until the usage counting the moves is under :data:`OVERLOAD_OFF`; at
+        most the rate limit. A pod that finds no member ends the pass, tried again
+        :data:`RETRY_S` later. Returns the move attempts left in this step."""
+        sim = self.sims[c]
+        holder = self.holders[c]
+        running = [
+            p
+            for p in self.pods.values()
+            if p.cluster == c and p.rec is not None and p.rec.outcome == "Running"
+        ]
+        running.sort(key=lambda p: -pod_vector(p.arrival.pod)[0])
+        for p in running:
+            if holder.usage() < OVERLOAD_OFF:  # the member's snapshot: moved pods are gone
+                return attempts
+            if attempts <= 0 or self.budget < 1:
+                self.cut = True
+                return attempts
+            attempts -= 1
+            self.budget -= 1
+            choice = self._choose(p, t, c)
+            if choice is None or choice[0] == c or choice[1] is None:
+                self.evac_next[c] = t + RETRY_S
+                return attempts
+            target, node = choice
+            key = p.arrival.pod.key
+            old = p.rec
+            self.changed[target] = self.changed[c] = True
+            if not self._bind(target, p, node, t):
+                self.sims[target].withdraw(key, MOVED)  # refused: undo the copy
+                p.rec = old
+                continue
+            sim.remove_pod(key, MOVED)  # the copy runs: only now the pod here goes
+            p.cluster = target
+            self.out.moved_running += 1
+        self.evac_next[c] = t + RETRY_S  # nothing left to move here now
+        return attempts
 
     def _move(self, p: _Pod, c: int, t: float) -> bool:
         """Move pending ``p`` out of member ``c``: the copy first (bosun: bound by its
