@@ -451,7 +451,10 @@ def live_workload_rows(replicas: int = 4, window_s: float = 2.0) -> list[tuple[s
                 c.stop()
     migs = [e for e in events if e.get("ev") == "workload_migrated"]
     if "gone" not in marks or not migs:
-        return [("live workload", "n/a (the Deployment did not move within 90 s)")]
+        seen = [e.get("ev") for e in events if "workload" in e or e.get("ev") == "bind_failed"]
+        errors = [x for c in ctls for x in c.errors][:3]
+        return [("live workload", f"n/a (the Deployment did not move within 90 s; marks "
+                 f"{sorted(marks)}, events {seen[:6]}, stand-in errors {errors})")]  # fmt: skip
     t0 = marks["created"]
     scaled = max(e["t"] for e in migs)
     moved = sum(e["replicas"] for e in migs)

@@ -5,9 +5,11 @@ create a Deployment's pods. Test scaffolding, not part of bosun."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
+import urllib3
 from kubernetes import client
 
 Obj = dict[str, Any]
@@ -43,6 +45,7 @@ class ControllerStandIn:
         self.batch = client.BatchV1Api(api)
         self._stop = threading.Event()
         self.n = 0
+        self.errors: list[str] = []
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -51,8 +54,15 @@ class ControllerStandIn:
             try:
                 self._step()
             except client.exceptions.ApiException as e:
+                # 404/409: an object changed between the list and the write (the next
+                # pass sees the new state); anything else is logged and the loop goes on,
+                # as a controller's work queue retries, so one refused write does not end it
                 if e.status not in (404, 409):
-                    raise
+                    self.errors.append(f"{e.status} {e.reason}")
+                    print(f"controller stand-in: {e.status} {e.reason}", file=sys.stderr)
+            except (OSError, urllib3.exceptions.HTTPError) as e:
+                self.errors.append(f"{type(e).__name__}: {e}")
+                print(f"controller stand-in: {type(e).__name__}: {e}", file=sys.stderr)
 
     def _owner(self, kind: str, obj: Any) -> Obj:
         return {"apiVersion": "apps/v1", "kind": kind, "name": obj.metadata.name,
