@@ -229,3 +229,53 @@ def test_bosun_moves_a_running_pod_off_an_overloaded_member() -> None:
     }
     assert set(c1.pods.loc[c1.pods["outcome"] == "Running", "pod"]) == {"default/p0", "default/p1"}
     assert run_policy(Trace("hot", nodes, arrivals), cfg, "none").moved_running == 0
+
+
+def test_engine_submit_and_withdraw_by_hand() -> None:
+    # the engine hooks the scenario uses: at 5 s a controller submits "a" (1 CPU, deleted
+    # by the trace at 20 s) and "big" (8 CPUs, more than the 4-CPU node); "a" binds at 5 s
+    # and completes at its deletion, "big" stays pending and is withdrawn at 6 s (Moved);
+    # a second withdraw and a submit in the past are refused
+    from bosun.framework.config import default_configuration
+    from bosun.plugins.registry import in_tree_registry, registry_points
+    from bosun.twin.engine import ControllerReport, EventKind, SimulationError, Simulator
+
+    seen: dict[str, object] = {}
+
+    class Ctl:
+        columns: tuple[str, ...] = ()
+
+        def start(self, sim: Simulator) -> None:
+            self.sim = sim
+            sim.at(5.0, self.give, EventKind.CONTROL_UP)
+            sim.at(6.0, self.take, EventKind.CONTROL_DOWN)
+
+        def give(self, t: float) -> bool:
+            a = make_pod("a", cpu="1", memory="1Gi")
+            big = make_pod("big", cpu="8", memory="1Gi")
+            self.sim.submit(t, PodArrival(a, t, departure_s=20.0))
+            self.sim.submit(t, PodArrival(big, t))
+            return True
+
+        def take(self, t: float) -> bool:
+            seen["withdrawn"] = self.sim.withdraw("default/big", MOVED).outcome
+            with pytest.raises(KeyError):
+                self.sim.withdraw("default/big")
+            with pytest.raises(SimulationError):
+                self.sim.submit(1.0, PodArrival(make_pod("late", cpu="1"), 1.0))
+            return True
+
+        def values(self, time_s: float) -> tuple[float, ...]:
+            return ()
+
+        def finish(self, sim: Simulator, end_s: float) -> ControllerReport:
+            return ControllerReport()
+
+    conf = default_configuration(registry_points(in_tree_registry()))
+    sim = Simulator(Trace("hooks", [make_node("n0")], []), conf, controllers=[Ctl()])
+    res = sim.run(30.0)
+    rows = res.pods.set_index("pod")
+    assert rows.loc["default/a", "bound_s"] == 5.0
+    assert rows.loc["default/a", "outcome"] == "Completed"
+    assert rows.loc["default/big", "outcome"] == MOVED and seen["withdrawn"] == MOVED
+    assert res.summary["unschedulable_at_end"] == 0
