@@ -794,3 +794,60 @@ def test_pending_job_moves_whole_copy_first_then_source_deleted(
             c.stop()
         for bt in (batch_a, batch_b):
             bt.delete_collection_namespaced_job("default", propagation_policy="Background")
+
+
+@pytest.mark.slow
+def test_a_second_move_of_a_deployment_scales_its_copy_up(
+    planes: tuple[Any, Any], cores: tuple[client.CoreV1Api, client.CoreV1Api]
+) -> None:
+    """As the Deployment test, A's node of 2 CPUs, 4 replicas of 1 CPU: 2 move (B's copy:
+    2). Then A's Deployment is scaled from 2 to 4 again: 2 new pending pods. By hand the
+    second move must not create a second object: B's copy is scaled 2 -> 4, its 2 new pods
+    are bound by B's agent, and A is scaled 4 -> 2. In the end A runs 2, B runs 4, under
+    two reservations of 2 x 1000 milli-CPU each."""
+    core_a, core_b = cores
+    apps_a, apps_b = (client.AppsV1Api(c.api_client) for c in cores)
+    make_node(core_a, "a1", "2")
+    make_node(core_b, "b1", "8")
+    ctl = [ControllerStandIn(core_a.api_client), ControllerStandIn(core_b.api_client)]
+    kubelet = KubeletStandIn(core_b)
+    kubelet.gate.set()
+    apps_a.create_namespaced_deployment("default", deployment("web", 4, "1"))
+    events: list[Obj] = []
+    fast = LiveSettings(pending_window_s=0.5, running_timeout_s=30, retry_after_s=0.5)
+
+    def replicas(apps: client.AppsV1Api) -> int:
+        return int(apps.read_namespaced_deployment("web", "default").spec.replicas)
+
+    async def main() -> None:
+        a = live_agent("A", planes[0], [], events, fast)
+        await a.start()
+        b = live_agent("B", planes[1], [f"127.0.0.1:{a.cfg.port}"], events, fast)
+        await b.start()
+        try:
+            await until(lambda: replicas(apps_a) == 2, 40, "the first move")
+            await until(lambda: len(pods_of(core_a, "web")) == 2, 20, "A's pending pods gone")
+            await athread(apps_a.patch_namespaced_deployment_scale, "web", "default",
+                          {"spec": {"replicas": 4}})  # fmt: skip
+            await until(lambda: len([e for e in events if e["ev"] == "workload_migrated"]) == 2,
+                        40, "the second move")  # fmt: skip
+            assert replicas(apps_b) == 4 and replicas(apps_a) == 2
+            await until(lambda: len([p for p in pods_of(core_b, "web") if p.spec.node_name])
+                        == 4, 20, "B's 4 pods bound")  # fmt: skip
+            await until(lambda: len(pods_of(core_a, "web")) == 2, 20, "A back to 2 pods")
+            held = [r for r in b.fence.bound.values() if r.holder == "A"]
+            assert sorted(r.amounts[CPU] for r in held) == [2000, 2000]
+            assert len(apps_b.list_namespaced_deployment("default").items) == 1
+        finally:
+            await b.stop()
+            await a.stop()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 180))
+    finally:
+        kubelet.stop()
+        for c in ctl:
+            c.stop()
+        for apps in (apps_a, apps_b):
+            apps.delete_collection_namespaced_deployment("default")
+            apps.delete_collection_namespaced_replica_set("default")

@@ -172,10 +172,11 @@ def test_source_scale_down_is_preconditioned_on_its_resource_version(
 
 
 def wbind_msg(owner: LiveAgent, holder: str, replicas: int, cpu: str, rid: str,
-              amounts_cpu: int | None = None) -> Obj:  # fmt: skip
+              amounts_cpu: int | None = None, led: Ledger | None = None) -> Obj:  # fmt: skip
     """A ``wbind`` from ``holder`` for ``replicas`` of ``cpu`` and 100Mi each; the holder
     holds and spends that much of the owner's pools (granted by the owner first, as the
-    grant RPC does), or ``amounts_cpu`` of CPU when given."""
+    grant RPC does), or ``amounts_cpu`` of CPU when given. ``led``: the holder's ledger
+    (kept across binds; a new one by default)."""
     wl = copy_workload(deployment(replicas, cpu), replicas, holder, holder, rid)
     tpl = owner.cluster.hooks.pod_from_api(template_pod(wl))
     assert tpl is not None
@@ -183,7 +184,7 @@ def wbind_msg(owner: LiveAgent, holder: str, replicas: int, cpu: str, rid: str,
     if amounts_cpu is not None:
         amounts[CPU] = amounts_cpu
     owner.ledger.grant(owner.name, holder, amounts)
-    led = Ledger(holder)
+    led = Ledger(holder) if led is None else led
     led.merge_wire(owner.ledger.to_wire([owner.name]), peer=owner.name)
     assert led.reserve(owner.name, amounts)
     res = {"rid": rid, "holder": holder, "owner": owner.name, "epoch": owner.fence.epoch,
@@ -473,3 +474,55 @@ def test_a_job_moves_only_whole_and_before_it_started() -> None:
     feed(a.cluster, [("ADDED", "Pod", rs_pod("c3", "crunch", "1", owner_kind="Job"))])
     a.cluster.raw["default/c3"]["spec"]["nodeName"] = "a1"
     assert "bound here" in a._job_unmovable(JREF, job(), two)
+
+
+def test_a_second_move_scales_the_existing_copy_up_and_its_pods_take_the_new_rooms() -> None:
+    """The Deployment moved to b once (a/1, 2 replicas). A second move (a/2, 2 more) finds
+    the object there (409): b scales that copy up 2 -> 4 through ``scale`` with its
+    resourceVersion, as Karmada divides replicas. The new pods carry the template's id a/1
+    but take a/2's rooms (shares a/2#0, a/2#1), and ``wstatus`` of a/2 counts them, not
+    a/1's. Undoing a/2 scales the copy back down 4 -> 2 instead of deleting it. An object of
+    that name that is not a's copy is a conflict: refused, nothing scaled."""
+    existing = copy_workload(deployment(2), 2, "a", "a", "a/1")
+    existing["metadata"]["resourceVersion"] = "9"
+    scaled = copy.deepcopy(existing)
+    scaled["spec"]["replicas"] = 4
+    api = FakeApi({
+        DEPLOY: [(201, {"metadata": {"uid": "w"}}), (409, {"reason": "AlreadyExists"})],
+        WGET: [(200, existing), (200, scaled)],
+        SCALE: [(200, {})],
+    })  # fmt: skip
+    b = agent_on(api, "b", nodes=2, bind=lambda p, n: None)
+
+    async def main() -> None:
+        led = Ledger("a")
+        assert (await b._bind_workload("a", wbind_msg(b, "a", 2, "1", "a/1", led=led)))["ok"]
+        feed(b.cluster, [("ADDED", "Pod", copy_pod(f"w{i}", "a/1")) for i in range(2)])
+        assert b.bind_copy_pods() == 2
+        got = await b._bind_workload("a", wbind_msg(b, "a", 2, "1", "a/2", led=led))
+        assert got["ok"], got
+        puts = [c[2] for c in api.calls if c[:2] == SCALE]
+        assert [(p["metadata"]["resourceVersion"], p["spec"]["replicas"]) for p in puts] == [
+            ("9", 4)
+        ]
+        feed(b.cluster, [("ADDED", "Pod", copy_pod(f"w{i}", "a/1")) for i in range(2, 4)])
+        assert b.bind_copy_pods() == 2
+        await asyncio.sleep(0.05)
+        assert {b.local_pods[f"default/w{i}"][1].rid for i in (2, 3)} == {
+            f"a/2{SHARE_SEP}0",
+            f"a/2{SHARE_SEP}1",
+        }
+        assert b._workload_status("a/2") == {"bound": 2, "running": 0, "known": True}
+        assert (await b._remove_workload("a", {"rid": "a/2"})) == {"removed": True}
+        puts = [c[2] for c in api.calls if c[:2] == SCALE]
+        assert puts[-1]["spec"]["replicas"] == 2  # 4 - 2: back down, not deleted
+        assert ("DELETE", REF.path()) not in [c[:2] for c in api.calls]
+
+    asyncio.run(main())
+    other = copy.deepcopy(existing)
+    other["metadata"]["annotations"][ANN_HOLDER] = "c"
+    api2 = FakeApi({DEPLOY: [(409, {})], WGET: [(200, other)]})
+    b2 = agent_on(api2, "b", nodes=2)
+    got = asyncio.run(b2._bind_workload("a", wbind_msg(b2, "a", 2, "1", "a/3")))
+    assert not got["ok"] and "is not a's copy" in got["why"]
+    assert not [c for c in api2.calls if c[0] == "PUT"] and "a/3" in b2.fence.refused

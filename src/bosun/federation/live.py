@@ -701,10 +701,40 @@ class LiveCluster(TwinCluster):
         except LiveError as e:
             return False, str(e)
         if status == 409:
-            return False, f"{ref.key} already exists in cluster {self.name} (conflict)"
+            return False, f"{ref.key} already exists in cluster {self.name} ({EXISTS})"
         if not 200 <= status < 300:
             return False, f"creating {ref.key} in cluster {self.name}: {_status_text(status, got)}"
         return True, str((got.get("metadata") or {}).get("uid", ""))
+
+    def scale_up_copy(
+        self, ref: WorkloadRef, more: int, holder: str, source: str
+    ) -> tuple[bool, str, str]:
+        """A second move of a workload whose copy is already here: scale that copy up by
+        ``more`` (``scale``, with its resourceVersion; a 409 reads it again) if it is the
+        copy ``holder`` made from ``source``: ``(True, "", the reservation id its pod
+        template carries)``, or ``(False, reason, "")``. Blocking: call it in a thread."""
+        for _ in range(5):
+            try:
+                status, cur = self.workload_request("GET", ref)
+                if status != 200:
+                    return False, f"reading {ref.key}: {_status_text(status, cur)}", ""
+                meta = cur.get("metadata") or {}
+                ann = meta.get("annotations") or {}
+                if ann.get(ANN_HOLDER) != holder or ann.get(ANN_SOURCE) != source:
+                    return False, (f"{ref.key} exists in cluster {self.name} and is not "
+                                   f"{holder}'s copy from {source} (conflict)"), ""  # fmt: skip
+                tpl = ((cur.get("spec") or {}).get("template") or {}).get("metadata") or {}
+                tpl_rid = str((tpl.get("annotations") or {}).get(ANN_RESERVATION, ""))
+                rv = str(meta.get("resourceVersion", ""))
+                body = scale_body(ref, replicas_of(cur) + more, rv)
+                status, got = self.workload_request("PUT", ref, "scale", body)
+            except LiveError as e:
+                return False, str(e), ""
+            if 200 <= status < 300:
+                return True, "", tpl_rid
+            if status != 409:
+                return False, f"scaling {ref.key}: {_status_text(status, got)}", ""
+        return False, f"{ref.key} kept changing; not scaled up", ""
 
     def workload_request(
         self, method: str, ref: WorkloadRef, sub: str = "", body: Obj | None = None
@@ -754,6 +784,8 @@ class LiveSettings:
 
 #: Separates a workload reservation's id from a replica's share (``A/7#2``).
 SHARE_SEP = "#"
+#: The end of :meth:`LiveCluster.create_workload`'s reason when the object exists already.
+EXISTS = "exists already: conflict"
 
 
 @dataclass
@@ -782,7 +814,12 @@ class WorkloadCopy:
         res: its reservation (fenced here); ref: the copy's object; per: one replica.
         slots: ``(placeholder pod key, node)`` rooms taken in the snapshot at bind and not
             yet given to one of the copy's pods.
-        shares: the copy's pods bound into a slot: pod key -> share id.
+        shares: the copy's pods bound into a slot: pod key -> share id (those still here).
+        issued: shares handed out so far.
+        template_rid: the reservation id the copy's pod template carries when this
+            reservation scaled an existing copy up (its pods carry the first copy's id);
+            ``""``: this reservation's own.
+        scaled_up: replicas this reservation added to an existing copy (0: it created it).
     """
 
     res: Reservation
@@ -791,6 +828,8 @@ class WorkloadCopy:
     slots: list[tuple[str, str]]
     shares: dict[str, str] = dataclasses.field(default_factory=dict)
     issued: int = 0
+    template_rid: str = ""
+    scaled_up: int = 0
 
 
 class LiveAgent(Agent):
@@ -1646,6 +1685,13 @@ class LiveAgent(Agent):
         wc = WorkloadCopy(res, ref, per, slots)
         self.workload_copies[res.rid] = wc
         ok, why = await asyncio.to_thread(self.cluster.create_workload, manifest)
+        if not ok and why.endswith(f"({EXISTS})") and ref.kind != "Job":
+            # the workload moved here before: scale that copy up (Karmada's divided replicas)
+            ok, why, tpl_rid = await asyncio.to_thread(
+                self.cluster.scale_up_copy, ref, k, peer, src
+            )
+            if ok:
+                wc.template_rid, wc.scaled_up = tpl_rid, k
         if not ok:
             self._drop_copy(wc)
             self.fence.refuse(res.rid)
@@ -1677,7 +1723,11 @@ class LiveAgent(Agent):
             if controller_of(obj) is None:
                 continue  # a single pod's copy: bound when it was created
             ann = dict((obj.get("metadata") or {}).get("annotations") or {})
-            wc = self.workload_copies.get(str(ann.get(ANN_RESERVATION, "")))
+            ann_rid = str(ann.get(ANN_RESERVATION, ""))
+            wc = self.workload_copies.get(ann_rid)
+            if wc is None or not wc.slots:  # a reservation that scaled this copy up
+                wc = next((w for w in self.workload_copies.values()
+                           if w.slots and w.template_rid == ann_rid), wc)  # fmt: skip
             if wc is not None and wc.slots:
                 slot_key, node = wc.slots.pop(0)
                 self.cluster.remove(slot_key)
@@ -1754,15 +1804,23 @@ class LiveAgent(Agent):
             else:
                 del self.fence.bound[base]
         wc = self.workload_copies.get(base)
-        if wc is not None:
+        if wc is not None:  # kept: `wstatus` counts the shares that ended as having run
             wc.shares.pop(key, None)
-            if not wc.shares and not wc.slots:
-                del self.workload_copies[base]
         self.gone_notices[share.rid] = (share.holder, key)
 
     def _workload_status(self, rid: str) -> dict[str, Any]:
         """``wstatus``: how many pods of the copy with reservation ``rid`` are bound here,
-        and how many Running."""
+        and how many Running: counted on the reservation's shares (the pods bound into its
+        rooms; a share that ended counts as having run), or, for a copy not known here,
+        on the pods carrying ``rid``."""
+        wc = self.workload_copies.get(rid)
+        if wc is not None:
+            ended = wc.issued - len(wc.shares)
+            up = sum(
+                ((self.cluster.raw.get(k) or {}).get("status") or {}).get("phase") == "Running"
+                for k in wc.shares
+            )
+            return {"bound": wc.issued, "running": ended + up, "known": True}
         bound = running = 0
         for obj in self.cluster.raw.values():
             ann = (obj.get("metadata") or {}).get("annotations") or {}
@@ -1785,6 +1843,13 @@ class LiveAgent(Agent):
             raise WireError(f"peer {peer}: field rid: {rid!r} is not a workload copy here")
         if wc.res.holder != peer:
             raise WireError(f"peer {peer}: field rid: {rid!r} is held by {wc.res.holder}")
+        if wc.scaled_up:  # it scaled an existing copy up: scale it down again, no delete
+            ok, why = await asyncio.to_thread(self._scale_copy_down, wc)
+            if not ok:
+                return {"removed": False, "why": why}
+            self._drop_copy(wc)
+            self.fence.unbind(rid)
+            return {"removed": True}
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
         try:
             status, got = await asyncio.to_thread(
@@ -1801,6 +1866,29 @@ class LiveAgent(Agent):
         self._drop_copy(wc)
         self.fence.unbind(rid)
         return {"removed": True}
+
+    def _scale_copy_down(self, wc: WorkloadCopy) -> tuple[bool, str]:
+        """Undo a scale-up: the copy's replicas back down by ``wc.scaled_up`` (``scale``
+        with its resourceVersion; a 409 reads it again). Its controller then deletes the
+        surplus, kube's ranking choosing unassigned, pending, not-ready and newer pods
+        first. Blocking: call it in a thread."""
+        for _ in range(5):
+            try:
+                status, cur = self.cluster.workload_request("GET", wc.ref)
+                if status == 404:
+                    return True, ""
+                if status != 200:
+                    return False, f"reading {wc.ref.key}: {_status_text(status, cur)}"
+                rv = str((cur.get("metadata") or {}).get("resourceVersion", ""))
+                body = scale_body(wc.ref, replicas_of(cur) - wc.scaled_up, rv)
+                status, got = self.cluster.workload_request("PUT", wc.ref, "scale", body)
+            except LiveError as e:
+                return False, str(e)
+            if 200 <= status < 300 or status == 404:
+                return True, ""
+            if status != 409:
+                return False, f"scaling {wc.ref.key}: {_status_text(status, got)}"
+        return False, f"{wc.ref.key} kept changing; not scaled down"
 
     def report(self) -> dict[str, Any]:
         """The twin report plus the live parts: migrations done, pending pods, skipped
