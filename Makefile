@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_live.py
 	$(BIN)/python benchmarks/bench_twin_part2.py
 	$(BIN)/python benchmarks/bench_colocation.py
+	$(BIN)/python benchmarks/bench_colocation_nab.py
 	$(BIN)/python benchmarks/bench_federation.py
 	$(BIN)/python benchmarks/bench_batch.py
 	$(BIN)/python benchmarks/bench_explain.py
