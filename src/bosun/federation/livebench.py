@@ -10,15 +10,17 @@ run with ``--copy-ready bound`` (a copy counts as running once bound) and
 ``--evacuate-running``.
 
 The agents listen on 127.0.0.1 (the API servers are in the host's network namespace), so
-the phases that need nftables (bytes on the interfaces, packet loss, the partition) are
-reported as n/a, as in the twin backend's loopback run. The live backend has no node churn
-(the summaries follow the API server), so ``bytes_ratio_vs_full`` is n/a too. Phases:
+the bytes on the interfaces and the partition are n/a, as in the twin backend's loopback
+run; packet loss is applied by port on ``lo`` as root (:class:`LoopbackNetwork`). The live
+backend has no node churn (the summaries follow the API server), so
+``bytes_ratio_vs_full`` is n/a too. Phases:
 
 1. start the control planes, create the nodes and pods, start the agents, wait until every
    agent sees every other's marker;
-2. ``convergence_p99_s``: marker updates from random agents, until all agents saw each;
-3. 2 s ``SIGSTOP`` stalls of random agents: ``false_positives`` (``MemberDead`` about an
-   agent never killed, whole run);
+2. ``convergence_p99_s``: marker updates from random agents, until all agents saw each,
+   under ``loss`` (5 %) packet loss;
+3. 10 % loss and 2 s ``SIGSTOP`` stalls of random agents: ``false_positives``
+   (``MemberDead`` about an agent never killed, whole run);
 4. ``requests`` cross-cluster requests of 100 milli-CPU at once, spread over the agents
    (each placed copy is a Pod plus a Binding in the owner's API server):
    ``cross_cluster_success`` (placed / requested); ``double_bookings`` (a request's pod
@@ -46,7 +48,16 @@ from pathlib import Path
 from typing import Any
 
 from bosun.federation.agent import free_port_pair
-from bosun.federation.bench import BenchConfig, BenchError, Network, Proc, Run, _bosun_command, _p
+from bosun.federation.bench import (
+    BenchConfig,
+    BenchError,
+    Network,
+    Proc,
+    Run,
+    _bosun_command,
+    _p,
+    _run,
+)
 
 #: ``shared/k8s`` beside the project root (``$BOSUN_K8S_DIR`` overrides it).
 DEFAULT_K8S_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "k8s"
@@ -253,6 +264,56 @@ def api_check(cores: list[Any]) -> tuple[int, int, int]:
     return over, sum(1 for v in seen.values() if v > 1), fed
 
 
+class LoopbackNetwork(Network):
+    """The agents on 127.0.0.1 with packet loss by port: as root, an nftables table in the
+    host namespace drops ``fraction`` of the packets sent over ``lo`` to the agents'
+    membership ports (UDP ``p``) and to or from their sync/RPC ports (TCP ``p + 1``).
+    Nothing else on ``lo`` (the API servers, other programs) is touched. Without root,
+    :meth:`set_loss` does nothing and returns False. The partition needs addresses per
+    agent, which loopback TCP connections do not keep apart: not offered here."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n, use_netns=False)
+        self.port = [free_port_pair() for _ in range(n)]
+        self.table = f"bosunfbloss{self.tag}"
+        self.loss_on = False
+
+    def set_loss(self, fraction: float) -> bool:
+        if os.geteuid() != 0 or shutil.which("nft") is None:
+            return False
+        self._drop()
+        per = round(fraction * 10000)
+        if per <= 0:
+            return True
+        udp = ", ".join(str(p) for p in self.port)
+        tcp = ", ".join(str(p + 1) for p in self.port)
+        rule = f"numgen random mod 10000 < {per} drop"
+        _run(
+            ["nft", "-f", "-"],
+            stdin=f"""
+table inet {self.table} {{
+  chain out {{
+    type filter hook output priority 1; policy accept;
+    oifname "lo" udp dport {{ {udp} }} {rule}
+    oifname "lo" tcp dport {{ {tcp} }} {rule}
+    oifname "lo" tcp sport {{ {tcp} }} {rule}
+  }}
+}}
+""",
+        )
+        self.loss_on = True
+        return True
+
+    def _drop(self) -> None:
+        if self.loss_on:
+            _run(["nft", "delete", "table", "inet", self.table], check=False)
+            self.loss_on = False
+
+    def teardown(self) -> None:
+        self._drop()
+        super().teardown()
+
+
 class LiveRun(Run):
     """:class:`Run` whose agents front the control planes (``--kubeconfig``)."""
 
@@ -299,13 +360,12 @@ def run_live_bench(cfg: BenchConfig) -> dict[str, Any]:
     """
     folder = require_k8s()
     t_start = time.monotonic()
-    net = Network(cfg.clusters, use_netns=False)
-    net.port = [free_port_pair() for _ in range(cfg.clusters)]
+    net = LoopbackNetwork(cfg.clusters)
     planes = Planes(cfg.clusters, folder)
     run = LiveRun(cfg, net, planes)
     notes = [
-        "bytes, loss, partition: the agents share the host's loopback with the API servers "
-        "(no netns, no nftables): n/a",
+        "bytes, partition: the agents share the host's loopback with the API servers (no "
+        "netns): n/a",
         "bytes_ratio_vs_full: the live backend has no node churn (summaries follow the API "
         "server): n/a",
     ]
@@ -345,6 +405,10 @@ def run_live_bench(cfg: BenchConfig) -> dict[str, Any]:
             k += 1
         extra["startup_s"] = round(time.monotonic() - t_start, 1)
 
+        if net.set_loss(cfg.loss):
+            extra["loss"] = cfg.loss
+        else:
+            notes.append("loss: needs root and nftables: the convergence ran without loss")
         times = []
         for k in range(12):
             if run.left() < 40:
@@ -355,6 +419,7 @@ def run_live_bench(cfg: BenchConfig) -> dict[str, Any]:
         out["convergence_p99_s"] = round(_p(times, 99) or 0, 3) if times else None
         extra["convergence_updates"] = len(times)
 
+        net.set_loss(0.10)
         stalls = 0
         end = time.monotonic() + min(cfg.stall_phase_s, max(4.0, run.left() - 35))
         while time.monotonic() < end and stalls < cfg.stalls and run.left() > 30:
@@ -365,6 +430,7 @@ def run_live_bench(cfg: BenchConfig) -> dict[str, Any]:
             victim.signal(signal.SIGCONT)
             stalls += 1
             run.sleep(max(0.0, min(2.0, end - time.monotonic())))
+        net.set_loss(0.0)
         extra["stalls"] = stalls
         run.sleep(1.0)
 
@@ -465,6 +531,7 @@ def run_live_bench(cfg: BenchConfig) -> dict[str, Any]:
         extra["false_positive_events"] = fps[:10]
         extra["stall_log"] = run.stall_log
     finally:
+        net.teardown()
         run.close()
         planes.stop()
     extra["wall_s"] = round(time.monotonic() - t_start, 1)
