@@ -43,10 +43,9 @@ drain, a fault controller) and re-created.
   gated at once. This keeps kube's termination guarantee: a pod the batch cannot place
   joins a window again only after kube itself would have retried it, at most once per
   window, never in a hot loop. The window of such a pod is scheduled when it becomes gated
-  (the simulator's ``on_settle`` hook). Two limits: the very last event of a run has no
-  ``on_settle``, so a pod gated by it stays gated at the end; and a pod of
-  :attr:`Trace.bound` (bound at time 0) that is evicted comes back ungated, so its first
-  attempt is an ordinary one.
+  (the simulator's ``on_settle`` hook, which also runs after the last event). A limit: a
+  pod of :attr:`Trace.bound` (bound at time 0) that is evicted comes back ungated, so its
+  first attempt is an ordinary one.
 
 Windows of arrivals are scheduled at the start, so a run still ends with its trace.
 
