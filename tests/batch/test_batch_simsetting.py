@@ -35,10 +35,21 @@ KIND = "BatchPlacement"
 
 
 def replay(
-    trace: Trace, solver: str, *, requeued: str = "batch", until: float | None = None
+    trace: Trace,
+    solver: str,
+    *,
+    requeued: str = "batch",
+    until: float | None = None,
+    max_windows: int | None = None,
 ) -> SimulationResult:
     """One run of a batch file's ``solver`` on kube's default profile, window 60 s."""
-    settings = BatchSettings(window_s=60, time_limit_s=1.0, requeued=requeued, solvers=(solver,))
+    settings = BatchSettings(
+        window_s=60,
+        time_limit_s=1.0,
+        requeued=requeued,
+        solvers=(solver,),
+        max_windows=max_windows,
+    )
     run_trace, controller = prepare(trace, settings, solver)
     sim = Simulator(run_trace, default_configuration(POINTS), controllers=[controller])
     return sim.run(until)
@@ -94,6 +105,7 @@ def test_example_file_loads() -> None:
         ({"kind": "Colocation"}, "kind", KIND),
         ({"objective": "makespan"}, "objective", "score, score+fgd"),
         ({"fragWeight": -1}, "fragWeight", ">= 0"),
+        ({"maxWindows": 0}, "maxWindows", ">= 1"),
     ],
     ids=[
         "unknown-key",
@@ -114,6 +126,7 @@ def test_example_file_loads() -> None:
         "wrong-kind",
         "objective-unknown",
         "frag-weight-negative",
+        "max-windows-zero",
     ],
 )
 def test_bad_file_names_file_object_and_field(
@@ -196,23 +209,26 @@ def test_greedy_strands_a_pod_that_the_joint_placement_fits(
 
 
 @pytest.mark.parametrize(
-    ("requeued", "windows", "attempts"),
+    ("requeued", "max_windows", "windows", "attempts"),
     [
         # batch: left out at 60, its ordinary attempt fails, kube's pool holds it. The
         # 5-minute leftover flush requeues it at 360, into the gate: window 420; again at
         # 720: window 780. One window per kube requeue, never a hot loop.
-        ("batch", [60.0, 420.0, 780.0], 3),
+        ("batch", None, [60.0, 420.0, 780.0], 3),
+        # batch, at most 2 windows: after the window at 420 its failure leaves it to
+        # kube's cycle, so the flush at 720 retries it alone (the next would be 1,020)
+        ("batch", 2, [60.0, 420.0], 3),
         # single: one window at 60, then kube's own cycle: the flush retries it at 360,
         # 660 and 960 (each attempt puts it back in the pool for 300 s)
-        ("single", [60.0], 4),
+        ("single", None, [60.0], 4),
     ],
-    ids=["batch", "single"],
+    ids=["batch", "batch-max-2-windows", "single"],
 )
 def test_a_pod_that_never_fits_falls_back_to_kube_backoff(
-    requeued: str, windows: list[float], attempts: int
+    requeued: str, max_windows: int | None, windows: list[float], attempts: int
 ) -> None:
     tr = Trace("never", [make_node("n0", cpu="1")], [PodArrival(make_pod("big", cpu="2"), 10.0)])
-    res = replay(tr, "cpsat", requeued=requeued, until=1000.0)
+    res = replay(tr, "cpsat", requeued=requeued, until=1000.0, max_windows=max_windows)
     assert list(res.tables["batch_windows"]["time_s"]) == windows
     assert int(res.pods["attempts"].iloc[0]) == attempts
     assert res.summary["batch_requeued"] == len(windows) - 1

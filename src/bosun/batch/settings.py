@@ -12,6 +12,7 @@ same trace and profile::
     seed: 0                           # the solvers' seed, >= 0
     solvers: [none, greedy, cpsat, sa, ga]
     requeued: batch                   # or single
+    maxWindows: 3                     # requeued: batch: the most windows per pod (optional)
     objective: score                  # or score+fgd (needs the FGD plugin: --policy fgd)
     fragWeight: 100                   # score+fgd: objective units per GPU of fragmentation
 
@@ -21,7 +22,9 @@ every other name is a batch solver of :func:`bosun.batch.solvers.make_solver` (`
 without a list. ``requeued`` (default ``batch``) decides where a pod goes when it comes
 back to the queue after its first placement: ``batch``, to a later window (see
 :class:`bosun.batch.twin_batch.BatchWindow`); ``single``, to kube's one-at-a-time cycle
-for good. ``objective`` and ``fragWeight`` are
+for good. ``maxWindows`` (default: no limit) caps, under ``requeued: batch``, the windows
+one incarnation of a pod joins; after that its failures leave it to kube's cycle.
+``objective`` and ``fragWeight`` are
 :func:`bosun.batch.problem.build_problem`'s ``objective`` and ``frag_weight``.
 
 :func:`load_batch` reads and checks the file; every problem names the file, the object
@@ -64,6 +67,7 @@ _KEYS = (
     "seed",
     "solvers",
     "requeued",
+    "maxWindows",
     "objective",
     "fragWeight",
 )
@@ -82,6 +86,8 @@ class BatchSettings:
         requeued: ``batch`` or ``single`` (:data:`REQUEUED`).
         objective: ``score`` or ``score+fgd`` (:data:`bosun.batch.problem.OBJECTIVES`).
         frag_weight: ``score+fgd``'s objective units per GPU of fragmentation (>= 0).
+        max_windows: the most windows one incarnation of a pod joins (>= 1); None: no
+            limit.
         source: the file, for messages.
     """
 
@@ -93,6 +99,7 @@ class BatchSettings:
     requeued: str = "batch"
     objective: str = "score"
     frag_weight: int = DEFAULT_FRAG_WEIGHT
+    max_windows: int | None = None
     source: str = "<arguments>"
 
 
@@ -125,7 +132,7 @@ def parse_batch(doc: object, source: str) -> BatchSettings:
             is unknown or not installed (``solvers[i]``), a ``requeued`` other than
             batch/single, an ``objective`` not in
             :data:`bosun.batch.problem.OBJECTIVES`, a ``fragWeight`` that is not an
-            integer >= 0.
+            integer >= 0, a ``maxWindows`` that is not an integer >= 1.
     """
     problems: list[InputProblem] = []
 
@@ -161,6 +168,11 @@ def parse_batch(doc: object, source: str) -> BatchSettings:
     weight = doc.get("fragWeight", defaults.frag_weight)
     if isinstance(weight, bool) or not isinstance(weight, int) or weight < 0:
         problem("fragWeight", f"must be an integer >= 0, got {weight!r}")
+    max_windows = doc.get("maxWindows")
+    if max_windows is not None and (
+        isinstance(max_windows, bool) or not isinstance(max_windows, int) or max_windows < 1
+    ):
+        problem("maxWindows", f"must be an integer >= 1, got {max_windows!r}")
     raw = doc.get("solvers", list(defaults.solvers))
     names: list[str] = []
     if isinstance(raw, str):
@@ -196,6 +208,7 @@ def parse_batch(doc: object, source: str) -> BatchSettings:
         requeued=str(requeued),
         objective=str(objective),
         frag_weight=int(weight),
+        max_windows=None if max_windows is None else int(max_windows),
         source=source,
     )
 
@@ -251,6 +264,7 @@ def prepare(trace: Trace, settings: BatchSettings, solver: str) -> tuple[Trace, 
         requeued=settings.requeued,
         objective=settings.objective,
         frag_weight=settings.frag_weight,
+        max_windows=settings.max_windows,
     )
     return gate_arrivals(trace), window
 

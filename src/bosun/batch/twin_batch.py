@@ -226,10 +226,14 @@ class BatchWindow(_UnallocatedGpus):
             they go through kube's one-at-a-time cycle (module docstring).
         objective, frag_weight: :func:`bosun.batch.problem.build_problem`'s (``score+fgd``
             needs the FGD plugin in every profile, checked at the start).
+        max_windows: requeue mode: the most windows one incarnation of a pod joins; once
+            it has, its failures leave it to kube's one-at-a-time cycle (an evicted pod's
+            new incarnation starts again). None (default): no limit.
 
     Raises:
         InputError: a window or time limit that is not positive, a ``requeued`` other than
-            batch/single, an unknown objective or a negative ``frag_weight``.
+            batch/single, an unknown objective or a negative ``frag_weight``, a
+            ``max_windows`` below 1.
     """
 
     def __init__(
@@ -243,6 +247,7 @@ class BatchWindow(_UnallocatedGpus):
         requeued: str = "batch",
         objective: str = "score",
         frag_weight: int = DEFAULT_FRAG_WEIGHT,
+        max_windows: int | None = None,
     ) -> None:
         from bosun.batch.problem import check_objective
 
@@ -251,8 +256,20 @@ class BatchWindow(_UnallocatedGpus):
         check_time_limit(time_limit_s)
         _check_requeued(requeued)
         bad = check_objective(objective, frag_weight)
+        if max_windows is not None and (
+            isinstance(max_windows, bool) or not isinstance(max_windows, int) or max_windows < 1
+        ):
+            bad.append(
+                InputProblem(
+                    "<arguments>",
+                    "batch window",
+                    "max_windows",
+                    f"must be an integer >= 1 or None, got {max_windows!r}",
+                )
+            )
         if bad:
             raise InputError(bad)
+        self.max_windows = max_windows
         self.objective = objective
         self.frag_weight = frag_weight
         self.window_s = float(window_s)
@@ -272,6 +289,8 @@ class BatchWindow(_UnallocatedGpus):
         #: requeue mode: pods found gated since the last window
         self._ready: dict[str, PodRecord] = {}
         self._batched: set[str] = set()  # pod keys that were in a window
+        #: windows joined per pod key, by its current incarnation (``max_windows``)
+        self._joined: dict[str, tuple[PodRecord, int]] = {}
 
     def start(self, sim: Simulator) -> None:
         """Check that every profile runs SchedulingGates; schedule the window of every
@@ -350,6 +369,10 @@ class BatchWindow(_UnallocatedGpus):
         qpi = queue.get(key)
         if rec is None or rec.outcome != _PENDING or qpi is None or qpi.pod.scheduling_gates:
             return  # gone, bound, or gated already (by the batch or by its own gates)
+        joined = self._joined.get(key)
+        cap = self.max_windows
+        if cap is not None and joined is not None and joined[0] is rec and joined[1] >= cap:
+            return  # it had its windows: kube's one-at-a-time cycle from now on
         held = _gated(qpi.pod)
         where = queue.where(key)
         if where == UNSCHEDULABLE:
@@ -404,6 +427,9 @@ class BatchWindow(_UnallocatedGpus):
             if pod.key in self._batched:
                 requeued += 1
             self._batched.add(pod.key)
+            joined = self._joined.get(pod.key)
+            count = joined[1] + 1 if joined is not None and joined[0] is rec else 1
+            self._joined[pod.key] = (rec, count)
             if self.requeued == "single":
                 # from now on the pod is an ordinary one: requeued after an eviction it
                 # goes through the one-at-a-time cycle, not a window
@@ -492,6 +518,7 @@ class BatchWindow(_UnallocatedGpus):
             "batch_requeued": self.requeued,
             "batch_objective": self.objective,
             "batch_frag_weight": self.frag_weight,
+            "batch_max_windows": self.max_windows,
         }
         return ControllerReport(summary=summary, meta=meta, tables={"batch_windows": table})
 
@@ -508,6 +535,7 @@ def simulate_batched(
     requeued: str = "batch",
     objective: str = "score",
     frag_weight: int = DEFAULT_FRAG_WEIGHT,
+    max_windows: int | None = None,
     until_s: float | None = None,
     controllers: Sequence[Any] = (),
     **kwargs: Any,
@@ -530,6 +558,7 @@ def simulate_batched(
         requeued=requeued,
         objective=objective,
         frag_weight=frag_weight,
+        max_windows=max_windows,
     )
     sim = Simulator(
         gate_arrivals(trace), config, seed=seed, controllers=[*controllers, window], **kwargs

@@ -452,6 +452,7 @@ _SIM_FLAGS = {
     "requeued": "--requeued",
     "objective": "--objective",
     "fragWeight": "--frag-weight",
+    "maxWindows": "--max-windows",
 }
 
 
@@ -500,6 +501,13 @@ def simulate(
         int,
         typer.Option("--frag-weight", help="score+fgd: objective units per GPU (>= 0)."),
     ] = 100,
+    max_windows: Annotated[
+        int | None,
+        typer.Option(
+            "--max-windows",
+            help="--requeued batch: the most windows one pod joins (>= 1; default: no limit).",
+        ),
+    ] = None,
     until: Annotated[
         float | None, typer.Option("--until", help="Stop at this simulated second.")
     ] = None,
@@ -547,6 +555,7 @@ def simulate(
                     "requeued": requeued,
                     "objective": objective,
                     "fragWeight": frag_weight,
+                    "maxWindows": max_windows,
                 },
                 "command line",
             )
