@@ -620,7 +620,10 @@ def test_pod_with_a_node_selector_goes_first_time_to_the_only_cluster_that_has_t
                 sb, sc = score(views["B"], need, "A"), score(views["C"], need, "A")
                 assert sb is not None and sc is not None and sb > sc
                 await athread(core_a.create_namespaced_pod, "default", obj)
-                await until(lambda: read_pod(core_a, "sel") is None, 40, "the pod to leave A")
+                # the event comes once the DELETE's thread returns to the loop
+                await until(lambda: any(e["ev"] == "migrated" for e in events), 40,
+                            "the move to end")  # fmt: skip
+                assert read_pod(core_a, "sel") is None
                 copy = read_pod(core_c, "sel")
                 assert copy is not None and copy.spec.node_name == "c1"
                 assert read_pod(core_b, "sel") is None
