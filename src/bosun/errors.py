@@ -7,8 +7,9 @@ and exit code 2.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 class BosunError(Exception):
@@ -67,3 +68,42 @@ class ProblemCollector:
         """Raise :class:`InputError` listing every recorded problem, if there are any."""
         if self.problems:
             raise InputError(self.problems)
+
+
+def settings_header(
+    doc: object, source: str, kind: str, api_version: str, keys: Collection[str]
+) -> tuple[Mapping[str, Any], list[InputProblem]]:
+    """The top-level checks every bosun settings file (a batch file, a co-location file)
+    shares: ``doc`` (a loaded YAML document; ``None``, an empty file, reads as ``{}``)
+    must be a mapping whose keys are in ``keys``, with ``apiVersion`` ``api_version`` and
+    ``kind`` ``kind`` where given.
+
+    Returns:
+        the mapping and the problems found so far (unknown fields, a wrong apiVersion or
+        kind), each naming ``source``, the object ``kind`` and the field; the caller adds
+        its own and raises.
+
+    Raises:
+        InputError: ``doc`` is not a mapping.
+    """
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, Mapping):
+        raise InputError([InputProblem(source, kind, "", "must be a YAML mapping")])
+    problems: list[InputProblem] = []
+    for key in doc:
+        if key not in keys:
+            problems.append(
+                InputProblem(source, kind, str(key), f"unknown field (known: {', '.join(keys)})")
+            )
+    if doc.get("apiVersion", api_version) != api_version:
+        problems.append(
+            InputProblem(
+                source, kind, "apiVersion", f"must be {api_version}, got {doc.get('apiVersion')!r}"
+            )
+        )
+    if doc.get("kind", kind) != kind:
+        problems.append(
+            InputProblem(source, kind, "kind", f"must be {kind}, got {doc.get('kind')!r}")
+        )
+    return doc, problems

@@ -46,7 +46,7 @@ import yaml
 from bosun.api.durations import parse_duration
 from bosun.batch.problem import DEFAULT_FRAG_WEIGHT, DEFAULT_TOP_K, OBJECTIVES
 from bosun.batch.solvers import make_solver
-from bosun.errors import InputError, InputProblem
+from bosun.errors import InputError, InputProblem, settings_header
 
 if TYPE_CHECKING:
     from bosun.twin.results import SimulationResult
@@ -134,22 +134,11 @@ def parse_batch(doc: object, source: str) -> BatchSettings:
             :data:`bosun.batch.problem.OBJECTIVES`, a ``fragWeight`` that is not an
             integer >= 0, a ``maxWindows`` that is not an integer >= 1.
     """
-    problems: list[InputProblem] = []
+    doc, problems = settings_header(doc, source, KIND, API_VERSION, _KEYS)
 
     def problem(field: str, message: str) -> None:
         problems.append(InputProblem(source, KIND, field, message))
 
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, Mapping):
-        raise InputError([InputProblem(source, KIND, "", "must be a YAML mapping")])
-    for key in doc:
-        if key not in _KEYS:
-            problem(str(key), f"unknown field (known: {', '.join(_KEYS)})")
-    if doc.get("apiVersion", API_VERSION) != API_VERSION:
-        problem("apiVersion", f"must be {API_VERSION}, got {doc.get('apiVersion')!r}")
-    if doc.get("kind", KIND) != KIND:
-        problem("kind", f"must be {KIND}, got {doc.get('kind')!r}")
     defaults = BatchSettings()
     window = _seconds(doc.get("window", defaults.window_s), "window", problem)
     limit = _seconds(doc.get("timeLimit", defaults.time_limit_s), "timeLimit", problem)

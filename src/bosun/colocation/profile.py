@@ -72,7 +72,7 @@ from bosun.colocation.batch import ReclaimPolicy
 from bosun.colocation.online import OnlineSeries
 from bosun.colocation.sim import Interference
 from bosun.colocation.twin import ReclaimController, koordinator_profile
-from bosun.errors import InputError, InputProblem
+from bosun.errors import InputError, InputProblem, settings_header
 from bosun.framework.config import PluginRef, ProfileConfig, SchedulerConfiguration
 from bosun.plugins.batch_resources import batch_request_problems
 from bosun.twin.trace import Trace
@@ -173,22 +173,11 @@ def parse_colocation(doc: object, source: str) -> ColocationSettings:
         InputError: every problem, each naming ``source``, the object ``Colocation`` and
             the field (``policy``, ``forecast.quantile``, ...).
     """
-    problems: list[InputProblem] = []
+    doc, problems = settings_header(doc, source, KIND, API_VERSION, _KEYS)
 
     def problem(field: str, message: str) -> None:
         problems.append(InputProblem(source, KIND, field, message))
 
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, Mapping):
-        raise InputError([InputProblem(source, KIND, "", "must be a YAML mapping")])
-    for key in doc:
-        if key not in _KEYS:
-            problem(str(key), f"unknown field (known: {', '.join(_KEYS)})")
-    if doc.get("apiVersion", API_VERSION) != API_VERSION:
-        problem("apiVersion", f"must be {API_VERSION}, got {doc.get('apiVersion')!r}")
-    if doc.get("kind", KIND) != KIND:
-        problem("kind", f"must be {KIND}, got {doc.get('kind')!r}")
     policy = doc.get("policy", "bosun")
     if policy not in POLICIES:
         problem("policy", f"must be one of {', '.join(POLICIES)}, got {policy!r}")
